@@ -1,0 +1,182 @@
+"""The one independent evaluator: the single source of truth for latency, memory and
+quantization error of an edge/cloud plan. Every plan any solver or baseline returns is
+re-evaluated here, and the solver's own objective must agree.
+
+It simulates the plan instead of reusing any formulation's algebra:
+
+* latency (ms) = edge compute (sum over edge layers) + transmission (one transfer of every
+  tensor that crosses the cut, each sent once however many cloud layers read it; raw
+  inputs included when a cloud layer reads them) + cloud compute (sum over cloud layers);
+* edge memory (bytes) = weight bytes of edge layers + the peak activation working set,
+  found by walking the edge layers in execution order: a tensor is allocated when
+  produced (raw inputs: at the start), the working set at a step counts every live tensor
+  plus the step's own output, and a tensor is freed after its last edge reader unless a
+  cloud layer reads it, in which case it is held until it is sent after the edge part
+  ends. A plan with no edge layer uses no edge memory (the input streams to the uplink);
+* quantization error = sum over edge layers of weight_error[weight bits] +
+  activation_error[bits the output reaches the next consumer at] (zero at or above the
+  reference precision; a cut tensor sent at ``transmit_bits`` below its activation bits
+  counts at ``transmit_bits``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from splitopt.instance import Instance
+from splitopt.latency import layer_latency_ms, transfer_ms
+from splitopt.plan import Plan, check_plan
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """What a plan costs. Times in ms, sizes in bytes, error dimensionless."""
+
+    edge_compute_ms: float
+    transmit_ms: float
+    cloud_compute_ms: float
+    total_ms: float
+    transmitted_bytes: float
+    sent_tensors: tuple[tuple[str, float], ...]
+    edge_weight_bytes: float
+    edge_peak_activation_bytes: float
+    edge_memory_bytes: float
+    edge_memory_limit: float
+    peak_layer: str | None
+    error: float
+    error_budget: float | None
+    edge_layer_count: int
+    violations: tuple[str, ...] = field(default=())
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict:
+        return {
+            "edge_compute_ms": self.edge_compute_ms,
+            "transmit_ms": self.transmit_ms,
+            "cloud_compute_ms": self.cloud_compute_ms,
+            "total_ms": self.total_ms,
+            "transmitted_bytes": self.transmitted_bytes,
+            "sent_tensors": [{"tensor": t, "bytes": b} for t, b in self.sent_tensors],
+            "edge_weight_bytes": self.edge_weight_bytes,
+            "edge_peak_activation_bytes": self.edge_peak_activation_bytes,
+            "edge_memory_bytes": self.edge_memory_bytes,
+            "edge_memory_limit": self.edge_memory_limit,
+            "peak_layer": self.peak_layer,
+            "error": self.error,
+            "error_budget": self.error_budget,
+            "edge_layer_count": self.edge_layer_count,
+            "feasible": self.feasible,
+            "violations": list(self.violations),
+        }
+
+
+#: relative tolerance for budget checks (floating-point noise, not slack)
+BUDGET_RTOL = 1e-9
+
+
+def evaluate(inst: Instance, plan: Plan) -> Metrics:
+    """Evaluate a plan; raises InvalidPlan if it is malformed, and lists budget
+    violations (memory, error) in ``Metrics.violations``."""
+    check_plan(inst, plan)
+    s = inst.settings
+    edge, cloud = inst.edge_device, inst.cloud_device
+    on_edge = {l.name for l in inst.layers if plan.device[l.name] == s.edge}
+
+    # --- compute --------------------------------------------------------------------
+    edge_ms = cloud_ms = 0.0
+    for layer in inst.layers:
+        n = layer.name
+        if n in on_edge:
+            edge_ms += layer_latency_ms(inst, layer, edge, plan.weight_bits[n], plan.activation_bits[n])
+        else:
+            cloud_ms += layer_latency_ms(inst, layer, cloud, s.cloud_bits, s.cloud_bits)
+
+    # --- which tensors cross the cut, at how many bits --------------------------------
+    def tensor_bits_on_edge(tensor: str) -> int:
+        if tensor in inst.input_by_name:
+            return inst.input_by_name[tensor].bits
+        return plan.activation_bits[tensor]
+
+    def sent_bits(tensor: str) -> int:
+        if tensor in inst.input_by_name:
+            return inst.input_by_name[tensor].bits
+        if s.transmit_bits is not None:
+            return s.transmit_bits
+        return plan.activation_bits[tensor]
+
+    produced_on_edge = [t.name for t in inst.inputs] + [l.name for l in inst.layers if l.name in on_edge]
+    sent: list[tuple[str, float]] = []
+    for tensor in produced_on_edge:
+        readers = inst.consumers[tensor]
+        if any(r not in on_edge for r in readers):
+            sent.append((tensor, inst.tensor_elements(tensor) * sent_bits(tensor) / 8.0))
+    sent_names = {t for t, _ in sent}
+    transmitted = sum(b for _, b in sent)
+    transmit = transfer_ms(inst, transmitted)
+
+    # --- edge memory: walk the edge execution order -------------------------------------
+    weight_bytes = sum(inst.layer_by_name[n].weights * plan.weight_bits[n] / 8.0 for n in on_edge)
+    peak, peak_layer = 0.0, None
+    if on_edge:
+        size = {t: inst.tensor_elements(t) * tensor_bits_on_edge(t) / 8.0 for t in produced_on_edge}
+        last_edge_reader: dict[str, int] = {}
+        for tensor in produced_on_edge:
+            steps = [inst.position[r] for r in inst.consumers[tensor] if r in on_edge]
+            last_edge_reader[tensor] = max(steps) if steps else -1
+        live: dict[str, float] = {t.name: size[t.name] for t in inst.inputs}
+        for layer in inst.layers:
+            n = layer.name
+            if n not in on_edge:
+                continue
+            live[n] = size[n]
+            working = sum(live.values())
+            if working > peak:
+                peak, peak_layer = working, n
+            step = inst.position[n]
+            for tensor in list(live):
+                if tensor not in sent_names and last_edge_reader[tensor] <= step:
+                    del live[tensor]
+
+    # --- quantization error --------------------------------------------------------------
+    error = 0.0
+    for n in on_edge:
+        layer = inst.layer_by_name[n]
+        wb, ab = plan.weight_bits[n], plan.activation_bits[n]
+        if layer.weights > 0 and wb < s.cloud_bits:
+            error += layer.weight_error[wb]
+        effective = ab
+        if n in sent_names and s.transmit_bits is not None:
+            effective = min(ab, s.transmit_bits)
+        if effective < s.cloud_bits:
+            error += layer.activation_error[effective]
+
+    memory = weight_bytes + peak
+    violations = []
+    if memory > s.edge_memory_bytes * (1 + BUDGET_RTOL):
+        violations.append(
+            f"edge memory {memory:,.0f} B (weights {weight_bytes:,.0f} + activations {peak:,.0f}) "
+            f"exceeds limit {s.edge_memory_bytes:,.0f} B"
+        )
+    if s.error_budget is not None and error > s.error_budget * (1 + BUDGET_RTOL) + 1e-15:
+        violations.append(f"quantization error {error:.6g} exceeds budget {s.error_budget:.6g}")
+
+    return Metrics(
+        edge_compute_ms=edge_ms,
+        transmit_ms=transmit,
+        cloud_compute_ms=cloud_ms,
+        total_ms=edge_ms + transmit + cloud_ms,
+        transmitted_bytes=transmitted,
+        sent_tensors=tuple(sent),
+        edge_weight_bytes=weight_bytes,
+        edge_peak_activation_bytes=peak,
+        edge_memory_bytes=memory,
+        edge_memory_limit=s.edge_memory_bytes,
+        peak_layer=peak_layer,
+        error=error,
+        error_budget=s.error_budget,
+        edge_layer_count=len(on_edge),
+        violations=tuple(violations),
+    )

@@ -1,0 +1,38 @@
+"""The one name -> backend map. Entries are import paths so that listing the backends
+(``splitopt solvers``) imports none of their solver packages."""
+
+from __future__ import annotations
+
+import importlib
+
+from splitopt.errors import SolverUnavailable, UnknownSolver
+from splitopt.solvers.base import Backend
+
+#: name -> "module:Class"; the first exact entry is the default
+BACKENDS: dict[str, str] = {
+    "milp-cbc": "splitopt.solvers.milp:CbcBackend",
+    "milp-highs": "splitopt.solvers.milp:HighsBackend",
+    "cpsat": "splitopt.solvers.cpsat:CpSatBackend",
+}
+
+DEFAULT_SOLVER = "milp-cbc"
+
+
+def backend_class(name: str) -> type[Backend]:
+    if name not in BACKENDS:
+        raise UnknownSolver(f"unknown solver '{name}' (available: {', '.join(BACKENDS)})")
+    module, cls = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def get_backend(name: str) -> Backend:
+    cls = backend_class(name)
+    if not cls.is_installed():
+        raise SolverUnavailable(
+            f"solver '{name}' needs {', '.join(cls.requires)}, which is not installed ({cls.install_hint})"
+        )
+    return cls()
+
+
+def names(kind: str | None = None) -> list[str]:
+    return [n for n in BACKENDS if kind is None or backend_class(n).kind == kind]
