@@ -93,7 +93,8 @@ class Settings:
     bound); ``bit_widths`` are the candidate edge bit-widths of the ``split_bits``
     problem; ``cloud_bits`` is the reference precision (cloud layers, and every layer in
     the float ``split`` problem); ``transmit_bits`` (None: the producer's activation
-    bit-width) is the precision of transmitted layer outputs."""
+    bit-width) is the precision of transmitted layer outputs; ``edge_required`` lists
+    layers that must run on the edge (their ancestors follow by closure)."""
 
     problem: str
     edge: str
@@ -104,6 +105,7 @@ class Settings:
     cloud_bits: int = 16
     transmit_bits: int | None = None
     objective: str = "latency"
+    edge_required: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,15 @@ class Instance:
             f"links: no link from edge device '{self.settings.edge}' to cloud device "
             f"'{self.settings.cloud}'"
         )
+
+    @cached_property
+    def required_on_edge(self) -> frozenset[str]:
+        """``settings.edge_required`` with all their ancestors."""
+        out: set[str] = set()
+        for name in self.settings.edge_required:
+            out.add(name)
+            out.update(nx.ancestors(self.graph, name))
+        return frozenset(out)
 
     def candidate_bits(self) -> tuple[int, ...]:
         """Edge bit-widths a plan may use: the candidate set for ``split_bits``, the
@@ -299,6 +310,7 @@ def parse_instance(data: Any) -> Instance:
         cloud_bits=int(s.get("cloud_bits", 16)),
         transmit_bits=s.get("transmit_bits"),
         objective=s.get("objective", "latency"),
+        edge_required=tuple(s.get("edge_required", ())),
     )
     inst = Instance(
         name=data["name"],
@@ -387,6 +399,9 @@ def _check_consistency(inst: Instance) -> None:
             f"instance.settings.problem: 'split' runs edge layers at cloud_bits={s.cloud_bits}, "
             f"which edge device '{edge.name}' does not support (supports {list(edge.bit_widths)})"
         )
+    for name in s.edge_required:
+        if name not in inst.layer_by_name:
+            raise InvalidInstance(f"instance.settings.edge_required: unknown layer '{name}'")
     inst.uplink  # raises if missing
     for i, link in enumerate(inst.links):
         for end in ("source", "target"):
@@ -468,6 +483,7 @@ def to_dict(inst: Instance) -> dict[str, Any]:
             "bit_widths": list(s.bit_widths),
             "cloud_bits": s.cloud_bits,
             "transmit_bits": s.transmit_bits,
+            "edge_required": list(s.edge_required),
         },
     }
     return data

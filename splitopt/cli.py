@@ -1,0 +1,229 @@
+"""The ``splitopt`` command line. Thin: it parses, calls the library, prints.
+
+Exit codes: 0 a plan was found (OPTIMAL or FEASIBLE) or the command succeeded;
+1 internal solver failure (a bug: please report); 2 bad input (instance, plan, option,
+unknown solver); 3 solver package not installed; 4 no plan (INFEASIBLE or
+NO_SOLUTION_FOUND).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from splitopt.errors import (
+    InvalidInstance,
+    InvalidPlan,
+    NotApplicable,
+    SolverFailure,
+    SolverUnavailable,
+    SplitoptError,
+    UnknownSolver,
+)
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    help="Decide how to split a DNN between an edge device and a cloud by solving mathematical programs.",
+)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True)
+
+EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NO_PLAN = 1, 2, 3, 4
+
+
+class Problem(str, Enum):
+    split = "split"
+    split_bits = "split_bits"
+
+
+class SweepMode(str, Enum):
+    exact = "exact"
+    grid = "grid"
+
+
+@contextmanager
+def _errors():
+    """Turn package errors into one line on stderr and an exit code; no traceback."""
+    try:
+        yield
+    except (InvalidInstance, InvalidPlan, UnknownSolver, NotApplicable) as e:
+        err_console.print(f"error: {e}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    except SolverUnavailable as e:
+        err_console.print(f"error: {e}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_UNAVAILABLE)
+    except SolverFailure as e:
+        err_console.print(f"solver failure (a bug in splitopt): {e}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_FAILURE)
+    except SplitoptError as e:
+        err_console.print(f"error: {e}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def _load(path: Path, problem: Optional[Problem] = None):
+    from splitopt.instance import load_instance
+
+    inst = load_instance(path)
+    if problem is not None and problem.value != inst.settings.problem:
+        inst = inst.with_settings(problem=problem.value)
+    return inst
+
+
+def _print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+@app.command()
+def solve(
+    instance: Path = typer.Argument(..., help="Instance JSON file."),
+    solver: str = typer.Option("milp-cbc", "--solver", "-s", help="Backend name; `splitopt solvers` lists them."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
+    problem: Optional[Problem] = typer.Option(None, "--problem", help="Override the instance's problem: split (float cut) or split_bits (cut + bit-widths)."),
+    threads: int = typer.Option(2, "--threads", help="Solver threads."),
+    seed: int = typer.Option(0, "--seed", help="Random seed for solvers and heuristics."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (the plan in the format `evaluate` reads)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log."),
+    export_model: Optional[Path] = typer.Option(None, "--export-model", help="Write the built program: .lp/.mps (MILP backends) or .txt/.pb (cpsat)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the plan JSON to this file."),
+    layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table of edge layers."),
+) -> None:
+    """Solve INSTANCE and print where to cut, bit-widths, latency, memory, status and gap."""
+    from splitopt.report import print_result, result_to_dict
+    from splitopt.solve import solve as run
+
+    with _errors():
+        inst = _load(instance, problem)
+        result = run(inst, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                     verbose=verbose, export_path=export_model)
+        if output is not None and result.plan is not None:
+            output.write_text(json.dumps(result.plan.to_dict(inst), indent=1) + "\n")
+        if as_json:
+            _print_json(result_to_dict(inst, result))
+        else:
+            print_result(console, inst, result, show_layers=layers)
+            if export_model is not None:
+                console.print(f"[bold]Model[/bold]    written to {export_model}")
+    if not result.status.has_plan:
+        raise typer.Exit(EXIT_NO_PLAN)
+
+
+@app.command()
+def evaluate(
+    instance: Path = typer.Argument(..., help="Instance JSON file."),
+    plan: Path = typer.Argument(..., help="Plan JSON file (or the output of `solve --json`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
+    layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table of edge layers."),
+) -> None:
+    """Evaluate PLAN on INSTANCE with the independent evaluator."""
+    from splitopt.evaluator import evaluate as run
+    from splitopt.plan import load_plan
+    from splitopt.report import print_metrics
+
+    with _errors():
+        inst = _load(instance)
+        p = load_plan(inst, plan)
+        metrics = run(inst, p)
+        if as_json:
+            _print_json({"instance": inst.name, "problem": inst.settings.problem, "metrics": metrics.to_dict()})
+        else:
+            console.print(f"[bold]splitopt[/bold] {inst.name} | problem {inst.settings.problem} | evaluate {plan}")
+            print_metrics(console, inst, p, metrics, show_layers=layers)
+
+
+@app.command()
+def validate(instance: Path = typer.Argument(..., help="Instance JSON file.")) -> None:
+    """Check INSTANCE against the JSON Schema and for consistency."""
+    with _errors():
+        inst = _load(instance)
+        macs = sum(l.macs for l in inst.layers)
+        weights = sum(l.weights for l in inst.layers)
+        console.print(
+            f"ok: {inst.name}: {len(inst.layers)} layers, {macs / 1e9:.3f} GMAC, {weights / 1e6:.3f} M weights, "
+            f"problem {inst.settings.problem}, edge '{inst.settings.edge}', cloud '{inst.settings.cloud}'",
+            highlight=False,
+        )
+
+
+@app.command()
+def solvers(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """List the backends and whether each is installed."""
+    from splitopt.solvers import registry
+
+    rows = []
+    for name in registry.BACKENDS:
+        cls = registry.backend_class(name)
+        rows.append({"name": name, "kind": cls.kind, "problems": list(cls.problems),
+                     "installed": cls.is_installed(), "description": cls.description})
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table(title="splitopt backends")
+    for col in ("name", "kind", "problems", "installed", "description"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["kind"], ", ".join(r["problems"]), "yes" if r["installed"] else "no", r["description"])
+    console.print(table)
+
+
+@app.command()
+def pareto(
+    instance: Path = typer.Argument(..., help="Instance JSON file."),
+    solver: str = typer.Option("milp-cbc", "--solver", "-s", help="Exact backend."),
+    mode: SweepMode = typer.Option(SweepMode.exact, "--mode", help="exact: every corner of the front; grid: evenly spaced budgets."),
+    points: int = typer.Option(50, "--points", help="Most points to compute."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds per solve."),
+    as_json: bool = typer.Option(False, "--json", help="Print the front as JSON."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a plot of the front (PNG/SVG/PDF)."),
+) -> None:
+    """Latency/quantization-error Pareto front by the epsilon-constraint method (AUTO-SPLIT Fig. 5)."""
+    from splitopt.pareto import pareto_front, plot_front
+
+    with _errors():
+        inst = _load(instance, Problem.split_bits)
+        front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
+        if plot is not None:
+            plot_front(inst, front, str(plot))
+        if as_json:
+            _print_json([
+                {"error_budget": p.budget, "error": p.error, "latency_ms": p.latency_ms, "status": p.result.status.value,
+                 "gap": p.result.gap, "edge_layers": len(p.result.plan.edge_layers(inst)),
+                 "plan": p.result.plan.to_dict(inst)}
+                for p in front
+            ])
+            return
+        table = Table(title=f"{inst.name}: latency / error Pareto front ({solver}, {mode.value})")
+        for col in ("error", "latency ms", "edge layers", "edge memory B", "status"):
+            table.add_column(col, justify="right")
+        for p in front:
+            m = p.result.metrics
+            table.add_row(f"{p.error:.6g}", f"{p.latency_ms:.4f}", str(m.edge_layer_count),
+                          f"{m.edge_memory_bytes:,.0f}", p.result.status.value)
+        console.print(table)
+        if plot is not None:
+            console.print(f"plot written to {plot}")
+
+
+@app.command()
+def schema() -> None:
+    """Print the instance JSON Schema."""
+    from splitopt.instance import instance_schema
+
+    _print_json(instance_schema())
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

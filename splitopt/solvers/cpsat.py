@@ -1,0 +1,165 @@
+"""CP-SAT backend (OR-Tools): the same ``LinearProgram`` emitted with integer data.
+
+CP-SAT needs integer coefficients. Scaling, per row kind (see ``linear.py``):
+
+* objective (ms): each coefficient becomes ``round(c / unit)`` with
+  ``unit = U / 2**40`` ms, where ``U`` bounds the latency of any plan (cloud-only plus
+  every edge-minus-cloud difference and every transfer). Each rounding errs by at most
+  ``unit / 2``, so a plan's scaled objective is within ``tol = n_terms * unit / 2`` ms of
+  its true latency (``n_terms`` objective coefficients). CP-SAT's proven bound is
+  reported as ``bound * unit + constant - tol``; the gap therefore includes ``tol``
+  (about 1e-10 relative on the shipped instances);
+* memory rows ("bits"): already integers (sizes times bit-widths); a non-integral size
+  is rounded up and a limit down, so every plan CP-SAT accepts fits;
+* error rows (budget ``E > 0``): multiplied by ``s = 2**40 / E`` and rounded to
+  nearest, with the budget raised to ``floor(E * (1 + 5e-7) * s)``; a coefficient above
+  the budget becomes ``budget + 1`` (that choice is impossible anyway). With at most
+  ``n`` terms at 1, an accepted plan's error is within ``E * (5e-7 + n * 2**-41)`` of
+  the budget, inside the evaluator's 1e-6 relative tolerance, and every plan at or
+  below ``E`` (up to floating-point noise) is accepted, as the MILP backends do.
+  A zero budget is enforced exactly by the program (``x <= 0`` rows).
+* rows whose largest possible activity is within the right-hand side are dropped
+  (e.g. a memory limit larger than all tensors and weights together).
+
+0/1 logic rows are exact. Continuous variables that are integral at every integral
+point of the program (cut indicators, held bits) are declared integer.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from splitopt.errors import NotApplicable, SolverFailure
+from splitopt.instance import Instance
+from splitopt.result import BackendOutput, Status
+from splitopt.solvers.base import Backend, SolveOptions
+from splitopt.solvers.linear import LinearProgram
+from splitopt.solvers.split_program import build_split_program, decode_split_plan
+
+SCALE_BITS = 40
+#: relative slack of the error budget, below the evaluator's ERROR_RTOL (1e-6)
+ERROR_SLACK = 5e-7
+
+
+def _max_activity(lp: LinearProgram, row) -> float:
+    """Largest value of the row's left-hand side over the variables' bounds."""
+    total = 0.0
+    for i, c in row.coeffs.items():
+        v = lp.variables[i]
+        total += max(c * v.lb, c * v.ub)
+    return total
+
+
+def _is_int(value: float) -> bool:
+    return abs(value - round(value)) <= 1e-9 * max(1.0, abs(value))
+
+
+def _latency_upper_bound(lp: LinearProgram) -> float:
+    """An upper bound (ms) on |objective| over all 0/1 points, for the scale."""
+    return abs(lp.objective_constant) + sum(abs(c) for c in lp.objective.values())
+
+
+def to_cpsat(lp: LinearProgram):
+    """Translate a LinearProgram; returns (model, variables, unit_ms, tol_ms)."""
+    from ortools.sat.python import cp_model
+
+    model = cp_model.CpModel()
+    xs = []
+    for i, v in enumerate(lp.variables):
+        if v.binary or (v.lb >= 0 and v.ub <= 1):
+            if not (v.binary or v.implied_integer):
+                raise SolverFailure(f"cpsat: continuous variable '{v.name}' cannot be made integral")
+            xs.append(model.NewBoolVar(v.name))
+        else:
+            xs.append(model.NewIntVar(math.floor(v.lb), math.ceil(v.ub), v.name))
+
+    for row in lp.rows:
+        if row.sense == "<=" and _max_activity(lp, row) <= row.rhs:
+            continue  # redundant: no 0/1 point can break it
+        if row.kind == "error":
+            if row.sense != "<=" or row.rhs <= 0 or any(c < 0 for c in row.coeffs.values()):
+                raise SolverFailure("cpsat: error rows must be '<=' rows with a positive budget and nonnegative errors")
+            scale = (2.0**SCALE_BITS) / row.rhs
+            rhs = math.floor(row.rhs * (1 + ERROR_SLACK) * scale)
+            coeffs = {i: min(int(round(c * scale)), rhs + 1) for i, c in row.coeffs.items()}
+        else:
+            coeffs = {}
+            for i, c in row.coeffs.items():
+                if _is_int(c):
+                    coeffs[i] = int(round(c))
+                elif row.kind == "bits" and c > 0 and not lp.variables[i].name.startswith(("W", "H[")):
+                    coeffs[i] = math.ceil(c)  # conservative size
+                else:
+                    raise SolverFailure(f"cpsat: non-integral coefficient {c} in row '{row.name}'")
+            if _is_int(row.rhs):
+                rhs = int(round(row.rhs))
+            elif row.sense == "<=":
+                rhs = math.floor(row.rhs)
+            else:
+                raise SolverFailure(f"cpsat: non-integral right-hand side {row.rhs} in row '{row.name}'")
+        expr = sum(c * xs[i] for i, c in coeffs.items())
+        if row.sense == "<=":
+            model.Add(expr <= rhs)
+        elif row.sense == ">=":
+            model.Add(expr >= rhs)
+        else:
+            model.Add(expr == rhs)
+
+    upper = max(_latency_upper_bound(lp), 1e-12)
+    unit = upper / 2.0**SCALE_BITS
+    obj = {i: int(round(c / unit)) for i, c in lp.objective.items()}
+    model.Minimize(sum(c * xs[i] for i, c in obj.items() if c))
+    tol = 0.5 * unit * len(obj)
+    return model, xs, unit, tol
+
+
+class CpSatBackend(Backend):
+    name = "cpsat"
+    kind = "exact"
+    requires = ("ortools",)
+    install_hint = "pip install ortools==9.15.6755"
+    description = "CP-SAT (OR-Tools), integer-scaled; see formulations/edge_cloud_split.md"
+
+    def solve(self, inst: Instance, options: SolveOptions) -> BackendOutput:
+        from ortools.sat.python import cp_model
+
+        t0 = time.perf_counter()
+        lp = build_split_program(inst)
+        model, xs, unit, tol = to_cpsat(lp)
+        build_s = time.perf_counter() - t0
+        if options.export_path is not None:
+            path = Path(options.export_path)
+            if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
+                raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
+            model.ExportToFile(str(path))
+        solver = cp_model.CpSolver()
+        p = solver.parameters
+        if options.time_limit_s is not None:
+            p.max_time_in_seconds = float(options.time_limit_s)
+        p.num_workers = max(1, int(options.threads))
+        p.random_seed = int(options.seed)
+        p.relative_gap_limit = 0.0
+        p.absolute_gap_limit = 0.0
+        p.log_search_progress = bool(options.verbose)
+        p.log_to_stdout = bool(options.verbose)
+        t1 = time.perf_counter()
+        code = solver.Solve(model)
+        solve_s = time.perf_counter() - t1
+        extra = {"build_s": build_s, "solve_s": solve_s, "variables": len(lp.variables), "rows": len(lp.rows),
+                 "objective_unit_ms": unit, "objective_tolerance_ms": tol}
+        name = solver.StatusName(code)
+        if code == cp_model.INFEASIBLE:
+            return BackendOutput(Status.INFEASIBLE, message="CP-SAT: infeasible", extra=extra)
+        if code == cp_model.MODEL_INVALID:
+            return BackendOutput(Status.ERROR, message=f"CP-SAT: model invalid: {model.Validate()}", extra=extra)
+        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return BackendOutput(Status.NO_SOLUTION_FOUND, message=f"CP-SAT: {name}", extra=extra)
+        values = [float(solver.Value(v)) for v in xs]
+        plan = decode_split_plan(inst, lp, values)
+        objective = solver.ObjectiveValue() * unit + lp.objective_constant
+        bound = solver.BestObjectiveBound() * unit + lp.objective_constant - tol
+        status = Status.OPTIMAL if code == cp_model.OPTIMAL else Status.FEASIBLE
+        return BackendOutput(status, plan=plan, objective=objective, bound=bound, message=f"CP-SAT: {name}",
+                             objective_tolerance_ms=tol, extra=extra)

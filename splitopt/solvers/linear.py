@@ -1,0 +1,68 @@
+"""A solver-neutral mixed-integer linear program: variables, rows and an objective.
+
+A formulation module builds one ``LinearProgram``; the emitters in ``milp.py`` (PuLP:
+CBC, HiGHS) and ``cpsat.py`` (OR-Tools CP-SAT) translate it. Writing each program once
+keeps the MILP and CP-SAT backends identical by construction.
+
+Rows carry a ``kind`` that tells an integer emitter how to scale them:
+
+* ``"logic"``: small integer coefficients (0/1 logic), emitted exactly;
+* ``"bits"``: coefficients and right-hand side in bits (integers for integral sizes);
+* ``"error"``: real-valued quantization error; an integer emitter must round
+  conservatively (coefficients up, right-hand side down) so that no plan it accepts
+  breaks the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Variable:
+    name: str
+    binary: bool
+    lb: float = 0.0
+    ub: float = 1.0
+    #: for a continuous variable: True if every feasible point of the program with
+    #: integral binaries has it integral too (so an integer emitter may declare it integer)
+    implied_integer: bool = True
+
+
+@dataclass
+class Row:
+    coeffs: dict[int, float]
+    sense: str  # "<=", ">=", "=="
+    rhs: float
+    kind: str = "logic"  # "logic" | "bits" | "error"
+    name: str = ""
+
+
+@dataclass
+class LinearProgram:
+    """min objective . x + objective_constant  s.t. rows, variable bounds.
+
+    The objective is in ms. ``meta`` holds what the decoder needs (index maps)."""
+
+    variables: list[Variable] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    objective: dict[int, float] = field(default_factory=dict)
+    objective_constant: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def var(self, name: str, binary: bool = True, lb: float = 0.0, ub: float = 1.0, implied_integer: bool = True) -> int:
+        self.variables.append(Variable(name, binary, lb, ub, implied_integer))
+        return len(self.variables) - 1
+
+    def add(self, coeffs: dict[int, float], sense: str, rhs: float, kind: str = "logic", name: str = "") -> None:
+        coeffs = {i: c for i, c in coeffs.items() if c != 0}
+        self.rows.append(Row(coeffs, sense, rhs, kind, name))
+
+    def add_objective(self, index: int, coeff: float) -> None:
+        if coeff:
+            self.objective[index] = self.objective.get(index, 0.0) + coeff
+
+    def evaluate_objective(self, values: list[float]) -> float:
+        """Objective (ms) at the given variable values."""
+        return self.objective_constant + sum(c * values[i] for i, c in self.objective.items())

@@ -1,0 +1,232 @@
+"""MILP backends through PuLP: CBC (bundled with PuLP, the default) and HiGHS.
+
+The program is built once as a ``LinearProgram`` (``split_program.py``) and emitted here.
+Error rows are divided by the budget so that the solver's absolute feasibility tolerance
+(1e-7) is a relative one; memory rows are in bits. A run that hits its time limit is
+reported FEASIBLE with the solver's best bound, never OPTIMAL (CBC may print "Optimal"
+after a time-limited run: ../shared/NOTES.md), and the status is read from
+``prob.sol_status`` and the solver's own log, not from ``LpStatus`` alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from abc import abstractmethod
+from pathlib import Path
+
+from splitopt.errors import NotApplicable, SolverFailure
+from splitopt.instance import Instance
+from splitopt.result import BackendOutput, Status
+from splitopt.solvers.base import Backend, SolveOptions
+from splitopt.solvers.linear import LinearProgram
+from splitopt.solvers.split_program import build_split_program, decode_split_plan
+
+
+def to_pulp(lp: LinearProgram, name: str = "splitopt"):
+    """Translate a LinearProgram to a ``pulp.LpProblem``; returns (problem, variables)."""
+    import pulp
+
+    prob = pulp.LpProblem(name, pulp.LpMinimize)
+    xs = []
+    for i, v in enumerate(lp.variables):
+        cat = pulp.LpBinary if v.binary else pulp.LpContinuous
+        safe = re.sub(r"[^A-Za-z0-9_]", "_", v.name)
+        xs.append(pulp.LpVariable(f"v{i}_{safe}"[:200], lowBound=v.lb, upBound=v.ub, cat=cat))
+    prob += pulp.lpSum(c * xs[i] for i, c in lp.objective.items()) + lp.objective_constant, "latency_ms"
+    for j, row in enumerate(lp.rows):
+        scale = 1.0
+        if row.kind == "error" and row.rhs > 0:
+            scale = 1.0 / row.rhs
+        expr = pulp.lpSum(c * scale * xs[i] for i, c in row.coeffs.items())
+        rhs = row.rhs * scale
+        if row.sense == "<=":
+            cons = expr <= rhs
+        elif row.sense == ">=":
+            cons = expr >= rhs
+        else:
+            cons = expr == rhs
+        safe = re.sub(r"[^A-Za-z0-9_]", "_", row.name or "row")
+        prob += cons, f"c{j}_{safe}"[:200]
+    return prob, xs
+
+
+def export_pulp(prob, path: Path) -> None:
+    path = Path(path)
+    if path.suffix.lower() == ".mps":
+        prob.writeMPS(str(path))
+    elif path.suffix.lower() == ".lp":
+        prob.writeLP(str(path))
+    else:
+        raise NotApplicable(f"--export-model: MILP backends write .lp or .mps, not '{path.suffix or path.name}'")
+
+
+class _LogTail:
+    """Copy a growing log file to stdout while a solver runs (``--verbose``)."""
+
+    def __init__(self, path: str, enabled: bool):
+        self.path, self.enabled = path, enabled
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        offset = 0
+        while True:
+            stop = self._stop.is_set()
+            if os.path.exists(self.path):
+                with open(self.path) as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                    offset = f.tell()
+                if chunk:
+                    sys.stdout.write(chunk)
+                    sys.stdout.flush()
+            if stop:
+                return
+            time.sleep(0.1)
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self._stop.set()
+            self._thread.join()
+
+
+def _parse_cbc_log(text: str) -> dict:
+    out: dict = {}
+    m = re.search(r"Result - (.+)", text)
+    if m:
+        out["result"] = m.group(1).strip()
+    for key, pattern in (("objective", r"Objective value:\s+(\S+)"), ("bound", r"Lower bound:\s+(\S+)")):
+        m = re.search(pattern, text)
+        if m:
+            try:
+                out[key] = float(m.group(1))
+            except ValueError:
+                pass
+    return out
+
+
+class _PulpBackend(Backend):
+    kind = "exact"
+    requires = ("pulp",)
+    install_hint = "pip install pulp"
+
+    def build(self, inst: Instance) -> LinearProgram:
+        return build_split_program(inst)
+
+    def solve(self, inst: Instance, options: SolveOptions) -> BackendOutput:
+        import pulp
+
+        t0 = time.perf_counter()
+        lp = self.build(inst)
+        prob, xs = to_pulp(lp, name=inst.name.replace(" ", "_") or "splitopt")
+        build_s = time.perf_counter() - t0
+        if options.export_path is not None:
+            export_pulp(prob, options.export_path)
+        t1 = time.perf_counter()
+        status, bound, message, solver_objective = self._run(prob, options)
+        solve_s = time.perf_counter() - t1
+        extra = {"build_s": build_s, "solve_s": solve_s, "variables": len(lp.variables), "rows": len(lp.rows)}
+        if status in (Status.INFEASIBLE, Status.NO_SOLUTION_FOUND, Status.ERROR):
+            return BackendOutput(status, message=message, bound=bound, extra=extra)
+        values = [v.value() if v.value() is not None else 0.0 for v in xs]
+        plan = decode_split_plan(inst, lp, values)
+        objective = lp.evaluate_objective(values)
+        if bound is not None and solver_objective is not None:
+            # solvers may drop the objective's constant term; shift their bound alike
+            bound += objective - solver_objective
+        if status is Status.OPTIMAL:
+            bound = objective
+        return BackendOutput(status, plan=plan, objective=objective, bound=bound, message=message, extra=extra)
+
+    @abstractmethod
+    def _run(self, prob, options: SolveOptions) -> tuple[Status, float | None, str, float | None]:
+        """Run the solver on ``prob``; return (status, best bound or None, message, the
+        solver's own objective value or None), bound and value in the solver's terms."""
+
+
+class CbcBackend(_PulpBackend):
+    name = "milp-cbc"
+    description = "MILP, PuLP + CBC 2.10 (bundled with PuLP)"
+
+    def _run(self, prob, options):
+        import pulp
+
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "cbc.log")
+            solver = pulp.PULP_CBC_CMD(
+                msg=False,
+                timeLimit=options.time_limit_s,
+                threads=options.threads,
+                logPath=log,
+                gapRel=0.0,
+            )
+            start = time.perf_counter()
+            with _LogTail(log, options.verbose):
+                try:
+                    prob.solve(solver)
+                except pulp.PulpSolverError as e:
+                    return Status.ERROR, None, f"CBC failed: {e}", None
+            elapsed = time.perf_counter() - start
+            text = Path(log).read_text() if os.path.exists(log) else ""
+        info = _parse_cbc_log(text)
+        result = info.get("result", "")
+        if prob.sol_status == pulp.LpSolutionInfeasible or "infeasible" in result.lower():
+            return Status.INFEASIBLE, None, "CBC: infeasible", None
+        stopped = "time limit" in result.lower() or "stopped" in result.lower()
+        if options.time_limit_s is not None and elapsed >= options.time_limit_s * 0.98:
+            stopped = stopped or "optimal" not in result.lower()
+        if prob.sol_status == pulp.LpSolutionOptimal and not stopped:
+            return Status.OPTIMAL, info.get("objective"), "CBC: optimal", info.get("objective")
+        if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
+            return Status.FEASIBLE, info.get("bound"), f"CBC: {result or 'stopped'}", info.get("objective")
+        return Status.NO_SOLUTION_FOUND, None, f"CBC: no plan found ({result or pulp.LpStatus[prob.status]})", None
+
+
+class HighsBackend(_PulpBackend):
+    name = "milp-highs"
+    description = "MILP, PuLP + HiGHS (highspy)"
+    requires = ("pulp", "highspy")
+    install_hint = "pip install 'highspy>=1.7.1,<1.15'"
+
+    def _run(self, prob, options):
+        import pulp
+
+        solver = pulp.HiGHS(
+            msg=options.verbose,
+            timeLimit=options.time_limit_s,
+            threads=options.threads,
+            gapRel=0.0,
+        )
+        if not solver.available():
+            raise SolverFailure("HiGHS is not available to PuLP (see ../shared/NOTES.md on highspy and ortools)")
+        try:
+            prob.solve(solver)
+        except pulp.PulpSolverError as e:
+            return Status.ERROR, None, f"HiGHS failed: {e}", None
+        model = getattr(prob, "solverModel", None)
+        if model is None:
+            return Status.ERROR, None, f"HiGHS: {pulp.LpStatus[prob.status]}", None
+        import highspy
+
+        model_status = model.getModelStatus()
+        info = model.getInfo()
+        bound = getattr(info, "mip_dual_bound", None)
+        value = getattr(info, "objective_function_value", None)
+        text = model.modelStatusToString(model_status)
+        if model_status == highspy.HighsModelStatus.kInfeasible:
+            return Status.INFEASIBLE, None, "HiGHS: infeasible", None
+        if model_status == highspy.HighsModelStatus.kOptimal:
+            return Status.OPTIMAL, bound, "HiGHS: optimal", value
+        if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
+            return Status.FEASIBLE, bound, f"HiGHS: {text}", value
+        return Status.NO_SOLUTION_FOUND, None, f"HiGHS: no plan found ({text})", None
