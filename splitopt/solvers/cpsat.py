@@ -1,25 +1,30 @@
 """CP-SAT backend (OR-Tools): the same ``LinearProgram`` emitted with integer data.
 
-CP-SAT needs integer coefficients. Scaling, per row kind (see ``linear.py``):
+OR-Tools 9.15 (the pinned release) can certify a wrong optimum when a linear
+constraint's summed coefficients pass 2**31: an ``int`` activity accumulator in its
+presolve overflows (or-tools issue #5293; reproduced here on a 3-layer instance, where
+presolve on returned cloud-only at 39.46 ms "OPTIMAL" and the optimum is 6.39 ms). So
+this backend runs with ``cp_model_presolve = False``; on the shipped and synthetic
+instances that is also faster. Scaling, per row kind (see ``linear.py``):
 
 * objective (ms): each coefficient becomes ``round(c / unit)`` with
-  ``unit = U / 2**40`` ms, where ``U`` bounds the latency of any plan (cloud-only plus
-  every edge-minus-cloud difference and every transfer). Each rounding errs by at most
+  ``unit = U / 2**40`` ms, ``U`` the sum of all objective coefficients' magnitudes and
+  the constant (a bound on any plan's latency). Each rounding errs by at most
   ``unit / 2``, so a plan's scaled objective is within ``tol = n_terms * unit / 2`` ms of
-  its true latency (``n_terms`` objective coefficients). CP-SAT's proven bound is
-  reported as ``bound * unit + constant - tol``; the gap therefore includes ``tol``
-  (about 1e-10 relative on the shipped instances);
+  its true latency; the reported bound is ``bound * unit + constant - tol``, so the
+  reported gap includes the scaling error (``extra["objective_tolerance_ms"]``, about
+  1e-10 relative on the shipped instances);
 * memory rows ("bits"): already integers (sizes times bit-widths); a non-integral size
   is rounded up and a limit down, so every plan CP-SAT accepts fits;
 * error rows (budget ``E > 0``): multiplied by ``s = 2**40 / E`` and rounded to
-  nearest, with the budget raised to ``floor(E * (1 + 5e-7) * s)``; a coefficient above
-  the budget becomes ``budget + 1`` (that choice is impossible anyway). With at most
-  ``n`` terms at 1, an accepted plan's error is within ``E * (5e-7 + n * 2**-41)`` of
-  the budget, inside the evaluator's 1e-6 relative tolerance, and every plan at or
-  below ``E`` (up to floating-point noise) is accepted, as the MILP backends do.
-  A zero budget is enforced exactly by the program (``x <= 0`` rows).
+  nearest, with the budget raised by ``n/2 + 1`` units (``n`` terms): every plan with
+  error at most ``E`` is accepted, and an accepted plan's error exceeds ``E`` by at most
+  ``(n + 1) * E / 2**40``, far inside the evaluator's 1e-6 relative tolerance. A
+  coefficient above the budget becomes ``budget + 1`` (that choice is impossible
+  anyway). A zero budget is enforced exactly by the program (``x <= 0`` rows);
 * rows whose largest possible activity is within the right-hand side are dropped
-  (e.g. a memory limit larger than all tensors and weights together).
+  (e.g. a memory limit larger than all tensors and weights together); a row whose
+  activity could overflow 64-bit integers is refused (NotApplicable).
 
 0/1 logic rows are exact. Continuous variables that are integral at every integral
 point of the program (cut indicators, held bits) are declared integer.
@@ -38,9 +43,10 @@ from splitopt.solvers.base import Backend, SolveOptions
 from splitopt.solvers.linear import LinearProgram
 from splitopt.solvers.split_program import build_split_program, decode_split_plan
 
-SCALE_BITS = 40
-#: relative slack of the error budget, below the evaluator's ERROR_RTOL (1e-6)
-ERROR_SLACK = 5e-7
+#: scale of the objective and error rows (coefficients up to 2**40)
+SCALE = 2**40
+#: a row's largest possible activity must stay below this (64-bit integers)
+MAX_ACTIVITY = 2**62
 
 
 def _max_activity(lp: LinearProgram, row) -> float:
@@ -54,11 +60,6 @@ def _max_activity(lp: LinearProgram, row) -> float:
 
 def _is_int(value: float) -> bool:
     return abs(value - round(value)) <= 1e-9 * max(1.0, abs(value))
-
-
-def _latency_upper_bound(lp: LinearProgram) -> float:
-    """An upper bound (ms) on |objective| over all 0/1 points, for the scale."""
-    return abs(lp.objective_constant) + sum(abs(c) for c in lp.objective.values())
 
 
 def to_cpsat(lp: LinearProgram):
@@ -81,8 +82,8 @@ def to_cpsat(lp: LinearProgram):
         if row.kind == "error":
             if row.sense != "<=" or row.rhs <= 0 or any(c < 0 for c in row.coeffs.values()):
                 raise SolverFailure("cpsat: error rows must be '<=' rows with a positive budget and nonnegative errors")
-            scale = (2.0**SCALE_BITS) / row.rhs
-            rhs = math.floor(row.rhs * (1 + ERROR_SLACK) * scale)
+            scale = SCALE / row.rhs
+            rhs = SCALE + len(row.coeffs) // 2 + 1
             coeffs = {i: min(int(round(c * scale)), rhs + 1) for i, c in row.coeffs.items()}
         else:
             coeffs = {}
@@ -99,6 +100,11 @@ def to_cpsat(lp: LinearProgram):
                 rhs = math.floor(row.rhs)
             else:
                 raise SolverFailure(f"cpsat: non-integral right-hand side {row.rhs} in row '{row.name}'")
+        activity = sum(abs(c) * max(abs(lp.variables[i].lb), abs(lp.variables[i].ub)) for i, c in coeffs.items())
+        if activity >= MAX_ACTIVITY:
+            raise NotApplicable(
+                f"cpsat: row '{row.name}' could reach {activity:.3g}, beyond 64-bit integers; use milp-cbc or milp-highs"
+            )
         expr = sum(c * xs[i] for i, c in coeffs.items())
         if row.sense == "<=":
             model.Add(expr <= rhs)
@@ -107,8 +113,8 @@ def to_cpsat(lp: LinearProgram):
         else:
             model.Add(expr == rhs)
 
-    upper = max(_latency_upper_bound(lp), 1e-12)
-    unit = upper / 2.0**SCALE_BITS
+    upper = abs(lp.objective_constant) + sum(abs(c) for c in lp.objective.values())
+    unit = max(upper, 1e-12) / SCALE
     obj = {i: int(round(c / unit)) for i, c in lp.objective.items()}
     model.Minimize(sum(c * xs[i] for i, c in obj.items() if c))
     tol = 0.5 * unit * len(obj)
@@ -144,6 +150,7 @@ class CpSatBackend(Backend):
         p.absolute_gap_limit = 0.0
         p.log_search_progress = bool(options.verbose)
         p.log_to_stdout = bool(options.verbose)
+        p.cp_model_presolve = False  # or-tools #5293: presolve overflows on large activities in 9.15
         t1 = time.perf_counter()
         code = solver.Solve(model)
         solve_s = time.perf_counter() - t1

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from abc import abstractmethod
 from pathlib import Path
 
@@ -27,6 +28,15 @@ from splitopt.solvers.linear import LinearProgram
 from splitopt.solvers.split_program import build_split_program, decode_split_plan
 
 
+def _new_variable(prob, name: str, lb: float, ub: float, cat: str):
+    """PuLP >= 3.3 attaches variables to the model; older PuLP builds them directly."""
+    if hasattr(prob, "add_variable"):
+        return prob.add_variable(name, lowBound=lb, upBound=ub, cat=cat)
+    import pulp
+
+    return pulp.LpVariable(name, lowBound=lb, upBound=ub, cat=cat)
+
+
 def to_pulp(lp: LinearProgram, name: str = "splitopt"):
     """Translate a LinearProgram to a ``pulp.LpProblem``; returns (problem, variables)."""
     import pulp
@@ -36,7 +46,7 @@ def to_pulp(lp: LinearProgram, name: str = "splitopt"):
     for i, v in enumerate(lp.variables):
         cat = pulp.LpBinary if v.binary else pulp.LpContinuous
         safe = re.sub(r"[^A-Za-z0-9_]", "_", v.name)
-        xs.append(pulp.LpVariable(f"v{i}_{safe}"[:200], lowBound=v.lb, upBound=v.ub, cat=cat))
+        xs.append(_new_variable(prob, f"v{i}_{safe}"[:200], v.lb, v.ub, cat))
     prob += pulp.lpSum(c * xs[i] for i, c in lp.objective.items()) + lp.objective_constant, "latency_ms"
     for j, row in enumerate(lp.rows):
         scale = 1.0
@@ -161,7 +171,9 @@ class CbcBackend(_PulpBackend):
     def _run(self, prob, options):
         import pulp
 
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            # PuLP 3.3 announces that PULP_CBC_CMD (the bundled CBC) leaves in 4.0; pinned < 4
+            warnings.simplefilter("ignore", DeprecationWarning)
             log = os.path.join(tmp, "cbc.log")
             solver = pulp.PULP_CBC_CMD(
                 msg=False,
@@ -180,7 +192,12 @@ class CbcBackend(_PulpBackend):
             text = Path(log).read_text() if os.path.exists(log) else ""
         info = _parse_cbc_log(text)
         result = info.get("result", "")
-        if prob.sol_status == pulp.LpSolutionInfeasible or "infeasible" in result.lower():
+        # every variable is bounded, so CBC's "infeasible or unbounded" means infeasible
+        if (
+            prob.sol_status == pulp.LpSolutionInfeasible
+            or "infeasible" in result.lower()
+            or (prob.status == pulp.LpStatusInfeasible and "infeasible" in text.lower())
+        ):
             return Status.INFEASIBLE, None, "CBC: infeasible", None
         stopped = "time limit" in result.lower() or "stopped" in result.lower()
         if options.time_limit_s is not None and elapsed >= options.time_limit_s * 0.98:

@@ -13,6 +13,13 @@ BACKENDS: dict[str, str] = {
     "milp-cbc": "splitopt.solvers.milp:CbcBackend",
     "milp-highs": "splitopt.solvers.milp:HighsBackend",
     "cpsat": "splitopt.solvers.cpsat:CpSatBackend",
+    "brute-force": "splitopt.baselines.brute_force:BruteForceBackend",
+    "cloud-only": "splitopt.baselines.cloud_only:CloudOnlyBackend",
+    "edge-only": "splitopt.baselines.edge_only:EdgeOnlyBackend",
+    "u8": "splitopt.baselines.u8:U8Backend",
+    "neurosurgeon": "splitopt.baselines.neurosurgeon:NeurosurgeonBackend",
+    "qdmp": "splitopt.baselines.qdmp:QdmpBackend",
+    "auto-split": "splitopt.baselines.auto_split:AutoSplitBackend",
 }
 
 DEFAULT_SOLVER = "milp-cbc"

@@ -1,0 +1,5 @@
+"""``python -m splitopt`` runs the command line."""
+
+from splitopt.cli import main
+
+main()
