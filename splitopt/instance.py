@@ -381,6 +381,15 @@ def _check_consistency(inst: Instance) -> None:
     if unused:
         raise InvalidInstance(f"{where}.inputs: input '{unused[0]}' is read by no layer")
 
+    seen: set[str] = set()
+    for i, d in enumerate(inst.devices):
+        if d.name in seen:
+            raise InvalidInstance(f"instance.devices[{i}].name: duplicate name '{d.name}'")
+        seen.add(d.name)
+    for i, link in enumerate(inst.links):
+        for end in ("source", "target"):
+            if getattr(link, end) not in inst.device_by_name:
+                raise InvalidInstance(f"instance.links[{i}].{end}: unknown device '{getattr(link, end)}'")
     s = inst.settings
     edge, cloud = inst.edge_device, inst.cloud_device
     bad = [b for b in s.bit_widths if b not in edge.bit_widths]
@@ -403,10 +412,6 @@ def _check_consistency(inst: Instance) -> None:
         if name not in inst.layer_by_name:
             raise InvalidInstance(f"instance.settings.edge_required: unknown layer '{name}'")
     inst.uplink  # raises if missing
-    for i, link in enumerate(inst.links):
-        for end in ("source", "target"):
-            if getattr(link, end) not in inst.device_by_name:
-                raise InvalidInstance(f"instance.links[{i}].{end}: unknown device '{getattr(link, end)}'")
     # error tables must cover every quantized candidate bit-width
     for i, layer in enumerate(inst.layers):
         for b in inst.candidate_bits():
@@ -420,9 +425,28 @@ def _check_consistency(inst: Instance) -> None:
                 raise InvalidInstance(
                     f"{where}.layers[{i}].activation_error: layer '{layer.name}' has no entry for candidate bit-width {b}"
                 )
+        tb = s.transmit_bits
+        if tb is not None and tb < s.cloud_bits and inst.consumers[layer.name] and tb not in layer.activation_error:
+            raise InvalidInstance(
+                f"{where}.layers[{i}].activation_error: layer '{layer.name}' has no entry for "
+                f"settings.transmit_bits={tb} (its output reaches the cloud at that width when sent)"
+            )
         for dev, entry in layer.latency_ms.items():
             if dev not in inst.device_by_name:
                 raise InvalidInstance(f"{where}.layers[{i}].latency_ms: unknown device '{dev}'")
+            if isinstance(entry, dict):
+                if dev == s.edge:
+                    needed = [f"w{w}a{a}" for w in inst.candidate_bits() for a in inst.candidate_bits()]
+                elif dev == s.cloud:
+                    needed = [f"w{s.cloud_bits}a{s.cloud_bits}"]
+                else:
+                    needed = []
+                missing = [k for k in needed if k not in entry]
+                if missing:
+                    raise InvalidInstance(
+                        f"{where}.layers[{i}].latency_ms.{dev}: layer '{layer.name}' has no entry '{missing[0]}' "
+                        f"for a bit-width pair the problem may choose"
+                    )
 
 
 def to_dict(inst: Instance) -> dict[str, Any]:

@@ -122,6 +122,10 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
     if missing:
         raise InvalidPlan(f"{where}.layers: layer '{missing[0]}' is missing")
     for layer in inst.layers:
+        for key, bits in (("weight_bits", plan.weight_bits), ("activation_bits", plan.activation_bits)):
+            if layer.name not in bits:
+                raise InvalidPlan(f"{where}.layers.{layer.name}.{key}: missing")
+    for layer in inst.layers:
         n = layer.name
         dev = plan.device[n]
         if dev == s.edge:
@@ -132,8 +136,11 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
                         f"'{s.problem}' (candidates {list(allowed)})"
                     )
         elif dev == s.cloud:
-            if plan.weight_bits[n] != s.cloud_bits or plan.activation_bits[n] != s.cloud_bits:
-                raise InvalidPlan(f"{where}.layers.{n}: cloud layers run at cloud_bits={s.cloud_bits}")
+            for key, bits in (("weight_bits", plan.weight_bits[n]), ("activation_bits", plan.activation_bits[n])):
+                if bits != s.cloud_bits:
+                    raise InvalidPlan(
+                        f"{where}.layers.{n}.{key}: {bits} bits, but cloud layers run at cloud_bits={s.cloud_bits}"
+                    )
         else:
             raise InvalidPlan(f"{where}.layers.{n}.device: unknown device '{dev}'")
         if dev == s.edge:

@@ -231,6 +231,8 @@ def bits_chain(error_budget=None, memory=10000, x=1000, transmit_bits=None):
     Cloud-only 7 ms; n = 2 with b's output at 8 bits: 2 + 0.2 + 2 = 4.2 ms, error
     (weights 0.01 + activations 0.02) per layer = 0.06 at W8A8."""
     werr, aerr = {4: 0.1, 8: 0.01}, {4: 0.2, 8: 0.02}
+    if transmit_bits is not None:  # a sent tensor reaches the cloud at transmit_bits: its error is needed
+        aerr = {**aerr, transmit_bits: 0.4}
     return make([
         layer("a", ["x"], 2000, edge=1.0, cloud=2.0, weights=1000, werr=werr, aerr=aerr),
         layer("b", ["a"], 200, edge=1.0, cloud=2.0, weights=1000, werr=werr, aerr=aerr),
@@ -311,9 +313,10 @@ def test_auto_split_never_worse_than_cloud_only_and_meets_budgets(seed):
 
 # ----- edge-only, u8, cloud-only --------------------------------------------------------------
 def uniform_case(error_budget=None, memory=1e9):
-    """Two layers whose edge latency falls with bits: w4a4 1 ms, w8a8 2 ms each;
-    errors per layer 0.3 at 4 bits, 0.03 at 8 bits."""
-    edge = {"w4a4": 1.0, "w8a8": 2.0}
+    """Two layers whose edge latency falls with bits: w4a4 1 ms, w8a8 2 ms each (mixed
+    pairs 1.5 ms; the table must cover every candidate pair); errors per layer 0.3 at 4
+    bits, 0.03 at 8 bits."""
+    edge = {"w4a4": 1.0, "w8a8": 2.0, "w4a8": 1.5, "w8a4": 1.5}
     werr, aerr = {4: 0.1, 8: 0.01}, {4: 0.2, 8: 0.02}
     return make([
         layer("a", ["x"], 100, edge=edge, weights=100, werr=werr, aerr=aerr),

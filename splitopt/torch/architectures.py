@@ -1,0 +1,250 @@
+"""Real architectures built with no download, and synthetic calibration images.
+
+* :func:`resnet50`, :func:`mobilenet_v2`: transformers' ``ResNetForImageClassification``
+  (``ResNetConfig()`` is ResNet-50 v1.5) and ``MobileNetV2ForImageClassification``
+  (``MobileNetV2Config()``, width 1.0, 224x224) with 1000 classes, wrapped so that
+  ``forward(x)`` returns the logits tensor;
+* :func:`googlenet`: GoogLeNet / Inception v1 in plain torch, laid out like torchvision's
+  ``googlenet`` (BN after every conv, a 3x3 conv in the "5x5" branch as torchvision has
+  it, no auxiliary classifiers, no input transform).
+
+All weights are the libraries' random initialisation under ``torch.manual_seed(seed)``:
+no pretrained weights can be downloaded here. Random-init activations shrink layer after
+layer (MobileNetV2's reach 1e-20, where float32 arithmetic goes subnormal), so by default
+every builder then re-estimates the batch-norm running statistics on synthetic images
+(:func:`recalibrate_batchnorm`, 8 images of :func:`synthetic_images` with seed
+``BN_SEED``, distinct from the quantization calibration images): every BN output then
+has zero mean and unit variance per channel, as in a trained network, and the folded
+weights differ per channel. Each builder returns ``(module, rename)``
+where ``rename`` maps the captured module path to the short layer names used in the
+instances (``layer4.2.conv3``, ``block11.project``, ``inception4a.branch2.1``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Callable
+
+import torch
+from torch import nn
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+Rename = Callable[[str], str]
+
+#: ImageNet per-channel normalisation (the usual torchvision values)
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+BN_SEED = 4321
+BN_IMAGES = 8
+
+
+def recalibrate_batchnorm(module: nn.Module, images: torch.Tensor) -> nn.Module:
+    """Reset every batch norm's running mean/var and re-estimate them as the plain
+    average over ``images`` (one forward pass in training mode, no gradient); returns
+    the module in eval mode."""
+    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative average
+    module.train()
+    with torch.no_grad():
+        module(images)
+    return module.eval()
+
+
+def _finish(module: nn.Module, recalibrate: bool) -> nn.Module:
+    if recalibrate:
+        recalibrate_batchnorm(module, synthetic_images(BN_IMAGES, seed=BN_SEED))
+    return module.eval()
+
+
+class LogitsOnly(nn.Module):
+    """Wrap a transformers image classifier so that ``forward(x)`` returns ``.logits``."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=x).logits
+
+
+def _rules(rules: list[tuple[str, object]]) -> Rename:
+    def rename(path: str) -> str:
+        for pattern, repl in rules:
+            path = re.sub(pattern, repl, path)
+        return path
+
+    return rename
+
+
+# ----- ResNet-50 (transformers) -----------------------------------------------------------
+
+def _resnet_stage(m: re.Match) -> str:
+    return f"layer{int(m.group(1)) + 1}.{m.group(2)}"
+
+
+RESNET_RENAME = _rules([
+    (r"^model\.", ""),
+    (r"^resnet\.embedder\.embedder\.convolution", "conv1"),
+    (r"^resnet\.embedder\.pooler", "maxpool"),
+    (r"^resnet\.pooler", "avgpool"),
+    (r"^classifier\.1", "fc"),
+    (r"^resnet\.encoder\.stages\.(\d+)\.layers\.(\d+)", _resnet_stage),
+    (r"\.layer\.(\d+)\.convolution$", lambda m: f".conv{int(m.group(1)) + 1}"),
+    (r"\.shortcut\.convolution$", ".downsample"),
+])
+
+
+def resnet50(seed: int = 0, num_labels: int = 1000, recalibrate: bool = True) -> tuple[nn.Module, Rename]:
+    """ResNet-50 (v1.5: stride in the 3x3 conv) from ``transformers.ResNetConfig()``,
+    random init. Layer names follow torchvision: ``conv1``, ``layer1.0.conv1``,
+    ``layer1.0.downsample``, ``layer1.0.add``, ``avgpool``, ``fc``."""
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    torch.manual_seed(seed)
+    model = ResNetForImageClassification(ResNetConfig(num_labels=num_labels))
+    return _finish(LogitsOnly(model), recalibrate), RESNET_RENAME
+
+
+# ----- MobileNetV2 (transformers) ---------------------------------------------------------
+
+MOBILENET_RENAME = _rules([
+    (r"^model\.mobilenet_v2\.", ""),
+    (r"^model\.classifier", "classifier"),
+    (r"^conv_stem\.first_conv\.convolution", "stem.conv"),
+    (r"^conv_stem\.conv_3x3\.convolution", "stem.dw"),
+    (r"^conv_stem\.reduce_1x1\.convolution", "stem.project"),
+    (r"^layer\.(\d+)", r"block\1"),
+    (r"\.expand_1x1\.convolution$", ".expand"),
+    (r"\.conv_3x3\.convolution$", ".dw"),
+    (r"\.reduce_1x1\.convolution$", ".project"),
+    (r"^conv_1x1\.convolution", "conv_last"),
+    (r"^pooler", "avgpool"),
+])
+
+
+def mobilenet_v2(seed: int = 0, num_labels: int = 1000, recalibrate: bool = True) -> tuple[nn.Module, Rename]:
+    """MobileNetV2 1.0/224 from ``transformers.MobileNetV2Config()`` with
+    ``tf_padding=False`` (symmetric padding like torchvision; same MACs), random init.
+    Names: ``stem.conv``, ``stem.dw``, ``stem.project``, ``block<i>.expand|dw|project|add``,
+    ``conv_last``, ``avgpool``, ``classifier``."""
+    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+
+    torch.manual_seed(seed)
+    model = MobileNetV2ForImageClassification(MobileNetV2Config(num_labels=num_labels, tf_padding=False))
+    return _finish(LogitsOnly(model), recalibrate), MOBILENET_RENAME
+
+
+# ----- GoogLeNet (plain torch) --------------------------------------------------------------
+
+class BasicConv2d(nn.Sequential):
+    """conv (no bias) + batch norm (eps 1e-3) + ReLU, as in torchvision's GoogLeNet."""
+
+    def __init__(self, cin: int, cout: int, **kw):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, bias=False, **kw)
+        self.bn = nn.BatchNorm2d(cout, eps=0.001)
+        self.relu = nn.ReLU()
+
+
+class Inception(nn.Module):
+    """Four branches concatenated on channels: 1x1; 1x1->3x3; 1x1->3x3 (the "5x5"
+    branch, 3x3 as in torchvision); 3x3 max-pool->1x1."""
+
+    def __init__(self, cin: int, ch1: int, ch3red: int, ch3: int, ch5red: int, ch5: int, pool_proj: int):
+        super().__init__()
+        self.branch1 = BasicConv2d(cin, ch1, kernel_size=1)
+        self.branch2 = nn.Sequential(BasicConv2d(cin, ch3red, kernel_size=1), BasicConv2d(ch3red, ch3, kernel_size=3, padding=1))
+        self.branch3 = nn.Sequential(BasicConv2d(cin, ch5red, kernel_size=1), BasicConv2d(ch5red, ch5, kernel_size=3, padding=1))
+        self.branch4 = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1, ceil_mode=True), BasicConv2d(cin, pool_proj, kernel_size=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.branch1(x), self.branch2(x), self.branch3(x), self.branch4(x)], 1)
+
+
+class GoogLeNet(nn.Module):
+    """GoogLeNet (Szegedy et al. 2015, torchvision layout) for 224x224 inputs."""
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        self.conv1 = BasicConv2d(3, 64, kernel_size=7, stride=2, padding=3)
+        self.maxpool1 = nn.MaxPool2d(3, stride=2, ceil_mode=True)
+        self.conv2 = BasicConv2d(64, 64, kernel_size=1)
+        self.conv3 = BasicConv2d(64, 192, kernel_size=3, padding=1)
+        self.maxpool2 = nn.MaxPool2d(3, stride=2, ceil_mode=True)
+        self.inception3a = Inception(192, 64, 96, 128, 16, 32, 32)
+        self.inception3b = Inception(256, 128, 128, 192, 32, 96, 64)
+        self.maxpool3 = nn.MaxPool2d(3, stride=2, ceil_mode=True)
+        self.inception4a = Inception(480, 192, 96, 208, 16, 48, 64)
+        self.inception4b = Inception(512, 160, 112, 224, 24, 64, 64)
+        self.inception4c = Inception(512, 128, 128, 256, 24, 64, 64)
+        self.inception4d = Inception(512, 112, 144, 288, 32, 64, 64)
+        self.inception4e = Inception(528, 256, 160, 320, 32, 128, 128)
+        self.maxpool4 = nn.MaxPool2d(2, stride=2, ceil_mode=True)
+        self.inception5a = Inception(832, 256, 160, 320, 32, 128, 128)
+        self.inception5b = Inception(832, 384, 192, 384, 48, 128, 128)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.dropout = nn.Dropout(0.2)
+        self.fc = nn.Linear(1024, num_classes)
+        for m in self.modules():  # torchvision's init
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                nn.init.trunc_normal_(m.weight, mean=0.0, std=0.01, a=-2, b=2)
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool1(self.conv1(x))
+        x = self.maxpool2(self.conv3(self.conv2(x)))
+        x = self.inception3b(self.inception3a(x))
+        x = self.maxpool3(x)
+        for block in (self.inception4a, self.inception4b, self.inception4c, self.inception4d, self.inception4e):
+            x = block(x)
+        x = self.maxpool4(x)
+        x = self.inception5b(self.inception5a(x))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(self.dropout(x))
+
+
+GOOGLENET_RENAME = _rules([
+    (r"\.conv$", ""),  # BasicConv2d's conv: inception3a.branch2.1.conv -> inception3a.branch2.1
+    (r"\.branch4\.0$", ".branch4.pool"),
+])
+
+
+def googlenet(seed: int = 0, num_classes: int = 1000, recalibrate: bool = True) -> tuple[nn.Module, Rename]:
+    """GoogLeNet in plain torch, random init (torchvision's truncated normal, std 0.01).
+    Names: ``conv1``, ``maxpool1``, ..., ``inception3a.branch2.1``,
+    ``inception3a.branch4.pool``, ``inception3a.concat``, ``avgpool``, ``fc``."""
+    torch.manual_seed(seed)
+    return _finish(GoogLeNet(num_classes), recalibrate), GOOGLENET_RENAME
+
+
+# ----- calibration images ----------------------------------------------------------------
+
+def synthetic_images(n: int = 8, size: int = 224, seed: int = 1234) -> torch.Tensor:
+    """``n`` synthetic RGB images, shape (n, 3, size, size), normalised like ImageNet.
+
+    No data set can be downloaded here. Each image is a smooth random field: the sum of
+    Gaussian noise at 4x4, 16x16 and 56x56 resolution upsampled bilinearly to ``size``
+    (weights 1, 0.5, 0.25) plus a little per-pixel noise (0.05), rescaled per image to
+    pixel values in [0, 1] and normalised with the ImageNet mean and std."""
+    g = torch.Generator().manual_seed(seed)
+    img = 0.05 * torch.randn(n, 3, size, size, generator=g)
+    for res, w in ((4, 1.0), (16, 0.5), (56, 0.25)):
+        low = torch.randn(n, 3, res, res, generator=g)
+        img += w * nn.functional.interpolate(low, size=(size, size), mode="bilinear", align_corners=False)
+    lo = img.amin(dim=(1, 2, 3), keepdim=True)
+    hi = img.amax(dim=(1, 2, 3), keepdim=True)
+    img = (img - lo) / (hi - lo)
+    mean = torch.tensor(IMAGENET_MEAN).reshape(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD).reshape(1, 3, 1, 1)
+    return (img - mean) / std
+
+
+MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "googlenet": googlenet}
