@@ -144,4 +144,24 @@ def test_export_model(toy_data, tmp_path, solver, suffix):
     solve(inst, solver, export_path=path)
     text = path.read_text()
     assert len(text) > 100
-    assert ("x_a_w2a2" in text) or ("x[a,w2a2]" in text)
+    # layer a's activation-bit selector and its edge variable appear by name
+    assert ("v_a_a2" in text) or ("v[a,a2]" in text)
+    assert ("e_a_" in text) or ("e[a]" in text)
+
+
+def test_bit_choice_encoding_per_layer(toy_data):
+    from splitopt.solvers.split_program import build_split_program
+
+    inst = parse_instance(toy_data)
+    enc = build_split_program(inst).meta["encoding"]
+    # analytical latencies are separable; c is weightless, so only its activation bits matter
+    assert enc == {"a": "separable", "b": "separable", "c": "activation"}
+    data = copy.deepcopy(toy_data)
+    data["graph"]["layers"][0]["latency_ms"] = {  # w8a8 costs more than w8 + a8 alone: not separable
+        "eyeriss": {f"w{w}a{a}": w + a + (5.0 if (w, a) == (8, 8) else 0.0) for w in (2, 4, 6, 8, 16) for a in (2, 4, 6, 8, 16)}
+    }
+    inst = parse_instance(data)
+    assert build_split_program(inst).meta["encoding"]["a"] == "pairs"
+    assert build_split_program(inst.with_settings(problem="split")).meta["encoding"]["a"] == "single"
+    for solver in EXACT:  # both encodings in one model, same optimum
+        assert solve(inst, solver).objective == pytest.approx(solve(inst, "milp-cbc").objective, rel=1e-7)

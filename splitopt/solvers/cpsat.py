@@ -26,7 +26,8 @@ instances that is also faster. Scaling, per row kind (see ``linear.py``):
   (e.g. a memory limit larger than all tensors and weights together); a row whose
   activity could overflow 64-bit integers is refused (NotApplicable).
 
-0/1 logic rows are exact. Continuous variables that are integral at every integral
+Optional error rows (valid inequalities that only tighten the LP relaxation of the MILP
+backends) are dropped: they change no feasible plan. 0/1 logic rows are exact. Continuous variables that are integral at every integral
 point of the program (cut indicators, held bits) are declared integer.
 """
 
@@ -67,16 +68,20 @@ def to_cpsat(lp: LinearProgram):
     from ortools.sat.python import cp_model
 
     model = cp_model.CpModel()
+    rows = [row for row in lp.rows if not (row.optional and row.kind == "error")]
+    used = {i for row in rows for i in row.coeffs} | set(lp.objective)
     xs = []
     for i, v in enumerate(lp.variables):
-        if v.binary or (v.lb >= 0 and v.ub <= 1):
+        if i not in used:  # only in dropped optional rows
+            xs.append(model.NewConstant(0))
+        elif v.binary or (v.lb >= 0 and v.ub <= 1):
             if not (v.binary or v.implied_integer):
                 raise SolverFailure(f"cpsat: continuous variable '{v.name}' cannot be made integral")
             xs.append(model.NewBoolVar(v.name))
         else:
             xs.append(model.NewIntVar(math.floor(v.lb), math.ceil(v.ub), v.name))
 
-    for row in lp.rows:
+    for row in rows:
         if row.sense == "<=" and _max_activity(lp, row) <= row.rhs:
             continue  # redundant: no 0/1 point can break it
         if row.kind == "error":

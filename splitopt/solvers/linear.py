@@ -8,9 +8,10 @@ Rows carry a ``kind`` that tells an integer emitter how to scale them:
 
 * ``"logic"``: small integer coefficients (0/1 logic), emitted exactly;
 * ``"bits"``: coefficients and right-hand side in bits (integers for integral sizes);
-* ``"error"``: real-valued quantization error; an integer emitter must round
-  conservatively (coefficients up, right-hand side down) so that no plan it accepts
-  breaks the budget.
+* ``"error"``: real-valued quantization error; an integer emitter must scale it with a
+  stated tolerance (see ``cpsat.py``).
+
+A row marked ``optional`` is a valid inequality that only tightens the relaxation.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class Row:
     rhs: float
     kind: str = "logic"  # "logic" | "bits" | "error"
     name: str = ""
+    #: a valid inequality that only strengthens the relaxation: an emitter that cannot
+    #: represent it exactly may drop it without changing the set of feasible plans
+    optional: bool = False
 
 
 @dataclass
@@ -55,9 +59,10 @@ class LinearProgram:
         self.variables.append(Variable(name, binary, lb, ub, implied_integer))
         return len(self.variables) - 1
 
-    def add(self, coeffs: dict[int, float], sense: str, rhs: float, kind: str = "logic", name: str = "") -> None:
+    def add(self, coeffs: dict[int, float], sense: str, rhs: float, kind: str = "logic", name: str = "",
+            optional: bool = False) -> None:
         coeffs = {i: c for i, c in coeffs.items() if c != 0}
-        self.rows.append(Row(coeffs, sense, rhs, kind, name))
+        self.rows.append(Row(coeffs, sense, rhs, kind, name, optional))
 
     def add_objective(self, index: int, coeff: float) -> None:
         if coeff:
