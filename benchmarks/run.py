@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import glob
 import platform
 import statistics
@@ -131,13 +132,21 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--also-float", action="store_true",
+                    help="also run every split_bits instance as its float problem (split), named '<instance> (split)'")
     args = ap.parse_args(argv)
     names = args.solvers or [n for n in registry.BACKENDS if registry.backend_class(n).is_installed()]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
+    instances = []
     for path in args.instances:
         inst = load_instance(path)
+        instances.append(inst)
+        if args.also_float and inst.settings.problem != "split":
+            floated = inst.with_settings(problem="split")
+            instances.append(dataclasses.replace(floated, name=f"{inst.name} (split)"))
+    for inst in instances:
         for name in names:
             try:
                 row = run_one(inst, name, args.repeats, args.time_limit, args.threads)
