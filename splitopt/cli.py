@@ -36,7 +36,11 @@ app = typer.Typer(
     help="Decide how to split a DNN between an edge device and a cloud by solving mathematical programs.",
 )
 console = Console(soft_wrap=True)
-err_console = Console(stderr=True)
+
+
+def _error_line(text: str) -> None:
+    """One line on stderr, never wrapped, whatever the terminal width."""
+    sys.stderr.write(" ".join(text.split()) + "\n")
 
 EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NO_PLAN = 1, 2, 3, 4
 
@@ -57,16 +61,16 @@ def _errors():
     try:
         yield
     except (InvalidInstance, InvalidPlan, UnknownSolver, NotApplicable) as e:
-        err_console.print(f"error: {e}", markup=False, highlight=False)
+        _error_line(f"error: {e}")
         raise typer.Exit(EXIT_BAD_INPUT)
     except SolverUnavailable as e:
-        err_console.print(f"error: {e}", markup=False, highlight=False)
+        _error_line(f"error: {e}")
         raise typer.Exit(EXIT_UNAVAILABLE)
     except SolverFailure as e:
-        err_console.print(f"solver failure (a bug in splitopt): {e}", markup=False, highlight=False)
+        _error_line(f"solver failure (a bug in splitopt): {e}")
         raise typer.Exit(EXIT_FAILURE)
     except SplitoptError as e:
-        err_console.print(f"error: {e}", markup=False, highlight=False)
+        _error_line(f"error: {e}")
         raise typer.Exit(EXIT_FAILURE)
 
 

@@ -16,7 +16,7 @@ TOY = DATA / "toy.json"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, COLUMNS="200")
+    env = dict(os.environ, COLUMNS="60")  # narrow: errors must still be one line
     return subprocess.run([sys.executable, "-m", "splitopt", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 
 

@@ -124,17 +124,18 @@ def test_cbc_log_parser_reads_time_limit_and_bound():
 
 
 @pytest.mark.parametrize("solver", EXACT)
-def test_time_limited_run_reports_status_and_gap(solver):
+def test_time_limited_run_returns_a_plan_with_status_and_gap(solver):
     synthetic = pytest.importorskip("splitopt.synthetic")
-    inst = synthetic.random_instance(seed=7, n_layers=60)
-    res = solve(inst, solver, time_limit=0.5)
-    assert res.status in (Status.OPTIMAL, Status.FEASIBLE, Status.NO_SOLUTION_FOUND)
+    inst = synthetic.random_instance(seed=3, n_layers=300, problem="split_bits", bit_widths=(2, 4, 6, 8),
+                                     edge_required=False)
+    res = solve(inst, solver, time_limit=0.2)
+    # stopped early or not, there is always a plan: at worst the start plan (cloud-only)
+    assert res.status in (Status.OPTIMAL, Status.FEASIBLE), res.message
+    assert evaluate(inst, res.plan).feasible
     if res.status is Status.OPTIMAL:
-        assert res.gap <= 1e-6
-    if res.status is Status.FEASIBLE and res.bound is not None:
-        assert res.bound <= res.objective + 1e-9 and res.gap >= 0
-    if res.plan is not None:
-        assert evaluate(inst, res.plan).feasible
+        assert res.gap <= 1e-5
+    elif res.bound is not None:
+        assert res.bound <= res.objective + 1e-9 and 0 <= res.gap
 
 
 @pytest.mark.parametrize("solver,suffix", [("milp-cbc", ".lp"), ("milp-highs", ".mps"), ("cpsat", ".txt")])

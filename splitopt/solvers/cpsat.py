@@ -42,7 +42,7 @@ from splitopt.instance import Instance
 from splitopt.result import BackendOutput, Status
 from splitopt.solvers.base import Backend, SolveOptions
 from splitopt.solvers.linear import LinearProgram
-from splitopt.solvers.split_program import build_split_program, decode_split_plan
+from splitopt.solvers.split_program import build_split_program, decode_split_plan, encode_plan, start_plan
 
 #: scale of the objective and error rows (coefficients up to 2**40)
 SCALE = 2**40
@@ -73,7 +73,7 @@ def to_cpsat(lp: LinearProgram):
     xs = []
     for i, v in enumerate(lp.variables):
         if i not in used:  # only in dropped optional rows
-            xs.append(model.NewConstant(0))
+            xs.append(model.NewIntVar(0, 0, v.name))
         elif v.binary or (v.lb >= 0 and v.ub <= 1):
             if not (v.binary or v.implied_integer):
                 raise SolverFailure(f"cpsat: continuous variable '{v.name}' cannot be made integral")
@@ -145,6 +145,11 @@ class CpSatBackend(Backend):
             if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
                 raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
             model.ExportToFile(str(path))
+        start = start_plan(inst)
+        start_values = encode_plan(inst, lp, start) if start is not None else None
+        if start_values is not None:
+            for var, value in zip(xs, start_values):
+                model.AddHint(var, int(round(value)))
         solver = cp_model.CpSolver()
         p = solver.parameters
         if options.time_limit_s is not None:
@@ -167,6 +172,11 @@ class CpSatBackend(Backend):
         if code == cp_model.MODEL_INVALID:
             return BackendOutput(Status.ERROR, message=f"CP-SAT: model invalid: {model.Validate()}", extra=extra)
         if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            if start is not None:  # stopped before any solution: return the start plan
+                bound = solver.BestObjectiveBound() * unit + lp.objective_constant - tol
+                return BackendOutput(Status.FEASIBLE, plan=start, objective=lp.evaluate_objective(start_values),
+                                     bound=bound, message=f"CP-SAT: {name}; returning the start plan (cloud-only)",
+                                     extra=extra)
             return BackendOutput(Status.NO_SOLUTION_FOUND, message=f"CP-SAT: {name}", extra=extra)
         values = [float(solver.Value(v)) for v in xs]
         plan = decode_split_plan(inst, lp, values)

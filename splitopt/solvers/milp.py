@@ -5,7 +5,9 @@ Error rows are divided by the budget so that the solver's absolute feasibility t
 (1e-7) is a relative one; memory rows are in bits. A run that hits its time limit is
 reported FEASIBLE with the solver's best bound, never OPTIMAL (CBC may print "Optimal"
 after a time-limited run: ../shared/NOTES.md), and the status is read from
-``prob.sol_status`` and the solver's own log, not from ``LpStatus`` alone.
+``prob.sol_status`` and the solver's own log, not from ``LpStatus`` alone. A run that
+stops before finding any plan returns the start plan (cloud-only, when no layer is
+pinned to the edge) as FEASIBLE with the solver's bound.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from splitopt.instance import Instance
 from splitopt.result import BackendOutput, Status
 from splitopt.solvers.base import Backend, SolveOptions
 from splitopt.solvers.linear import LinearProgram
-from splitopt.solvers.split_program import build_split_program, decode_split_plan
+from splitopt.solvers.split_program import build_split_program, decode_split_plan, encode_plan, start_plan
 
 
 def _new_variable(prob, name: str, lb: float, ub: float, cat: str):
@@ -129,6 +131,8 @@ class _PulpBackend(Backend):
     kind = "exact"
     requires = ("pulp",)
     install_hint = "pip install pulp"
+    #: whether the solver's reported bound leaves out the objective's constant term
+    bound_excludes_constant = True
 
     def build(self, inst: Instance) -> LinearProgram:
         return build_split_program(inst)
@@ -142,12 +146,26 @@ class _PulpBackend(Backend):
         build_s = time.perf_counter() - t0
         if options.export_path is not None:
             export_pulp(prob, options.export_path)
+        # No MIP start: CBC 2.10.3 exits with an error when a MIP start meets a time limit
+        # (seen here), and PuLP's HiGHS interface takes none. The start plan is returned
+        # instead when the solver stops without a plan of its own.
+        start = start_plan(inst)
+        start_values = encode_plan(inst, lp, start) if start is not None else None
         t1 = time.perf_counter()
         status, bound, message, solver_objective = self._run(prob, options)
         solve_s = time.perf_counter() - t1
         extra = {"build_s": build_s, "solve_s": solve_s, "variables": len(lp.variables), "rows": len(lp.rows)}
+        if status is Status.NO_SOLUTION_FOUND and start is not None:
+            # stopped before finding anything better than the start plan: return it
+            start_objective = lp.evaluate_objective(start_values)
+            if bound is not None and solver_objective is not None:
+                bound += start_objective - solver_objective
+            elif bound is not None:
+                bound += lp.objective_constant if self.bound_excludes_constant else 0.0
+            return BackendOutput(Status.FEASIBLE, plan=start, objective=start_objective, bound=bound,
+                                 message=f"{message}; returning the start plan (cloud-only)", extra=extra)
         if status in (Status.INFEASIBLE, Status.NO_SOLUTION_FOUND, Status.ERROR):
-            return BackendOutput(status, message=message, bound=bound, extra=extra)
+            return BackendOutput(status, message=message, bound=None, extra=extra)
         values = [v.value() if v.value() is not None else 0.0 for v in xs]
         plan = decode_split_plan(inst, lp, values)
         objective = lp.evaluate_objective(values)
@@ -206,7 +224,7 @@ class CbcBackend(_PulpBackend):
             return Status.OPTIMAL, info.get("objective"), "CBC: optimal", info.get("objective")
         if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
             return Status.FEASIBLE, info.get("bound"), f"CBC: {result or 'stopped'}", info.get("objective")
-        return Status.NO_SOLUTION_FOUND, None, f"CBC: no plan found ({result or pulp.LpStatus[prob.status]})", None
+        return Status.NO_SOLUTION_FOUND, info.get("bound"), f"CBC: no plan found ({result or pulp.LpStatus[prob.status]})", None
 
 
 class HighsBackend(_PulpBackend):
@@ -246,4 +264,6 @@ class HighsBackend(_PulpBackend):
             return Status.OPTIMAL, bound, "HiGHS: optimal", value
         if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
             return Status.FEASIBLE, bound, f"HiGHS: {text}", value
-        return Status.NO_SOLUTION_FOUND, None, f"HiGHS: no plan found ({text})", None
+        if bound is not None and not (abs(bound) < 1e30):
+            bound = None  # HiGHS reports +-inf when it has no bound
+        return Status.NO_SOLUTION_FOUND, bound, f"HiGHS: no plan found ({text})", None

@@ -70,6 +70,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
 
     # ---- (1) variables and selectors ---------------------------------------------------
     e = {l.name: lp.var(f"e[{l.name}]") for l in layers}
+    choice_vars: dict[str, dict[tuple[int, int], list[int]]] = {}  # (w, a) -> binaries set to 1
     wsel: dict[str, dict[int, Form]] = {}
     asel: dict[str, dict[int, Form]] = {}
     latency: dict[str, Form] = {}  # edge latency (ms) of layer i as a linear form
@@ -82,6 +83,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
             wsel[name], asel[name] = {b: {e[name]: 1.0}}, {b: {e[name]: 1.0}}
             latency[name] = {e[name]: table[b, b]}
             encoding[name] = "single"
+            choice_vars[name] = {(b, b): []}
         elif _separable(table, bits):
             w0 = a0 = bits[0]
             lw = {w: table[w, a0] - table[w0, a0] for w in bits}
@@ -96,9 +98,11 @@ def build_split_program(inst: Instance) -> LinearProgram:
                 wsel[name] = {w: {u[w]: 1.0} for w in bits}
                 _add_form(latency[name], {u[w]: lw[w] for w in bits}, 1.0)
                 encoding[name] = "separable"
+                choice_vars[name] = {(wb, ab): [u[wb], v[ab]] for wb in bits for ab in bits}
             else:  # weightless and weight bits change no latency: no weight choice to make
                 wsel[name] = {bits[0]: {e[name]: 1.0}}
                 encoding[name] = "activation"
+                choice_vars[name] = {(wb, ab): [v[ab]] for wb in bits for ab in bits}
         else:
             x = {p: lp.var(f"x[{name},w{p[0]}a{p[1]}]") for p in product(bits, bits)}
             lp.add({**{x[p]: 1.0 for p in x}, e[name]: -1.0}, "==", 0.0, name=f"pair[{name}]")
@@ -106,6 +110,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
             asel[name] = {a: {x[p]: 1.0 for p in x if p[1] == a} for a in bits}
             latency[name] = {x[p]: table[p] for p in x}
             encoding[name] = "pairs"
+            choice_vars[name] = {p: [x[p]] for p in x}
     act_bits = bits
 
     # (2b) layers that must run on the edge (settings.edge_required, with ancestors)
@@ -301,8 +306,73 @@ def build_split_program(inst: Instance) -> LinearProgram:
                 if c > 0:
                     lp.add({idx: 1.0}, "<=", 0.0, name="zero_error")
 
-    lp.meta.update(e=e, wsel=wsel, asel=asel, encoding=encoding)
+    lp.meta.update(e=e, wsel=wsel, asel=asel, encoding=encoding, choice_vars=choice_vars, sent=sent, q=q, a=a,
+                   r=r, held=held, W=w, Err=locals().get("err"), y=locals().get("y"), bits=bits)
     return lp
+
+
+def encode_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[float]:
+    """The program's variable values for ``plan`` (a warm start, and the check that the
+    program and the evaluator agree on every plan). Weight bits of a layer whose
+    encoding has no weight choice are ignored."""
+    m = lp.meta
+    s = inst.settings
+    values = [0.0] * len(lp.variables)
+    on_edge = {l.name for l in inst.layers if plan.device[l.name] == s.edge}
+    for l in inst.layers:
+        if l.name not in on_edge:
+            continue
+        values[m["e"][l.name]] = 1.0
+        options = m["choice_vars"][l.name]
+        key = (plan.weight_bits[l.name], plan.activation_bits[l.name])
+        if key not in options:  # no weight choice: any weight bits with this activation
+            key = next(k for k in options if k[1] == key[1])
+        for idx in options[key]:
+            values[idx] = 1.0
+    sent = {t for t in m["sent"] if (t in inst.input_by_name or t in on_edge)
+            and any(c not in on_edge for c in inst.consumers[t])}
+    for t, idx in m["sent"].items():
+        values[idx] = 1.0 if t in sent else 0.0
+    for (t, b), idx in m["q"].items():
+        if t in sent and plan.activation_bits[t] == b:
+            values[idx] = 1.0
+    values[m["a"]] = 1.0 if on_edge else 0.0
+    for t, idx in m["r"].items():
+        values[idx] = 1.0 if (on_edge and t in sent) else 0.0
+    if m["y"] is not None:
+        values[m["y"]] = 1.0 if sent else 0.0
+    # auxiliary sums follow from their defining rows
+    for row in lp.rows:
+        if row.name == "weights":
+            values[m["W"]] = sum(c * values[i] for i, c in row.coeffs.items() if i != m["W"])
+        elif row.name.startswith("held["):
+            target = next(i for i, c in row.coeffs.items() if c == -1.0 and lp.variables[i].name.startswith("H["))
+            values[target] = sum(c * values[i] for i, c in row.coeffs.items() if i != target)
+        elif row.name == "error_total" and m["Err"] is not None:
+            values[m["Err"]] = sum(c * values[i] for i, c in row.coeffs.items() if i != m["Err"])
+    return values
+
+
+def row_violations(lp: LinearProgram, values: list[float], tol: float = 1e-6) -> list[str]:
+    """Names of the rows that ``values`` break (relative tolerance ``tol``)."""
+    out = []
+    for row in lp.rows:
+        lhs = sum(c * values[i] for i, c in row.coeffs.items())
+        slack = tol * max(1.0, abs(row.rhs), max((abs(c) for c in row.coeffs.values()), default=0.0))
+        if (row.sense == "<=" and lhs > row.rhs + slack) or (row.sense == ">=" and lhs < row.rhs - slack) or (
+            row.sense == "==" and abs(lhs - row.rhs) > slack
+        ):
+            out.append(row.name)
+    return out
+
+
+def start_plan(inst: Instance) -> Plan | None:
+    """A plan every instance without pinned edge layers admits: cloud-only (no edge
+    memory, no error). Backends start from it, and return it when a time limit stops
+    them before they find a better one."""
+    if inst.settings.edge_required:
+        return None
+    return Plan.uniform(inst, [])
 
 
 def decode_split_plan(inst: Instance, lp: LinearProgram, values: list[float]) -> Plan:
