@@ -52,10 +52,21 @@ def solve(
     elapsed = time.perf_counter() - t0
     build_s = float(out.extra.get("build_s", 0.0))
     solve_s = float(out.extra.get("solve_s", elapsed - build_s))
+    if out.status is Status.INFEASIBLE:
+        _check_infeasibility_claim(inst, backend.name)
     result = _finish(inst, backend, out, build_s, solve_s)
     if result.status is Status.INFEASIBLE and diagnose:
         result.message = diagnose_infeasibility(inst, solver, time_limit, threads)
     return result
+
+
+def _check_infeasibility_claim(inst: Instance, backend: str) -> None:
+    """An INFEASIBLE answer must not contradict the cloud-only plan when it is feasible."""
+    from splitopt.solvers.split_program import start_plan
+
+    start = start_plan(inst)
+    if start is not None and evaluate(inst, start).feasible:
+        raise SolverFailure(f"{backend}: claims the instance is infeasible, but the cloud-only plan meets every budget")
 
 
 def _finish(inst: Instance, backend, out: BackendOutput, build_s: float, solve_s: float) -> SolveResult:

@@ -210,12 +210,18 @@ class CbcBackend(_PulpBackend):
             text = Path(log).read_text() if os.path.exists(log) else ""
         info = _parse_cbc_log(text)
         result = info.get("result", "")
-        # every variable is bounded, so CBC's "infeasible or unbounded" means infeasible
-        if (
+        # every variable is bounded, so CBC's "infeasible or unbounded" means infeasible;
+        # but a time limit can cut CBC's preprocessing short and make it say so wrongly
+        # (seen: a 300-layer instance with a feasible cloud-only plan, limit 0.1 s)
+        claims_infeasible = (
             prob.sol_status == pulp.LpSolutionInfeasible
             or "infeasible" in result.lower()
             or (prob.status == pulp.LpStatusInfeasible and "infeasible" in text.lower())
-        ):
+        )
+        limited = options.time_limit_s is not None and elapsed >= 0.5 * options.time_limit_s
+        if claims_infeasible and limited:
+            return Status.NO_SOLUTION_FOUND, None, "CBC: stopped by the time limit (an infeasibility claim from an interrupted run is not trusted)", None
+        if claims_infeasible:
             return Status.INFEASIBLE, None, "CBC: infeasible", None
         stopped = "time limit" in result.lower() or "stopped" in result.lower()
         if options.time_limit_s is not None and elapsed >= options.time_limit_s * 0.98:
