@@ -96,7 +96,7 @@ def solve(
     threads: int = typer.Option(2, "--threads", help="Solver threads."),
     seed: int = typer.Option(0, "--seed", help="Random seed for solvers and heuristics."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (the plan in the format `evaluate` reads)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log to stderr."),
     export_model: Optional[Path] = typer.Option(None, "--export-model", help="Write the built program: .lp/.mps (MILP backends) or .txt/.pb (cpsat)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the plan JSON to this file."),
     layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table of edge layers."),

@@ -137,3 +137,11 @@ def test_plan_not_matching_instance(tmp_path):
 
 def test_export_with_wrong_suffix(tmp_path):
     assert_one_line_error(run("solve", str(TOY), "--export-model", str(tmp_path / "m.xyz")), 2, ".lp or .mps")
+
+
+@pytest.mark.parametrize("solver,marker", [("milp-cbc", "Cbc"), ("milp-highs", "HiGHS"), ("cpsat", "CP-SAT")])
+def test_verbose_streams_the_solver_log_to_stderr_and_keeps_json_clean(solver, marker):
+    proc = run("solve", str(TOY), "--solver", solver, "--json", "--verbose")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "OPTIMAL"  # stdout is JSON only
+    assert marker.lower() in proc.stderr.lower() and len(proc.stderr.splitlines()) > 10

@@ -34,6 +34,7 @@ point of the program (cut indicators, held bits) are declared integer.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -159,7 +160,9 @@ class CpSatBackend(Backend):
         p.relative_gap_limit = 0.0
         p.absolute_gap_limit = 0.0
         p.log_search_progress = bool(options.verbose)
-        p.log_to_stdout = bool(options.verbose)
+        p.log_to_stdout = False
+        if options.verbose:  # to stderr, so that stdout stays clean for --json
+            solver.log_callback = lambda line: print(line, file=sys.stderr, flush=True)
         p.cp_model_presolve = False  # or-tools #5293: presolve overflows on large activities in 9.15
         t1 = time.perf_counter()
         code = solver.Solve(model)

@@ -78,7 +78,8 @@ def export_pulp(prob, path: Path) -> None:
 
 
 class _LogTail:
-    """Copy a growing log file to stdout while a solver runs (``--verbose``)."""
+    """Copy a growing log file to stderr while a solver runs (``--verbose``), so that
+    stdout stays clean for ``--json``."""
 
     def __init__(self, path: str, enabled: bool):
         self.path, self.enabled = path, enabled
@@ -100,8 +101,8 @@ class _LogTail:
                     chunk = f.read()
                     offset = f.tell()
                 if chunk:
-                    sys.stdout.write(chunk)
-                    sys.stdout.flush()
+                    sys.stderr.write(chunk)
+                    sys.stderr.flush()
             if stop:
                 return
             time.sleep(0.1)
@@ -242,18 +243,24 @@ class HighsBackend(_PulpBackend):
     def _run(self, prob, options):
         import pulp
 
-        solver = pulp.HiGHS(
-            msg=options.verbose,
-            timeLimit=options.time_limit_s,
-            threads=options.threads,
-            gapRel=0.0,
-        )
-        if not solver.available():
-            raise SolverFailure("HiGHS is not available to PuLP (see ../shared/NOTES.md on highspy and ortools)")
-        try:
-            prob.solve(solver)
-        except pulp.PulpSolverError as e:
-            return Status.ERROR, None, f"HiGHS failed: {e}", None
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "highs.log")
+            # the log goes to a file that is streamed to stderr, never to stdout
+            logging = {"log_file": log, "log_to_console": False} if options.verbose else {}
+            solver = pulp.HiGHS(
+                msg=options.verbose,
+                timeLimit=options.time_limit_s,
+                threads=options.threads,
+                gapRel=0.0,
+                **logging,
+            )
+            if not solver.available():
+                raise SolverFailure("HiGHS is not available to PuLP (see ../shared/NOTES.md on highspy and ortools)")
+            with _LogTail(log, options.verbose):
+                try:
+                    prob.solve(solver)
+                except pulp.PulpSolverError as e:
+                    return Status.ERROR, None, f"HiGHS failed: {e}", None
         model = getattr(prob, "solverModel", None)
         if model is None:
             return Status.ERROR, None, f"HiGHS: {pulp.LpStatus[prob.status]}", None
