@@ -225,6 +225,26 @@ def schema() -> None:
     _print_json(instance_schema())
 
 
+@app.command("dnnp-eval")
+def dnnp_eval(
+    instance: Path = typer.Argument(..., help="A peer dnn-partitioning input file (throughput- or latency-inputs)."),
+    placement: Path = typer.Argument(..., help="A placement in the peer's expert format (human-experts/*.json)."),
+) -> None:
+    """Check PLACEMENT on a peer dnn-partitioning INSTANCE; print its max-load and latency (ms) as JSON."""
+    from splitopt.dnnp import check_placement, latency, load_dnnp, load_expert, max_load
+
+    with _errors():
+        inst = load_dnnp(instance)
+        plan = load_expert(inst, placement)
+        value, loads = max_load(inst, plan)
+        try:
+            lat: float | str = latency(inst, plan)
+        except InvalidPlan as e:
+            lat = f"undefined ({e})"
+        _print_json({"instance": inst.name, "max_load_ms": value, "loads_ms": loads,
+                     "latency_ms": lat, "violations": check_placement(inst, plan)})
+
+
 def main() -> None:
     app()
 

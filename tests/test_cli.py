@@ -145,3 +145,15 @@ def test_verbose_streams_the_solver_log_to_stderr_and_keeps_json_clean(solver, m
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "OPTIMAL"  # stdout is JSON only
     assert marker.lower() in proc.stderr.lower() and len(proc.stderr.splitlines()) > 10
+
+
+def test_dnnp_eval_on_a_peer_instance():
+    root = Path(__file__).resolve().parents[2] / "shared" / "peer-instances" / "dnn-partitioning"
+    if not root.exists():
+        pytest.skip("peer instances not beside the checkout")
+    proc = run("dnnp-eval", str(root / "throughput-inputs/LayerGraphs/bert24_inference.json"),
+               str(root / "human-experts/bert24_inference_expert.json"))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["violations"] == []
+    assert data["max_load_ms"] == pytest.approx(max(data["loads_ms"].values()))
