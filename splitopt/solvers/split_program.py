@@ -192,6 +192,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
             for b in act_bits:
                 tx = s.transmit_bits if s.transmit_bits is not None else b
                 lp.add_objective(q[t, b], ms_per_byte * inst.tensor_elements(t) * tx / 8.0)
+    y: int | None = None
     if link.latency_ms > 0 and sent:
         y = lp.var("y", binary=False)  # (6) anything sent pays the link's fixed latency once
         for t in sent:
@@ -266,6 +267,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
         lp.add(row, "<=", limit_bits, "bits", f"memory[{l.name}]")
 
     # ---- (8) quantization error ----------------------------------------------------------
+    err: int | None = None
     if s.error_budget is not None:
         row = {}
         for l in layers:
@@ -307,7 +309,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
                     lp.add({idx: 1.0}, "<=", 0.0, name="zero_error")
 
     lp.meta.update(e=e, wsel=wsel, asel=asel, encoding=encoding, choice_vars=choice_vars, sent=sent, q=q, a=a,
-                   r=r, held=held, W=w, Err=locals().get("err"), y=locals().get("y"), bits=bits)
+                   r=r, held=held, W=w, Err=err, y=y, bits=bits)
     return lp
 
 
