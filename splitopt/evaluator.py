@@ -104,19 +104,12 @@ def evaluate(inst: Instance, plan: Plan) -> Metrics:
             return inst.input_by_name[tensor].bits
         return plan.activation_bits[tensor]
 
-    def sent_bits(tensor: str) -> int:
-        if tensor in inst.input_by_name:
-            return inst.input_by_name[tensor].bits
-        if s.transmit_bits is not None:
-            return s.transmit_bits
-        return plan.activation_bits[tensor]
-
     produced_on_edge = [t.name for t in inst.inputs] + [l.name for l in inst.layers if l.name in on_edge]
     sent: list[tuple[str, float]] = []
     for tensor in produced_on_edge:
         readers = inst.consumers[tensor]
         if any(r not in on_edge for r in readers):
-            sent.append((tensor, inst.tensor_elements(tensor) * sent_bits(tensor) / 8.0))
+            sent.append((tensor, inst.tensor_elements(tensor) * inst.sent_bits(tensor, tensor_bits_on_edge(tensor)) / 8.0))
     sent_names = {t for t, _ in sent}
     transmitted = sum(b for _, b in sent)
     transmit = transfer_ms(inst, transmitted)

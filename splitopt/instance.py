@@ -195,6 +195,16 @@ class Instance:
             return (self.settings.cloud_bits,)
         return self.settings.bit_widths
 
+    def sent_bits(self, tensor: str, activation_bits: int) -> int:
+        """Bits per element at which ``tensor`` crosses the cut: a raw input at its own
+        bits, a layer output at ``settings.transmit_bits`` if set, else at the bits it was
+        produced at (``activation_bits``)."""
+        if tensor in self.input_by_name:
+            return self.input_by_name[tensor].bits
+        if self.settings.transmit_bits is not None:
+            return self.settings.transmit_bits
+        return activation_bits
+
     def tensor_elements(self, tensor: str) -> int:
         if tensor in self.input_by_name:
             return self.input_by_name[tensor].elements

@@ -53,11 +53,7 @@ def raw_input_bytes(inst: Instance) -> float:
 def sent_bytes(inst: Instance, tensor: str, activation_bits: int) -> float:
     """Bytes sent when ``tensor`` crosses the cut: a raw input at its own bits, a layer
     output at ``settings.transmit_bits`` if set, else at ``activation_bits``."""
-    if tensor in inst.input_by_name:
-        t = inst.input_by_name[tensor]
-        return t.elements * t.bits / 8.0
-    bits = inst.settings.transmit_bits if inst.settings.transmit_bits is not None else activation_bits
-    return inst.layer_by_name[tensor].output_elements * bits / 8.0
+    return inst.tensor_elements(tensor) * inst.sent_bits(tensor, activation_bits) / 8.0
 
 
 def edge_ms(inst: Instance, edge_bits: dict[str, tuple[int, int]]) -> float:

@@ -190,8 +190,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
             lp.add_objective(sent[t], ms_per_byte * inst.tensor_elements(t) * bits_of(t) / 8.0)
         else:
             for b in act_bits:
-                tx = s.transmit_bits if s.transmit_bits is not None else b
-                lp.add_objective(q[t, b], ms_per_byte * inst.tensor_elements(t) * tx / 8.0)
+                lp.add_objective(q[t, b], ms_per_byte * inst.tensor_elements(t) * inst.sent_bits(t, b) / 8.0)
     y: int | None = None
     if link.latency_ms > 0 and sent:
         y = lp.var("y", binary=False)  # (6) anything sent pays the link's fixed latency once
