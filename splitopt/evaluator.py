@@ -52,6 +52,11 @@ class Metrics:
     def feasible(self) -> bool:
         return not self.violations
 
+    @property
+    def objective_ms(self) -> float:
+        """What the solvers minimise: the end-to-end latency (ms)."""
+        return self.total_ms
+
     def to_dict(self) -> dict:
         return {
             "edge_compute_ms": self.edge_compute_ms,
@@ -81,9 +86,19 @@ MEMORY_RTOL = 1e-9
 ERROR_RTOL = 1e-6
 
 
-def evaluate(inst: Instance, plan: Plan) -> Metrics:
-    """Evaluate a plan; raises InvalidPlan if it is malformed, and lists budget
-    violations (memory, error) in ``Metrics.violations``."""
+def evaluate(inst: Instance, plan):
+    """Evaluate a plan with its family's evaluator (``splitopt.families``); raises
+    InvalidPlan if it is malformed, and lists broken limits in ``metrics.violations``."""
+    if inst.is_two_tier:
+        return evaluate_two_tier(inst, plan)
+    from splitopt.families import family
+
+    return family(inst.settings.problem).evaluate(inst, plan)
+
+
+def evaluate_two_tier(inst: Instance, plan: Plan) -> Metrics:
+    """Evaluate an edge/cloud plan; raises InvalidPlan if it is malformed, and lists
+    budget violations (memory, error) in ``Metrics.violations``."""
     check_plan(inst, plan)
     s = inst.settings
     edge, cloud = inst.edge_device, inst.cloud_device

@@ -24,7 +24,11 @@ import networkx as nx
 from splitopt.errors import InvalidInstance
 
 FORMAT = "splitopt-instance/1"
-PROBLEMS = ("split", "split_bits")
+#: problem name -> family; every family's plans, metrics and programs live in the module
+#: that ``splitopt.families`` names for it
+PROBLEMS = ("split", "split_bits", "chain", "mesh", "multiview")
+TWO_TIER = ("split", "split_bits")
+OBJECTIVES = ("latency", "throughput")
 
 
 @dataclass(frozen=True)
@@ -76,12 +80,28 @@ class Device:
 
 @dataclass(frozen=True)
 class Link:
-    """A directed link: bandwidth in bits/s plus a fixed latency in ms per transfer."""
+    """A directed link: bandwidth in bits/s plus a fixed latency in ms per transfer. A
+    link on a shared ``bus`` takes its bandwidth from the bus (see :class:`Bus`)."""
 
     source: str
     target: str
     bandwidth_bits_per_s: float
     latency_ms: float = 0.0
+    bus: str | None = None
+
+
+@dataclass(frozen=True)
+class Bus:
+    """A medium shared by several links (e.g. the sensors' bus of a head-mounted device).
+
+    ``mode`` says how the links share it: ``"serial"``: one transfer at a time, each at
+    the full ``bandwidth_bits_per_s``; ``"share"``: every link on the bus owns a fixed
+    equal share, ``bandwidth_bits_per_s / links``, at all times (time-division), so
+    transfers on different links overlap and never wait for each other."""
+
+    name: str
+    bandwidth_bits_per_s: float
+    mode: str = "serial"
 
 
 @dataclass(frozen=True)
@@ -106,6 +126,11 @@ class Settings:
     transmit_bits: int | None = None
     objective: str = "latency"
     edge_required: tuple[str, ...] = ()
+    #: problem "chain": device names in chain order (input arrives at the first)
+    chain: tuple[str, ...] = ()
+    #: problem "mesh" / "multiview": that family's options, checked by its module
+    mesh: Mapping[str, Any] = field(default_factory=dict)
+    multiview: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -118,6 +143,7 @@ class Instance:
     settings: Settings
     description: str = ""
     source: Mapping[str, Any] = field(default_factory=dict)
+    buses: tuple[Bus, ...] = ()
 
     # ----- lookups -------------------------------------------------------------------
     @cached_property
@@ -159,6 +185,35 @@ class Instance:
                 if src in self.layer_by_name:
                     g.add_edge(src, layer.name)
         return g
+
+    @cached_property
+    def bus_by_name(self) -> dict[str, Bus]:
+        return {b.name: b for b in self.buses}
+
+    @cached_property
+    def link_between(self) -> dict[tuple[str, str], Link]:
+        """(source device, target device) -> the link."""
+        return {(l.source, l.target): l for l in self.links}
+
+    def link_rate_bits_per_s(self, link: Link) -> float:
+        """Bandwidth (bits/s) a transfer on ``link`` gets: the link's own, or on a bus the
+        full bus rate (serial) or the link's equal share of it (share)."""
+        if link.bus is None:
+            return link.bandwidth_bits_per_s
+        bus = self.bus_by_name[link.bus]
+        if bus.mode == "share":
+            return bus.bandwidth_bits_per_s / sum(1 for l in self.links if l.bus == bus.name)
+        return bus.bandwidth_bits_per_s
+
+    def link_transfer_ms(self, link: Link, nbytes: float) -> float:
+        """Time (ms) to send ``nbytes`` in one transfer over ``link``; zero for nothing."""
+        if nbytes <= 0:
+            return 0.0
+        return link.latency_ms + 1000.0 * nbytes * 8.0 / self.link_rate_bits_per_s(link)
+
+    @property
+    def is_two_tier(self) -> bool:
+        return self.settings.problem in TWO_TIER
 
     @property
     def edge_device(self) -> Device:
@@ -295,20 +350,41 @@ def parse_instance(data: Any) -> Instance:
         )
         for d in data["devices"]
     )
-    links = tuple(
-        Link(l["source"], l["target"], float(l["bandwidth_bits_per_s"]), float(l.get("latency_ms", 0.0)))
-        for l in data["links"]
+    buses = tuple(
+        Bus(b["name"], float(b["bandwidth_bits_per_s"]), b.get("mode", "serial")) for b in data.get("buses", [])
     )
-    s = data["settings"]
+    bus_names = {b.name for b in buses}
+    links = []
+    for i, l in enumerate(data["links"]):
+        bus = l.get("bus")
+        if bus is not None and bus not in bus_names:
+            raise InvalidInstance(f"instance.links[{i}].bus: unknown bus '{bus}' (buses: {', '.join(sorted(bus_names)) or 'none'})")
+        if bus is None and "bandwidth_bits_per_s" not in l:
+            raise InvalidInstance(f"instance.links[{i}]: 'bandwidth_bits_per_s' is required for a link on no bus")
+        rate = float(l["bandwidth_bits_per_s"]) if "bandwidth_bits_per_s" in l else float("nan")
+        links.append(Link(l["source"], l["target"], rate, float(l.get("latency_ms", 0.0)), bus))
+    links = tuple(links)
+    s = dict(data["settings"])
     dev_names = {d.name for d in devices}
+    chain = tuple(s.get("chain", ()))
+    for i, name in enumerate(chain):
+        if name not in dev_names:
+            raise InvalidInstance(
+                f"instance.settings.chain[{i}]: unknown device '{name}' (devices: {', '.join(sorted(dev_names))})"
+            )
+    if s["problem"] == "chain":
+        if len(chain) < 2:
+            raise InvalidInstance("instance.settings.chain: problem 'chain' needs at least two devices in chain order")
+        s.setdefault("edge", chain[0])
+        s.setdefault("cloud", chain[-1])
     for key in ("edge", "cloud"):
+        if key not in s:
+            raise InvalidInstance(f"instance.settings.{key}: required for problem '{s['problem']}'")
         if s[key] not in dev_names:
             raise InvalidInstance(
                 f"instance.settings.{key}: unknown device '{s[key]}' (devices: {', '.join(sorted(dev_names))})"
             )
     edge = next(d for d in devices if d.name == s["edge"])
-    if s["edge"] == s["cloud"]:
-        raise InvalidInstance(f"instance.settings.cloud: must differ from settings.edge, both are '{s['edge']}'")
     memory = s.get("edge_memory_bytes")
     settings = Settings(
         problem=s["problem"],
@@ -321,6 +397,9 @@ def parse_instance(data: Any) -> Instance:
         transmit_bits=s.get("transmit_bits"),
         objective=s.get("objective", "latency"),
         edge_required=tuple(s.get("edge_required", ())),
+        chain=chain,
+        mesh=dict(s.get("mesh", {})),
+        multiview=dict(s.get("multiview", {})),
     )
     inst = Instance(
         name=data["name"],
@@ -331,8 +410,12 @@ def parse_instance(data: Any) -> Instance:
         settings=settings,
         description=data.get("description", ""),
         source=data.get("source", {}),
+        buses=buses,
     )
     _check_consistency(inst)
+    from splitopt.families import family
+
+    family(inst.settings.problem).check_instance(inst)
     return inst
 
 
@@ -400,7 +483,31 @@ def _check_consistency(inst: Instance) -> None:
         for end in ("source", "target"):
             if getattr(link, end) not in inst.device_by_name:
                 raise InvalidInstance(f"instance.links[{i}].{end}: unknown device '{getattr(link, end)}'")
+    for i, link in enumerate(inst.links):
+        if link.source == link.target:
+            raise InvalidInstance(f"instance.links[{i}]: link from device '{link.source}' to itself")
+    seen_pairs: set[tuple[str, str]] = set()
+    for i, link in enumerate(inst.links):
+        if (link.source, link.target) in seen_pairs:
+            raise InvalidInstance(f"instance.links[{i}]: a second link from '{link.source}' to '{link.target}'")
+        seen_pairs.add((link.source, link.target))
+    seen_buses: set[str] = set()
+    for i, bus in enumerate(inst.buses):
+        if bus.name in seen_buses:
+            raise InvalidInstance(f"instance.buses[{i}].name: duplicate name '{bus.name}'")
+        seen_buses.add(bus.name)
+    if inst.settings.objective == "throughput" and inst.settings.problem != "chain":
+        raise InvalidInstance(
+            f"instance.settings.objective: 'throughput' is defined for problem 'chain' only, not '{inst.settings.problem}'"
+        )
+
+
+def check_two_tier(inst: Instance) -> None:
+    """Consistency of an edge/cloud instance: bit-widths, uplink, error and latency tables."""
+    where = "instance.graph"
     s = inst.settings
+    if s.edge == s.cloud:
+        raise InvalidInstance(f"instance.settings.cloud: must differ from settings.edge, both are '{s.edge}'")
     edge, cloud = inst.edge_device, inst.cloud_device
     bad = [b for b in s.bit_widths if b not in edge.bit_widths]
     if bad:
@@ -520,6 +627,18 @@ def to_dict(inst: Instance) -> dict[str, Any]:
             "edge_required": list(s.edge_required),
         },
     }
+    if s.chain:
+        data["settings"]["chain"] = list(s.chain)
+    if s.mesh:
+        data["settings"]["mesh"] = dict(s.mesh)
+    if s.multiview:
+        data["settings"]["multiview"] = dict(s.multiview)
+    if inst.buses:
+        data["buses"] = [{"name": b.name, "bandwidth_bits_per_s": b.bandwidth_bits_per_s, "mode": b.mode} for b in inst.buses]
+    for entry, link in zip(data["links"], inst.links):
+        if link.bus is not None:
+            entry["bus"] = link.bus
+            del entry["bandwidth_bits_per_s"]
     return data
 
 

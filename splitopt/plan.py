@@ -160,7 +160,10 @@ def load_plan(inst: Instance, path: str | Path) -> Plan:
         raise InvalidPlan(f"{path}: cannot read file ({e.strerror})") from e
     except json.JSONDecodeError as e:
         raise InvalidPlan(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
+    from splitopt.families import family
+
+    parse = family(inst.settings.problem).plan_from_dict
     # accept the whole output of `splitopt solve --json` too
     if isinstance(data, dict) and "plan" in data and "layers" not in data:
-        return plan_from_dict(inst, data["plan"], where=f"{path}.plan")
-    return plan_from_dict(inst, data, where=str(path))
+        return parse(inst, data["plan"], where=f"{path}.plan")
+    return parse(inst, data, where=str(path))

@@ -37,7 +37,7 @@ def _fmt_bytes(b: float) -> str:
     return f"{b:,.0f} B"
 
 
-def print_metrics(console: Console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = True) -> None:
+def print_two_tier_metrics(console: Console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = True) -> None:
     s = inst.settings
     edge_layers = plan.edge_layers(inst)
     n = len(inst.layers)
@@ -104,3 +104,10 @@ def print_result(console: Console, inst: Instance, result: SolveResult, show_lay
         console.print(f"[bold]Message[/bold]  {result.message}")
     if result.plan is not None and result.metrics is not None:
         print_metrics(console, inst, result.plan, result.metrics, show_layers)
+
+
+def print_metrics(console: Console, inst: Instance, plan, metrics, show_layers: bool = True) -> None:
+    """The plan's metrics, as its family shows them."""
+    from splitopt.families import family
+
+    family(inst.settings.problem).print_metrics(console, inst, plan, metrics, show_layers)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from splitopt.errors import NotApplicable, SolverFailure
 from splitopt.evaluator import evaluate
+from splitopt.families import family
 from splitopt.instance import Instance
 from splitopt.result import BackendOutput, SolveResult, Status
 from splitopt.solvers.base import SolveOptions
@@ -36,7 +37,7 @@ def solve(
     backend = get_backend(solver)
     problem = inst.settings.problem
     if problem not in backend.problems:
-        if "split" in backend.problems:
+        if problem == "split_bits" and "split" in backend.problems:
             inst = inst.with_settings(problem="split")
         else:
             raise NotApplicable(f"solver '{solver}' does not handle problem '{problem}' (handles {', '.join(backend.problems)})")
@@ -56,17 +57,19 @@ def solve(
         _check_infeasibility_claim(inst, backend.name)
     result = _finish(inst, backend, out, build_s, solve_s)
     if result.status is Status.INFEASIBLE and diagnose:
-        result.message = diagnose_infeasibility(inst, solver, time_limit, threads)
+        fam = family(inst.settings.problem)
+        if inst.is_two_tier:
+            result.message = diagnose_infeasibility(inst, solver, time_limit, threads)
+        elif hasattr(fam, "diagnose_infeasibility"):
+            result.message = fam.diagnose_infeasibility(inst)
     return result
 
 
 def _check_infeasibility_claim(inst: Instance, backend: str) -> None:
-    """An INFEASIBLE answer must not contradict the cloud-only plan when it is feasible."""
-    from splitopt.solvers.split_program import start_plan
-
-    start = start_plan(inst)
+    """An INFEASIBLE answer must not contradict the family's start plan when it is feasible."""
+    start = family(inst.settings.problem).start_plan(inst)
     if start is not None and evaluate(inst, start).feasible:
-        raise SolverFailure(f"{backend}: claims the instance is infeasible, but the cloud-only plan meets every budget")
+        raise SolverFailure(f"{backend}: claims the instance is infeasible, but the start plan meets every limit")
 
 
 def _finish(inst: Instance, backend, out: BackendOutput, build_s: float, solve_s: float) -> SolveResult:
@@ -74,7 +77,7 @@ def _finish(inst: Instance, backend, out: BackendOutput, build_s: float, solve_s
     objective = gap = None
     if plan is not None:
         metrics = evaluate(inst, plan)
-        objective = metrics.total_ms
+        objective = metrics.objective_ms
         if out.objective is not None:
             tol = AGREEMENT_RTOL * max(abs(objective), 1e-9) + out.objective_tolerance_ms
             if abs(out.objective - objective) > tol:
@@ -108,7 +111,7 @@ def _finish(inst: Instance, backend, out: BackendOutput, build_s: float, solve_s
 
 
 def diagnose_infeasibility(inst: Instance, solver: str, time_limit, threads: int) -> str:
-    """Name the budget no plan can meet, by re-solving with each budget lifted."""
+    """Name the budget no edge/cloud plan can meet, by re-solving with each budget lifted."""
     s = inst.settings
     required = ", ".join(s.edge_required) or "none"
     lift_error = inst.with_settings(error_budget=None)

@@ -131,11 +131,15 @@ def test_not_an_object():
     ("graph.layers.1.macs", "macs", "instance.graph.layers[1]"),
     ("devices.1.bit_widths", "bit_widths", "instance.devices[1]"),
     ("graph.inputs.0.shape", "shape", "instance.graph.inputs[0]"),
-    ("links.0.bandwidth_bits_per_s", "bandwidth_bits_per_s", "instance.links[0]"),
-    ("settings.cloud", "cloud", "instance.settings"),
 ])
 def test_missing_field(path, field, where):
     rejects(edited(path, DELETE), where + ":", f"'{field}' is a required property")
+
+
+def test_missing_field_that_depends_on_others():
+    rejects(edited("links.0.bandwidth_bits_per_s", DELETE), "instance.links[0]:", "'bandwidth_bits_per_s' is required",
+            "on no bus")
+    rejects(edited("settings.cloud", DELETE), "instance.settings.cloud:", "required for problem 'split_bits'")
 
 
 @pytest.mark.parametrize("path, value, where, shown", [

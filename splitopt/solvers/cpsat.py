@@ -39,11 +39,11 @@ import time
 from pathlib import Path
 
 from splitopt.errors import NotApplicable, SolverFailure
-from splitopt.instance import Instance
+from splitopt.instance import PROBLEMS, Instance
 from splitopt.result import BackendOutput, Status
 from splitopt.solvers.base import Backend, SolveOptions
 from splitopt.solvers.linear import LinearProgram
-from splitopt.solvers.split_program import build_split_program, decode_split_plan, encode_plan, start_plan
+from splitopt.families import family
 
 #: scale of the objective and error rows (coefficients up to 2**40)
 SCALE = 2**40
@@ -130,6 +130,7 @@ def to_cpsat(lp: LinearProgram):
 class CpSatBackend(Backend):
     name = "cpsat"
     kind = "exact"
+    problems = PROBLEMS
     requires = ("ortools",)
     install_hint = "pip install ortools==9.15.6755"
     description = "CP-SAT (OR-Tools), integer-scaled; see formulations/edge_cloud_split.md"
@@ -137,8 +138,11 @@ class CpSatBackend(Backend):
     def solve(self, inst: Instance, options: SolveOptions) -> BackendOutput:
         from ortools.sat.python import cp_model
 
+        fam = family(inst.settings.problem)
+        if hasattr(fam, "solve_exact"):
+            return fam.solve_exact(self.name, inst, options)
         t0 = time.perf_counter()
-        lp = build_split_program(inst)
+        lp = fam.build_program(inst)
         model, xs, unit, tol = to_cpsat(lp)
         build_s = time.perf_counter() - t0
         if options.export_path is not None:
@@ -146,8 +150,8 @@ class CpSatBackend(Backend):
             if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
                 raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
             model.ExportToFile(str(path))
-        start = start_plan(inst)
-        start_values = encode_plan(inst, lp, start) if start is not None else None
+        start = fam.start_plan(inst)
+        start_values = fam.encode_plan(inst, lp, start) if start is not None else None
         if start_values is not None:
             for var, value in zip(xs, start_values):
                 model.AddHint(var, int(round(value)))
@@ -178,11 +182,11 @@ class CpSatBackend(Backend):
             if start is not None:  # stopped before any solution: return the start plan
                 bound = solver.BestObjectiveBound() * unit + lp.objective_constant - tol
                 return BackendOutput(Status.FEASIBLE, plan=start, objective=lp.evaluate_objective(start_values),
-                                     bound=bound, message=f"CP-SAT: {name}; returning the start plan (cloud-only)",
+                                     bound=bound, message=f"CP-SAT: {name}; returning the start plan",
                                      extra=extra)
             return BackendOutput(Status.NO_SOLUTION_FOUND, message=f"CP-SAT: {name}", extra=extra)
         values = [float(solver.Value(v)) for v in xs]
-        plan = decode_split_plan(inst, lp, values)
+        plan = fam.decode_plan(inst, lp, values)
         objective = solver.ObjectiveValue() * unit + lp.objective_constant
         bound = solver.BestObjectiveBound() * unit + lp.objective_constant - tol
         status = Status.OPTIMAL if code == cp_model.OPTIMAL else Status.FEASIBLE

@@ -23,11 +23,11 @@ from abc import abstractmethod
 from pathlib import Path
 
 from splitopt.errors import NotApplicable, SolverFailure
-from splitopt.instance import Instance
+from splitopt.instance import PROBLEMS, Instance
 from splitopt.result import BackendOutput, Status
 from splitopt.solvers.base import Backend, SolveOptions
 from splitopt.solvers.linear import LinearProgram
-from splitopt.solvers.split_program import build_split_program, decode_split_plan, encode_plan, start_plan
+from splitopt.families import family
 
 
 def _new_variable(prob, name: str, lb: float, ub: float, cat: str):
@@ -130,19 +130,18 @@ def _parse_cbc_log(text: str) -> dict:
 
 class _PulpBackend(Backend):
     kind = "exact"
+    problems = PROBLEMS
     requires = ("pulp",)
     install_hint = "pip install pulp"
     #: whether the solver's reported bound leaves out the objective's constant term
     bound_excludes_constant = True
 
-    def build(self, inst: Instance) -> LinearProgram:
-        return build_split_program(inst)
-
     def solve(self, inst: Instance, options: SolveOptions) -> BackendOutput:
-        import pulp
-
+        fam = family(inst.settings.problem)
+        if hasattr(fam, "solve_exact"):
+            return fam.solve_exact(self.name, inst, options)
         t0 = time.perf_counter()
-        lp = self.build(inst)
+        lp = fam.build_program(inst)
         prob, xs = to_pulp(lp, name=inst.name.replace(" ", "_") or "splitopt")
         build_s = time.perf_counter() - t0
         if options.export_path is not None:
@@ -150,8 +149,8 @@ class _PulpBackend(Backend):
         # No MIP start: CBC 2.10.3 exits with an error when a MIP start meets a time limit
         # (seen here), and PuLP's HiGHS interface takes none. The start plan is returned
         # instead when the solver stops without a plan of its own.
-        start = start_plan(inst)
-        start_values = encode_plan(inst, lp, start) if start is not None else None
+        start = fam.start_plan(inst)
+        start_values = fam.encode_plan(inst, lp, start) if start is not None else None
         t1 = time.perf_counter()
         status, bound, message, solver_objective = self._run(prob, options)
         solve_s = time.perf_counter() - t1
@@ -164,11 +163,11 @@ class _PulpBackend(Backend):
             elif bound is not None:
                 bound += lp.objective_constant if self.bound_excludes_constant else 0.0
             return BackendOutput(Status.FEASIBLE, plan=start, objective=start_objective, bound=bound,
-                                 message=f"{message}; returning the start plan (cloud-only)", extra=extra)
+                                 message=f"{message}; returning the start plan", extra=extra)
         if status in (Status.INFEASIBLE, Status.NO_SOLUTION_FOUND, Status.ERROR):
             return BackendOutput(status, message=message, bound=None, extra=extra)
         values = [v.value() if v.value() is not None else 0.0 for v in xs]
-        plan = decode_split_plan(inst, lp, values)
+        plan = fam.decode_plan(inst, lp, values)
         objective = lp.evaluate_objective(values)
         if bound is not None and solver_objective is not None:
             # solvers may drop the objective's constant term; shift their bound alike
