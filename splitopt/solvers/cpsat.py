@@ -7,6 +7,9 @@ presolve on returned cloud-only at 39.46 ms "OPTIMAL" and the optimum is 6.39 ms
 this backend runs with ``cp_model_presolve = False``; on the shipped and synthetic
 instances that is also faster. Scaling, per row kind (see ``linear.py``):
 
+* time rows and variables (ms; e.g. a bottleneck ``B >= stage time``): a time variable
+  is an integer count of ``unit``, its rows' other coefficients are rounded to units like
+  the objective's, and the tolerance adds ``unit / 2`` per term of the longest time row;
 * objective (ms): each coefficient becomes ``round(c / unit)`` with
   ``unit = U / 2**40`` ms, ``U`` the sum of all objective coefficients' magnitudes and
   the constant (a bound on any plan's latency). Each rounding errs by at most
@@ -71,10 +74,15 @@ def to_cpsat(lp: LinearProgram):
     model = cp_model.CpModel()
     rows = [row for row in lp.rows if not (row.optional and row.kind == "error")]
     used = {i for row in rows for i in row.coeffs} | set(lp.objective)
+    upper = abs(lp.objective_constant) + sum(
+        abs(c) * max(abs(lp.variables[i].lb), abs(lp.variables[i].ub)) for i, c in lp.objective.items())
+    unit = max(upper, 1e-12) / SCALE
     xs = []
     for i, v in enumerate(lp.variables):
         if i not in used:  # only in dropped optional rows
             xs.append(model.NewIntVar(0, 0, v.name))
+        elif v.unit == "ms":  # a time variable, in objective units
+            xs.append(model.NewIntVar(math.floor(v.lb / unit), math.ceil(v.ub / unit), v.name))
         elif v.binary or (v.lb >= 0 and v.ub <= 1):
             if not (v.binary or v.implied_integer):
                 raise SolverFailure(f"cpsat: continuous variable '{v.name}' cannot be made integral")
@@ -82,10 +90,22 @@ def to_cpsat(lp: LinearProgram):
         else:
             xs.append(model.NewIntVar(math.floor(v.lb), math.ceil(v.ub), v.name))
 
+    time_terms = 0
     for row in rows:
         if row.sense == "<=" and _max_activity(lp, row) <= row.rhs:
             continue  # redundant: no 0/1 point can break it
-        if row.kind == "error":
+        if row.kind == "time":
+            coeffs = {}
+            for i, c in row.coeffs.items():
+                if lp.variables[i].unit == "ms":
+                    if not _is_int(c):
+                        raise SolverFailure(f"cpsat: non-integral coefficient {c} of a time variable in row '{row.name}'")
+                    coeffs[i] = int(round(c))
+                else:
+                    coeffs[i] = int(round(c / unit))
+            rhs = int(round(row.rhs / unit))
+            time_terms = max(time_terms, len(row.coeffs))
+        elif row.kind == "error":
             if row.sense != "<=" or row.rhs <= 0 or any(c < 0 for c in row.coeffs.values()):
                 raise SolverFailure("cpsat: error rows must be '<=' rows with a positive budget and nonnegative errors")
             scale = SCALE / row.rhs
@@ -119,11 +139,19 @@ def to_cpsat(lp: LinearProgram):
         else:
             model.Add(expr == rhs)
 
-    upper = abs(lp.objective_constant) + sum(abs(c) for c in lp.objective.values())
-    unit = max(upper, 1e-12) / SCALE
-    obj = {i: int(round(c / unit)) for i, c in lp.objective.items()}
+    obj = {}
+    for i, c in lp.objective.items():
+        if lp.variables[i].unit == "ms":
+            if not _is_int(c):
+                raise SolverFailure(f"cpsat: non-integral objective coefficient {c} of time variable '{lp.variables[i].name}'")
+            obj[i] = int(round(c))
+        else:
+            obj[i] = int(round(c / unit))
     model.Minimize(sum(c * xs[i] for i, c in obj.items() if c))
-    tol = 0.5 * unit * len(obj)
+    # each rounded coefficient errs by at most unit/2: on the objective's terms, and on
+    # the terms of the time row that binds a time variable
+    rounded = sum(1 for i in obj if lp.variables[i].unit != "ms")
+    tol = 0.5 * unit * (rounded + time_terms)
     return model, xs, unit, tol
 
 
@@ -153,8 +181,8 @@ class CpSatBackend(Backend):
         start = fam.start_plan(inst)
         start_values = fam.encode_plan(inst, lp, start) if start is not None else None
         if start_values is not None:
-            for var, value in zip(xs, start_values):
-                model.AddHint(var, int(round(value)))
+            for v, var, value in zip(lp.variables, xs, start_values):
+                model.AddHint(var, int(round(value / unit if v.unit == "ms" else value)))
         solver = cp_model.CpSolver()
         p = solver.parameters
         if options.time_limit_s is not None:
@@ -185,7 +213,7 @@ class CpSatBackend(Backend):
                                      bound=bound, message=f"CP-SAT: {name}; returning the start plan",
                                      extra=extra)
             return BackendOutput(Status.NO_SOLUTION_FOUND, message=f"CP-SAT: {name}", extra=extra)
-        values = [float(solver.Value(v)) for v in xs]
+        values = [float(solver.Value(x)) * (unit if v.unit == "ms" else 1.0) for v, x in zip(lp.variables, xs)]
         plan = fam.decode_plan(inst, lp, values)
         objective = solver.ObjectiveValue() * unit + lp.objective_constant
         bound = solver.BestObjectiveBound() * unit + lp.objective_constant - tol

@@ -9,7 +9,9 @@ Rows carry a ``kind`` that tells an integer emitter how to scale them:
 * ``"logic"``: small integer coefficients (0/1 logic), emitted exactly;
 * ``"bits"``: coefficients and right-hand side in bits (integers for integral sizes);
 * ``"error"``: real-valued quantization error; an integer emitter must scale it with a
-  stated tolerance (see ``cpsat.py``).
+  stated tolerance (see ``cpsat.py``);
+* ``"time"``: coefficients in ms, on variables in ms (``unit="ms"``, e.g. a bottleneck
+  time) and on 0/1 variables; an integer emitter scales them like the objective.
 
 A row marked ``optional`` is a valid inequality that only tightens the relaxation.
 """
@@ -29,6 +31,9 @@ class Variable:
     #: for a continuous variable: True if every feasible point of the program with
     #: integral binaries has it integral too (so an integer emitter may declare it integer)
     implied_integer: bool = True
+    #: "ms" for a continuous time variable (an integer emitter scales it like the
+    #: objective), "" otherwise
+    unit: str = ""
 
 
 @dataclass
@@ -36,7 +41,7 @@ class Row:
     coeffs: dict[int, float]
     sense: str  # "<=", ">=", "=="
     rhs: float
-    kind: str = "logic"  # "logic" | "bits" | "error"
+    kind: str = "logic"  # "logic" | "bits" | "error" | "time"
     name: str = ""
     #: a valid inequality that only strengthens the relaxation: an emitter that cannot
     #: represent it exactly may drop it without changing the set of feasible plans
@@ -55,8 +60,9 @@ class LinearProgram:
     objective_constant: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def var(self, name: str, binary: bool = True, lb: float = 0.0, ub: float = 1.0, implied_integer: bool = True) -> int:
-        self.variables.append(Variable(name, binary, lb, ub, implied_integer))
+    def var(self, name: str, binary: bool = True, lb: float = 0.0, ub: float = 1.0, implied_integer: bool = True,
+            unit: str = "") -> int:
+        self.variables.append(Variable(name, binary, lb, ub, implied_integer, unit))
         return len(self.variables) - 1
 
     def add(self, coeffs: dict[int, float], sense: str, rhs: float, kind: str = "logic", name: str = "",

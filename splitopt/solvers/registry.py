@@ -20,6 +20,10 @@ BACKENDS: dict[str, str] = {
     "neurosurgeon": "splitopt.baselines.neurosurgeon:NeurosurgeonBackend",
     "qdmp": "splitopt.baselines.qdmp:QdmpBackend",
     "auto-split": "splitopt.baselines.auto_split:AutoSplitBackend",
+    "chain-brute-force": "splitopt.baselines.chain:ChainBruteForceBackend",
+    "chain-dp": "splitopt.baselines.chain:ChainDpBackend",
+    "chain-scan": "splitopt.baselines.chain:ChainScanBackend",
+    "best-single-device": "splitopt.baselines.chain:BestSingleDeviceBackend",
 }
 
 DEFAULT_SOLVER = "milp-cbc"
