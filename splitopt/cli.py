@@ -33,7 +33,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
-    help="Decide how to split a DNN between an edge device and a cloud by solving mathematical programs.",
+    help="Decide how to split a DNN across devices (edge/cloud, chains, meshes, multi-view sensors) by solving mathematical programs.",
 )
 console = Console(soft_wrap=True)
 
@@ -87,6 +87,22 @@ def _print_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
+def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> None:
+    """Draw the schedule (Gantt) and the per-device latency breakdown, for families whose
+    metrics carry a schedule."""
+    if gantt is None and breakdown is None:
+        return
+    from splitopt import schedule as sched
+
+    tasks = getattr(metrics, "schedule", None)
+    if tasks is None:
+        raise NotApplicable(f"--gantt/--breakdown: problem '{inst.settings.problem}' has no multi-device schedule")
+    if gantt is not None:
+        sched.plot_gantt(tasks, gantt, title=f"{inst.name}: makespan {sched.makespan_ms(tasks):.3f} ms")
+    if breakdown is not None:
+        sched.plot_breakdown(sched.breakdown(tasks), breakdown, title=f"{inst.name}: per-device latency")
+
+
 @app.command()
 def solve(
     instance: Path = typer.Argument(..., help="Instance JSON file."),
@@ -100,8 +116,10 @@ def solve(
     export_model: Optional[Path] = typer.Option(None, "--export-model", help="Write the built program: .lp/.mps (MILP backends) or .txt/.pb (cpsat)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the plan JSON to this file."),
     layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table of edge layers."),
+    gantt: Optional[Path] = typer.Option(None, "--gantt", help="Multi-device problems: draw the schedule (one row per device and link) to this image file."),
+    breakdown: Optional[Path] = typer.Option(None, "--breakdown", help="Multi-device problems: draw the per-device compute/send breakdown to this image file."),
 ) -> None:
-    """Solve INSTANCE and print where to cut, bit-widths, latency, memory, status and gap."""
+    """Solve INSTANCE and print the plan (cut, devices, bit-widths), latency, memory, status and gap."""
     from splitopt.report import print_result, result_to_dict
     from splitopt.solve import solve as run
 
@@ -111,6 +129,8 @@ def solve(
                      verbose=verbose, export_path=export_model)
         if output is not None and result.plan is not None:
             output.write_text(json.dumps(result.plan.to_dict(inst), indent=1) + "\n")
+        if result.metrics is not None:
+            _plots(inst, result.metrics, gantt, breakdown)
         if as_json:
             _print_json(result_to_dict(inst, result))
         else:
@@ -127,6 +147,8 @@ def evaluate(
     plan: Path = typer.Argument(..., help="Plan JSON file (or the output of `solve --json`)."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
     layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table of edge layers."),
+    gantt: Optional[Path] = typer.Option(None, "--gantt", help="Multi-device problems: draw the schedule to this image file."),
+    breakdown: Optional[Path] = typer.Option(None, "--breakdown", help="Multi-device problems: draw the per-device breakdown to this image file."),
 ) -> None:
     """Evaluate PLAN on INSTANCE with the independent evaluator."""
     from splitopt.evaluator import evaluate as run
@@ -137,6 +159,7 @@ def evaluate(
         inst = _load(instance)
         p = load_plan(inst, plan)
         metrics = run(inst, p)
+        _plots(inst, metrics, gantt, breakdown)
         if as_json:
             _print_json({"instance": inst.name, "problem": inst.settings.problem, "metrics": metrics.to_dict()})
         else:
@@ -243,6 +266,11 @@ def dnnp_eval(
             lat = f"undefined ({e})"
         _print_json({"instance": inst.name, "max_load_ms": value, "loads_ms": loads,
                      "latency_ms": lat, "violations": check_placement(inst, plan)})
+
+
+from splitopt.dnnp_cli import dnnp_solve  # noqa: E402  (it imports this module's helpers)
+
+app.command("dnnp-solve")(dnnp_solve)
 
 
 def main() -> None:

@@ -14,8 +14,6 @@ from typing import Optional
 
 import typer
 
-from splitopt.cli import EXIT_NO_PLAN, _errors, _print_json, console
-
 
 def dnnp_solve(
     file: Path = typer.Argument(..., help="A peer dnn-partitioning input file (throughput-inputs/*/*.json)."),
@@ -28,6 +26,7 @@ def dnnp_solve(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log to stderr."),
 ) -> None:
     """Minimise the max-load (ms per sample, contiguous variant) of a peer dnn-partitioning FILE exactly."""
+    from splitopt.cli import EXIT_NO_PLAN, _errors, _print_json  # imported here: cli.py registers this command
     from splitopt.dnnp import load_dnnp
     from splitopt.dnnp_solve import solve_max_load
 
@@ -50,6 +49,8 @@ def _fmt(value: float | None, spec: str = ".6f") -> str:
 
 
 def _print_result(result, output: Optional[Path]) -> None:
+    from splitopt.cli import console
+
     console.print(f"[bold]splitopt[/bold] dnnp-solve {result.instance} | max-load, contiguous | {result.solver}",
                   highlight=False)
     console.print(f"status     {result.status.value} ({result.message})", highlight=False)

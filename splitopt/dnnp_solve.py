@@ -412,10 +412,9 @@ def _to_cpsat(lp: LinearProgram):
     return model, xs, unit, tol
 
 
-def _solve_cpsat(lp, time_limit, threads, seed, verbose, presolve):
+def _solve_cpsat(model, xs, unit, tol, time_limit, threads, seed, verbose, presolve):
     from ortools.sat.python import cp_model
 
-    model, xs, unit, tol = _to_cpsat(lp)
     solver = cp_model.CpSolver()
     p = solver.parameters
     if time_limit is not None:
@@ -510,11 +509,13 @@ def _solve_cbc(prob, time_limit, threads, verbose):
 
 
 def _solve_highs(prob, time_limit, threads, verbose):
-    """HiGHS via PuLP. HiGHS fixes its thread count at the first solve in a process: a
-    later solve with a different ``threads`` comes back "Not Solved"."""
+    """HiGHS via PuLP, restarts off. HiGHS fixes its thread count at the first solve in a
+    process: a later solve with a different ``threads`` comes back "Not Solved"."""
     import pulp
 
-    cmd = pulp.HiGHS(msg=verbose, timeLimit=time_limit, threads=threads, gapRel=0.0)
+    # mip_allow_restart=False: HiGHS 1.14 claimed a wrong optimum after a restart in this
+    # repo (splitopt/solvers/milp.py)
+    cmd = pulp.HiGHS(msg=verbose, timeLimit=time_limit, threads=threads, gapRel=0.0, mip_allow_restart=False)
     if not cmd.available():
         raise SolverFailure("HiGHS is not available to PuLP (see ../shared/NOTES.md on highspy and ortools)")
     t0 = time.perf_counter()
@@ -558,7 +559,8 @@ def solve_max_load(
     """Minimise the max-load (ms per sample) of ``inst`` over contiguous placements.
 
     ``solver``: "cpsat", "milp-highs" or "milp-cbc"; ``time_limit`` in seconds (None: no
-    limit); on reaching it the best placement is returned as FEASIBLE with its gap.
+    limit); on reaching it the best placement is returned as FEASIBLE with its gap (if the
+    solver has none yet and a CPU exists: all nodes on cpu0, which meets every rule).
     ``symmetry``/``cuts``: see :func:`build_max_load_program`; ``presolve``: CP-SAT's
     presolve (off by default, or-tools #5293). INFEASIBLE results name the binding limit.
     Raises SolverFailure when a placement breaks a rule or the solver's value disagrees
@@ -580,12 +582,11 @@ def solve_max_load(
     extra: dict[str, Any] = {"variables": len(lp.variables), "rows": len(lp.rows), "groups": len(gr.members),
                              "symmetry": symmetry, "cuts": cuts}
     if solver == "cpsat":
-        build_s = time.perf_counter() - t0  # the CP-SAT emission is timed inside the solve below
-        t1 = time.perf_counter()
-        status, values, solver_obj, bound, message, _, more = _solve_cpsat(lp, time_limit, threads, seed, verbose, presolve)
-        solve_s = time.perf_counter() - t1
+        model, cp_vars, unit, tol = _to_cpsat(lp)
+        build_s = time.perf_counter() - t0
+        status, values, solver_obj, bound, message, solve_s, more = _solve_cpsat(
+            model, cp_vars, unit, tol, time_limit, threads, seed, verbose, presolve)
         extra.update(more)
-        tol = more["tolerance_ms"]
     else:
         prob, xs = _to_pulp(lp)
         build_s = time.perf_counter() - t0
@@ -594,13 +595,13 @@ def solve_max_load(
         values = None
         if status.has_plan:
             values = [v.value() if v.value() is not None else 0.0 for v in xs]
+            solver_obj = values[lp.meta["T"]]  # the solver's own max-load, ms
         tol = MILP_REL_TOL * max(1.0, abs(solver_obj or 0.0), lp.variables[lp.meta["T"]].ub)
         extra["tolerance_ms"] = tol
     extra["solver_objective_ms"] = solver_obj
     if status is Status.INFEASIBLE:
         # with a CPU all nodes on cpu0 is a placement: only accelerator-only instances get here
-        raise_if = inst.max_cpus >= 1
-        if raise_if:
+        if inst.max_cpus >= 1:
             raise SolverFailure(f"{solver} claims no placement exists, but all nodes on cpu0 is one ({inst.name})")
         return DnnpSolveResult(
             Status.INFEASIBLE, None, None, None, None, build_s, solve_s,
@@ -608,6 +609,16 @@ def solve_max_load(
                      f"{inst.max_fpgas} accelerators (maxCPUs=0): no contiguous, colour-consistent placement "
                      f"fits the accelerator memory ({message})"),
             extra=extra, **base)
+    if not status.has_plan and inst.max_cpus >= 1:
+        # stopped before any placement: all nodes on cpu0 meets every rule; return it with
+        # the solver's bound (the existing backends return their start plan the same way)
+        placement = DnnpPlacement({v: "cpu0" for v in inst.node_by_id})
+        objective, loads = max_load(inst, placement)
+        bound = None if bound is None else min(bound, objective)
+        gap = None if bound is None else ((objective - bound) / objective if objective > 0 else 0.0)
+        return DnnpSolveResult(Status.FEASIBLE, placement, objective, bound, gap, build_s, solve_s,
+                               message=f"{message}; the solver found no placement in time: all nodes on cpu0",
+                               loads_ms=loads, extra=extra, **base)
     if not status.has_plan:
         return DnnpSolveResult(status, None, None, bound, None, build_s, solve_s, message=message, extra=extra, **base)
 

@@ -624,8 +624,6 @@ def check_instance(inst: Instance) -> None:
                 f"instance.devices[{k}]: device '{d}' has no path to sink '{data.sink}' over the links "
                 "(disconnected topology)"
             )
-    if data.options.deliver_outputs and not data.has_route(data.source, data.sink) and data.source != data.sink:
-        raise InvalidInstance(f"instance.settings.cloud: sink '{data.sink}' has no route from source '{data.source}'")
     biggest = max(data.devices, key=lambda d: data.limit[d])
     for k, n in enumerate(data.layers):
         if data.weight_bytes[n] > data.limit[biggest] * (1 + MEMORY_RTOL):
@@ -678,12 +676,18 @@ def diagnose_infeasibility(inst: Instance) -> str:
             )
     if assignment_feasible(data):
         return "feasible: a plan meets every memory limit"
+    if not assignment_feasible(data, lifted=set(data.devices)):
+        return (
+            f"infeasible: even without memory limits no placement lets every tensor reach its readers"
+            f"{' and the final outputs reach sink ' + repr(data.sink) if data.options.deliver_outputs else ''} "
+            f"with routing '{data.options.routing}' (settings.mesh.routing)"
+        )
     alone = [d for d in data.devices if assignment_feasible(data, lifted={d})]
     total = sum(data.weight_bytes.values())
     if alone:
         names = ", ".join(f"'{d}' ({data.limit[d]:,.0f} B)" for d in alone)
         return (
-            f"infeasible: the memory limit of device {names} binds: lifting it alone would allow a plan "
+            f"infeasible: device memory limits bind; lifting any one of these alone would allow a plan: {names} "
             f"(the model has {total:,.0f} B of weights; routes restrict where layers may go)"
         )
     limits = ", ".join(f"'{d}' {data.limit[d]:,.0f} B" for d in data.devices)

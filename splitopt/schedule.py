@@ -100,3 +100,16 @@ def plot_breakdown(rows: Sequence[tuple[str, float, float]], path: str | Path, t
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
+
+
+def breakdown(tasks: Sequence[Task]) -> list[tuple[str, float, float]]:
+    """Per device: (device, compute ms, send ms), a transfer on link "a->b" counted for
+    its sender a and one on a bus for the bus; in order of first appearance."""
+    rows: dict[str, list[float]] = {}
+    for t in tasks:
+        if t.kind == "compute":
+            rows.setdefault(t.resource, [0.0, 0.0])[0] += t.duration_ms
+        else:
+            sender = t.resource.split("->")[0] if "->" in t.resource else t.resource
+            rows.setdefault(sender, [0.0, 0.0])[1] += t.duration_ms
+    return [(name, c, s) for name, (c, s) in rows.items()]

@@ -15,7 +15,7 @@ from splitopt.solve import solve
 from splitopt.solvers import registry
 from splitopt.synthetic import random_instance
 
-BASELINES = registry.names("baseline")
+BASELINES = [n for n in registry.names("baseline") if {"split", "split_bits"} & set(registry.backend_class(n).problems)]
 
 
 @functools.lru_cache(maxsize=256)

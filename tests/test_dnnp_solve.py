@@ -270,11 +270,15 @@ def test_bert24_same_optimum_with_every_symmetry_breaking_and_with_highs():
 @needs_data
 def test_time_limited_run_is_feasible_with_a_gap():
     inst = load_dnnp(ROOT / "throughput-inputs/LayerGraphs/inceptionv3_training.json")
-    r = solve_max_load(inst, solver="cpsat", time_limit=1.5)
-    assert r.status in (Status.FEASIBLE, Status.NO_SOLUTION_FOUND), r.status
-    if r.status is Status.FEASIBLE:
-        assert r.gap is not None and r.gap > 0 and r.bound_ms < r.objective_ms
-        assert check_placement(inst, r.placement) == []
+    # proving its optimum takes CP-SAT 25-100 s here; within 2 s it may or may not have a
+    # placement of its own (else all nodes on cpu0 comes back, which meets every rule)
+    r = solve_max_load(inst, solver="cpsat", time_limit=2.0)
+    assert r.status is Status.FEASIBLE, (r.status, r.message)
+    assert r.gap is not None and r.gap > 0 and r.bound_ms < r.objective_ms
+    assert check_placement(inst, r.placement) == []
+    assert r.objective_ms == max_load(inst, r.placement)[0]
+    if set(r.placement.device.values()) == {"cpu0"}:
+        assert "found no placement in time: all nodes on cpu0" in r.message
     cbc = solve_max_load(load_dnnp(ROOT / "throughput-inputs/LayerGraphs/gnmt_inference.json"),
                          solver="milp-cbc", time_limit=2)
     assert cbc.status is not Status.OPTIMAL or cbc.solve_s < 2 * 0.98

@@ -278,7 +278,7 @@ def exact_backends() -> list:
     try:
         return [pytest.param(n, marks=pytest.mark.skip(reason=f"{n}: not installed"))
                 if not registry.backend_class(n).is_installed() else n
-                for n in registry.names("exact") if n != "brute-force"]
+                for n in registry.names("exact", problem="split_bits") if n != "brute-force"]
     except ImportError:
         pass
     out = []
@@ -290,7 +290,7 @@ def exact_backends() -> list:
         except ImportError as e:
             out.append(pytest.param(name, marks=pytest.mark.skip(reason=f"{name}: {e}")))
             continue
-        if cls.kind != "exact":
+        if cls.kind != "exact" or "split_bits" not in cls.problems:
             continue
         if not cls.is_installed():
             out.append(pytest.param(name, marks=pytest.mark.skip(reason=f"{name}: not installed")))

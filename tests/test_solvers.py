@@ -15,7 +15,7 @@ from splitopt.solvers import registry
 from splitopt.solvers.milp import _parse_cbc_log
 
 DATA = Path(__file__).parent / "data"
-EXACT = [n for n in registry.names("exact") if n != "brute-force"]
+EXACT = [n for n in registry.names("exact", problem="split_bits") if n != "brute-force"]
 
 # Hand numbers for tests/data/toy.json (Eyeriss edge: 34e9 MAC/s, 1e9 B/s off-chip,
 # 192 KiB buffer so nothing spills; TPU cloud: 96e12 MAC/s, 13e9 B/s; 3 Mbit/s uplink).

@@ -227,9 +227,24 @@ def test_mobilenet_v2_and_googlenet_capture():
     assert sum(l["macs"] for l in layers) == pytest.approx(1.5e9, rel=0.02)
 
 
-@pytest.mark.parametrize("path", sorted(INSTANCES.glob("*.json")), ids=lambda p: p.name)
+def two_tier_instances():
+    return [p for p in sorted(INSTANCES.glob("*.json"))
+            if json.loads(p.read_text())["settings"]["problem"] in ("split", "split_bits")]
+
+
+@pytest.mark.parametrize("path", two_tier_instances(), ids=lambda p: p.name)
 def test_shipped_instances_load(path):
     inst = splitopt.load_instance(path)
     assert inst.source.get("script") == "instances/make_instances.py"
     cloud = splitopt.evaluate(inst, splitopt.Plan.uniform(inst, []))
     assert cloud.feasible
+
+
+@pytest.mark.parametrize("path", sorted(INSTANCES.glob("*.json")), ids=lambda p: p.name)
+def test_every_shipped_instance_loads_and_its_start_plan_evaluates(path):
+    inst = splitopt.load_instance(path)
+    assert (INSTANCES.parent / inst.source["script"]).exists() if "script" in inst.source else True
+    from splitopt.families import family
+
+    start = family(inst.settings.problem).start_plan(inst)
+    assert splitopt.evaluate(inst, start).objective_ms > 0

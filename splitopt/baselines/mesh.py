@@ -9,7 +9,7 @@
   below the best makespan found is skipped. Every optimal schedule is semi-active for
   some orders, so this is exact. Above ``max_schedules`` schedules it raises
   NotApplicable;
-* ``best-single-device``: every layer on one device (the best such device);
+* ``mesh-best-single-device``: every layer on one device (the best such device);
 * ``heft``: HEFT-style list scheduling (Topcuoglu et al. 2002, without insertion):
   layers in decreasing upward rank (mean compute ms over devices plus mean one-hop
   transfer ms along the longest path to an exit), each placed on the device where it
@@ -187,7 +187,10 @@ class HeftBackend(Backend):
 
 
 class BestSingleDeviceBackend(Backend):
-    name = "best-single-device"
+    """All layers on one device (registry name ``mesh-best-single-device``: the chain
+    family owns ``best-single-device``)."""
+
+    name = "mesh-best-single-device"
     kind = "baseline"
     problems = ("mesh",)
     description = "all layers on one device, the device of least makespan that fits (mesh)"

@@ -233,6 +233,20 @@ class CbcBackend(_PulpBackend):
         return Status.NO_SOLUTION_FOUND, info.get("bound"), f"CBC: no plan found ({result or pulp.LpStatus[prob.status]})", None
 
 
+#: HiGHS fixes its thread pool at the first solve in a process; a later solve asking
+#: for another count returns "Not Solved" (../shared/NOTES.md). The first count asked
+#: for is used for every HiGHS solve of the process.
+_HIGHS_THREADS: int | None = None
+
+
+def highs_threads(requested: int) -> int:
+    """The thread count every HiGHS solve of this process must use."""
+    global _HIGHS_THREADS
+    if _HIGHS_THREADS is None:
+        _HIGHS_THREADS = max(1, int(requested))
+    return _HIGHS_THREADS
+
+
 class HighsBackend(_PulpBackend):
     name = "milp-highs"
     description = "MILP, PuLP + HiGHS (highspy)"
@@ -249,7 +263,7 @@ class HighsBackend(_PulpBackend):
             solver = pulp.HiGHS(
                 msg=options.verbose,
                 timeLimit=options.time_limit_s,
-                threads=options.threads,
+                threads=highs_threads(options.threads),
                 gapRel=0.0,
                 # HiGHS 1.14 can claim a wrong optimum after a restart (seen on a
                 # 7-layer chain: "Optimal" at 0.10025 ms, the optimum is 0.10020 ms)

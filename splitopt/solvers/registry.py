@@ -24,6 +24,9 @@ BACKENDS: dict[str, str] = {
     "chain-dp": "splitopt.baselines.chain:ChainDpBackend",
     "chain-scan": "splitopt.baselines.chain:ChainScanBackend",
     "best-single-device": "splitopt.baselines.chain:BestSingleDeviceBackend",
+    "mesh-brute-force": "splitopt.baselines.mesh:MeshBruteForceBackend",
+    "mesh-best-single-device": "splitopt.baselines.mesh:BestSingleDeviceBackend",
+    "heft": "splitopt.baselines.mesh:HeftBackend",
 }
 
 DEFAULT_SOLVER = "milp-cbc"
@@ -45,5 +48,9 @@ def get_backend(name: str) -> Backend:
     return cls()
 
 
-def names(kind: str | None = None) -> list[str]:
-    return [n for n in BACKENDS if kind is None or backend_class(n).kind == kind]
+def names(kind: str | None = None, problem: str | None = None) -> list[str]:
+    """Backend names, optionally only those of a kind ("exact", "baseline", ...) and
+    those that handle a problem."""
+    return [n for n in BACKENDS
+            if (kind is None or backend_class(n).kind == kind)
+            and (problem is None or problem in backend_class(n).problems)]
