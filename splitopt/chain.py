@@ -24,6 +24,7 @@ The evaluator here is the single source of truth for a chain plan (model in
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,7 +104,28 @@ class ChainTensors:
     live: tuple[tuple[str, ...], ...]
 
 
+#: per-instance caches of the tables below (an instance is immutable)
+_CACHE: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
+def _cached(inst: Instance, key: str, build):
+    """``build(inst)`` computed once per instance object."""
+    entry = _CACHE.get(id(inst))
+    if entry is None or entry[0]() is not inst:
+        if len(_CACHE) > 64:
+            _CACHE.clear()
+        entry = (weakref.ref(inst), {})
+        _CACHE[id(inst)] = entry
+    if key not in entry[1]:
+        entry[1][key] = build(inst)
+    return entry[1][key]
+
+
 def chain_tensors(inst: Instance) -> ChainTensors:
+    return _cached(inst, "tensors", _chain_tensors)
+
+
+def _chain_tensors(inst: Instance) -> ChainTensors:
     bits = inst.settings.cloud_bits
     names, producer, first, last, held, sent = [], {}, {}, {}, {}, {}
     for t in inst.inputs:
@@ -130,6 +152,10 @@ def chain_tensors(inst: Instance) -> ChainTensors:
 
 def compute_table(inst: Instance) -> dict[str, list[float]]:
     """Layer -> latency (ms) on each chain device, at the reference precision."""
+    return _cached(inst, "compute", _compute_table)
+
+
+def _compute_table(inst: Instance) -> dict[str, list[float]]:
     b = inst.settings.cloud_bits
     devices = [inst.device_by_name[m] for m in inst.settings.chain]
     return {layer.name: [layer_latency_ms(inst, layer, d, b, b) for d in devices] for layer in inst.layers}
@@ -205,9 +231,37 @@ def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
 
 
 def start_plan(inst: Instance) -> Plan:
-    """Everything on the last device (JMSNAS's cloud computing baseline): the raw input
-    travels the whole chain."""
-    return plan_on_devices(inst, {l.name: inst.settings.chain[-1] for l in inst.layers})
+    """A plan for time-limited solves to fall back on and CP-SAT to start from: the best
+    single-device plan that meets the memory limits (the last device is JMSNAS's cloud
+    computing baseline); failing that, layers packed backwards from the last device,
+    each device filled while its memory allows; failing that (no plan found), all on the
+    last device."""
+    chain, N = inst.settings.chain, len(inst.layers)
+    singles = [plan_from_indices(inst, {l.name: m for l in inst.layers}) for m in range(len(chain))]
+    scored = [(evaluate(inst, p), p) for p in singles]
+    feasible = [(m.objective_ms, i) for i, (m, _) in enumerate(scored) if m.feasible]
+    if feasible:
+        return scored[min(feasible)[1]][1]
+    names = [l.name for l in inst.layers]
+    index: dict[str, int] = {}
+    end = N
+    for m in range(len(chain) - 1, 0, -1):
+        def fits(i: int) -> bool:  # positions [i, end) on m fit its memory (monotone in i)
+            trial = dict(index, **{n: m - 1 for n in names[:i]}, **{n: m for n in names[i:end]})
+            d = evaluate(inst, plan_from_indices(inst, trial)).devices[m]
+            return d.memory_bytes <= d.memory_limit
+        low, high = 0, end  # the smallest i that fits lies in [low, high]
+        while low < high:
+            mid = (low + high) // 2
+            if fits(mid):
+                high = mid
+            else:
+                low = mid + 1
+        index.update({n: m for n in names[low:end]})
+        end = low
+    index.update({n: 0 for n in names[:end]})
+    packed = plan_from_indices(inst, index)
+    return packed if evaluate(inst, packed).feasible else singles[-1]
 
 
 # ----- the evaluator ------------------------------------------------------------------------

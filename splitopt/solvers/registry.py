@@ -27,6 +27,10 @@ BACKENDS: dict[str, str] = {
     "mesh-brute-force": "splitopt.baselines.mesh:MeshBruteForceBackend",
     "mesh-best-single-device": "splitopt.baselines.mesh:BestSingleDeviceBackend",
     "heft": "splitopt.baselines.mesh:HeftBackend",
+    "multiview-brute-force": "splitopt.baselines.multiview:MultiviewBruteForceBackend",
+    "all-on-aggregator": "splitopt.baselines.multiview:AllOnAggregatorBackend",
+    "all-on-sensor": "splitopt.baselines.multiview:AllOnSensorBackend",
+    "common-split": "splitopt.baselines.multiview:CommonSplitBackend",
 }
 
 DEFAULT_SOLVER = "milp-cbc"
