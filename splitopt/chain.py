@@ -31,7 +31,7 @@ from typing import Any
 from splitopt.errors import InvalidInstance, InvalidPlan
 from splitopt.instance import Instance
 from splitopt.latency import layer_latency_ms
-from splitopt.plan import FORMAT, Plan
+from splitopt.plan import Plan, plan_layers
 from splitopt.schedule import Task
 
 PROBLEMS = ("chain",)
@@ -205,16 +205,7 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
 def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
     """Parse a chain plan (``{"layers": {name: {"device": d}}}``; bit-widths optional and
     equal to ``cloud_bits`` if given)."""
-    if not isinstance(data, dict):
-        raise InvalidPlan(f"{where}: must be a JSON object")
-    if data.get("format", FORMAT) != FORMAT:
-        raise InvalidPlan(f"{where}.format: expected '{FORMAT}', got {data.get('format')!r}")
-    layers = data.get("layers")
-    if not isinstance(layers, dict):
-        raise InvalidPlan(f"{where}.layers: must be an object mapping layer name to its placement")
-    for name in layers:
-        if name not in inst.layer_by_name:
-            raise InvalidPlan(f"{where}.layers.{name}: unknown layer (instance '{inst.name}' has no such layer)")
+    layers = plan_layers(inst, data, where)
     b = inst.settings.cloud_bits
     device, wb, ab = {}, {}, {}
     for layer in inst.layers:
@@ -447,11 +438,11 @@ def print_metrics(console, inst: Instance, plan: Plan, m: ChainMetrics, show_lay
     from rich.table import Table
 
     table = Table(title=f"Chain {' -> '.join(inst.settings.chain)}")
-    for col in ("device", "layers", "compute ms", "send ms", "stage ms", "sent B", "memory B", "limit B"):
+    for col in ("device", "layers", "compute ms", "send ms", "stage ms", "sent B", "memory MB", "limit MB"):
         table.add_column(col, justify="left" if col == "device" else "right")
     for d in m.devices:
         table.add_row(d.device, str(d.layers), f"{d.compute_ms:.3f}", f"{d.send_ms:.3f}", f"{d.stage_ms:.3f}",
-                      f"{d.sent_bytes:,.0f}", f"{d.memory_bytes:,.0f}", f"{d.memory_limit:,.0f}")
+                      f"{d.sent_bytes:,.0f}", f"{d.memory_bytes / 1e6:,.3f}", f"{d.memory_limit / 1e6:,.0f}")
     console.print(table)
     console.print(f"[bold]Latency[/bold]  {m.latency_ms:.3f} ms (sum of stages, Eq. 1)   "
                   f"[bold]Bottleneck[/bold] {m.bottleneck_ms:.3f} ms on '{m.bottleneck_device}' "

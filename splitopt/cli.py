@@ -106,7 +106,7 @@ def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> N
 @app.command()
 def solve(
     instance: Path = typer.Argument(..., help="Instance JSON file."),
-    solver: str = typer.Option("milp-cbc", "--solver", "-s", help="Backend name; `splitopt solvers` lists them."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend name; `splitopt solvers` lists them. Default: milp-cbc for split/split_bits, cpsat for chain/mesh/multiview."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
     problem: Optional[Problem] = typer.Option(None, "--problem", help="Override the instance's problem: split (float cut) or split_bits (cut + bit-widths)."),
     threads: int = typer.Option(2, "--threads", help="Solver threads."),

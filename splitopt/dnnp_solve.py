@@ -415,19 +415,9 @@ def _to_cpsat(lp: LinearProgram):
 def _solve_cpsat(model, xs, unit, tol, time_limit, threads, seed, verbose, presolve):
     from ortools.sat.python import cp_model
 
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    if time_limit is not None:
-        p.max_time_in_seconds = float(time_limit)
-    p.num_workers = max(1, int(threads))
-    p.random_seed = int(seed)
-    p.relative_gap_limit = 0.0
-    p.absolute_gap_limit = 0.0
-    p.cp_model_presolve = bool(presolve)  # or-tools #5293: see the module docstring
-    p.log_search_progress = bool(verbose)
-    p.log_to_stdout = False
-    if verbose:
-        solver.log_callback = lambda line: print(line, file=sys.stderr, flush=True)
+    from splitopt.solvers.cpsat import cpsat_solver
+
+    solver = cpsat_solver(time_limit, threads, seed, verbose, presolve=presolve)  # or-tools #5293: module docstring
     t0 = time.perf_counter()
     code = solver.Solve(model)
     solve_s = time.perf_counter() - t0

@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
+
+import networkx as nx
 
 from splitopt.errors import InvalidInstance, InvalidPlan
 from splitopt.instance import Instance
@@ -143,21 +144,16 @@ class MeshData:
         for u, v in sorted(self.pairs, key=lambda p: (self.dev_index[p[0]], self.dev_index[p[1]])):
             out[u].append(v)
         self.out_neighbours = out
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.devices)
+        graph.add_edges_from(self.pairs)
         self.parent: dict[str, dict[str, str]] = {}
         for a in self.devices:
-            par: dict[str, str] = {}
             if self.options.routing == "direct":
-                par = {v: a for v in out[a]}
-            else:
-                seen, queue = {a}, deque([a])
-                while queue:
-                    u = queue.popleft()
-                    for v in out[u]:
-                        if v not in seen:
-                            seen.add(v)
-                            par[v] = u
-                            queue.append(v)
-            self.parent[a] = par
+                self.parent[a] = {v: a for v in out[a]}
+            else:  # breadth-first: fewest hops, ties to the lower device index
+                self.parent[a] = dict(nx.bfs_predecessors(
+                    graph, a, sort_neighbors=lambda vs: sorted(vs, key=self.dev_index.__getitem__)))
         # subtree[a][v]: destinations b whose route from a passes v (v included)
         self.subtree: dict[str, dict[str, frozenset[str]]] = {}
         for a in self.devices:
@@ -167,8 +163,6 @@ class MeshData:
                     sub[v].add(b)
             self.subtree[a] = {v: frozenset(bs) for v, bs in sub.items()}
         # ancestors in the layer DAG (for pruning orders)
-        import networkx as nx
-
         self.ancestors = {n: frozenset(nx.ancestors(inst.graph, n)) for n in self.layers}
 
     # ----- routes ---------------------------------------------------------------------
@@ -594,32 +588,19 @@ def check_instance(inst: Instance) -> None:
             raise InvalidInstance(f"instance.links[{i}]: link name '{link.source}->{link.target}' equals a bus name")
     data = MeshData(inst)  # computes every latency: raises on a missing latency entry
     # connectivity is a property of the link graph, whatever the routing rule
-    out = data.out_neighbours
-    seen, queue = {data.source}, deque([data.source])
-    while queue:
-        u = queue.popleft()
-        for v in out[u]:
-            if v not in seen:
-                seen.add(v)
-                queue.append(v)
+    links = nx.DiGraph()
+    links.add_nodes_from(data.devices)
+    links.add_edges_from(data.pairs)
+    reached = nx.descendants(links, data.source) | {data.source}
     for k, d in enumerate(data.devices):
-        if d not in seen:
+        if d not in reached:
             raise InvalidInstance(
                 f"instance.devices[{k}]: device '{d}' cannot be reached from source '{data.source}' over the links "
                 "(disconnected topology)"
             )
-    into: dict[str, list[str]] = {d: [] for d in data.devices}
-    for u, v in data.pairs:
-        into[v].append(u)
-    seen, queue = {data.sink}, deque([data.sink])
-    while queue:
-        v = queue.popleft()
-        for u in into[v]:
-            if u not in seen:
-                seen.add(u)
-                queue.append(u)
+    reaching = nx.ancestors(links, data.sink) | {data.sink}
     for k, d in enumerate(data.devices):
-        if d not in seen:
+        if d not in reaching:
             raise InvalidInstance(
                 f"instance.devices[{k}]: device '{d}' has no path to sink '{data.sink}' over the links "
                 "(disconnected topology)"
@@ -720,12 +701,13 @@ def print_metrics(console, inst: Instance, plan: MeshPlan, metrics: MeshMetrics,
         f"'{data.sink}', routing {data.options.routing}, outputs {'delivered' if data.options.deliver_outputs else 'stay'})"
     )
     table = Table(title="Devices")
-    for col in ("device", "layers", "compute ms", "weights B", "working set B", "memory B", "limit B", "use %"):
+    for col in ("device", "layers", "compute ms", "weights MB", "working set MB", "memory MB", "limit MB", "use %"):
         table.add_column(col, justify="left" if col == "device" else "right")
     for d in metrics.devices:
         share = 100.0 * d.memory_bytes / d.memory_limit if d.memory_limit else 0.0
-        table.add_row(d.device, str(d.layers), f"{d.compute_ms:.4f}", f"{d.weight_bytes:,.0f}", f"{d.working_bytes:,.0f}",
-                      f"{d.memory_bytes:,.0f}", f"{d.memory_limit:,.0f}", f"{share:.1f}")
+        table.add_row(d.device, str(d.layers), f"{d.compute_ms:.4f}", f"{d.weight_bytes / 1e6:,.3f}",
+                      f"{d.working_bytes / 1e6:,.3f}", f"{d.memory_bytes / 1e6:,.3f}", f"{d.memory_limit / 1e6:,.0f}",
+                      f"{share:.1f}")
     console.print(table)
     table = Table(title="Links")
     for col in ("link", "resource", "transfers", "bytes", "busy ms"):

@@ -37,7 +37,6 @@ durations, times ``unit``); it never exceeds the solver's own makespan (checked)
 from __future__ import annotations
 
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -429,20 +428,11 @@ def _solve_cpsat(inst: Instance, options, data: MeshData, start: MeshPlan | None
     build_s = time.perf_counter() - t0
     if options.export_path is not None:
         model.ExportToFile(str(options.export_path))
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    if options.time_limit_s is not None:
-        p.max_time_in_seconds = float(options.time_limit_s)
-    p.num_workers = max(1, int(options.threads))
-    p.random_seed = int(options.seed)
-    p.relative_gap_limit = 0.0
-    p.absolute_gap_limit = 0.0
-    p.log_search_progress = bool(options.verbose)
-    p.log_to_stdout = False
-    if options.verbose:
-        solver.log_callback = lambda line: print(line, file=sys.stderr, flush=True)
-    if big_memory:
-        p.cp_model_presolve = False  # or-tools #5293
+    from splitopt.solvers.cpsat import cpsat_solver
+
+    # presolve off where memory rows are large: or-tools #5293
+    solver = cpsat_solver(options.time_limit_s, options.threads, options.seed, options.verbose,
+                          presolve=not big_memory)
     t1 = time.perf_counter()
     code = solver.Solve(model)
     solve_s = time.perf_counter() - t1
@@ -654,7 +644,7 @@ def _solve_milp(backend_name: str, inst: Instance, options, data: MeshData, star
     K = st.max_tasks
     tol = (K + 1) * MILP_FEAS_TOL * H
     extra = {"build_s": build_s, "solve_s": solve_s, "horizon_ms": H, "order_variables": pairs,
-             "variables": len(prob.variables()), "rows": len(prob.constraints), "objective_tolerance_ms": tol,
+             "variables": len(prob.variables()), "rows": prob.numConstraints(), "objective_tolerance_ms": tol,
              "symmetry_classes": [list(c) for c in classes]}
     bound_ms = None if bound is None else bound * H
     if status is Status.NO_SOLUTION_FOUND and start is not None:

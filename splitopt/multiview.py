@@ -754,12 +754,12 @@ def print_metrics(console, inst: Instance, plan: MultiviewPlan, metrics: Multivi
     console.print(f"[bold]Makespan[/bold] [bold]{metrics.makespan_ms:.4f} ms[/bold]  (aggregator busy "
                   f"{metrics.aggregator_compute_ms:.4f} ms, bus busy {metrics.bus_busy_ms:.4f} ms)")
     table = Table(title="Devices")
-    for col in ("device", "cut", "compute ms", "sent B", "transfer ms", "memory B", "limit B"):
+    for col in ("device", "cut", "compute ms", "sent B", "transfer ms", "memory MB", "limit MB"):
         table.add_column(col, justify="left" if col in ("device", "cut") else "right")
     for c in metrics.views:
         color = "red" if c.memory_bytes > c.memory_limit * (1 + MEMORY_RTOL) else "green"
         table.add_row(c.sensor, c.cut, f"{c.sensor_ms:.4f}", f"{c.sent_bytes:,.0f}", f"{c.transfer_ms:.4f}",
-                      f"[{color}]{c.memory_bytes:,.0f}[/{color}]", f"{c.memory_limit:,.0f}")
+                      f"[{color}]{c.memory_bytes / 1e6:,.3f}[/{color}]", f"{c.memory_limit / 1e6:,.1f}")
     table.add_row(d.aggregator, "-", f"{metrics.aggregator_compute_ms:.4f}", "0", "-", "-", "-")
     console.print(table)
     if show_layers:

@@ -9,7 +9,6 @@ Units: ms (the MILP works in ms; CP-SAT in integer units of ``unit`` ms).
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -338,18 +337,10 @@ def solve_cpsat(inst: Instance, options) -> BackendOutput:
         if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
             raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
         m.ExportToFile(str(path))
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    if options.time_limit_s is not None:
-        prm.max_time_in_seconds = float(options.time_limit_s)
-    prm.num_workers = max(1, int(options.threads))
-    prm.random_seed = int(options.seed)
-    prm.relative_gap_limit = 0.0
-    prm.absolute_gap_limit = 0.0
-    prm.log_search_progress = bool(options.verbose)
-    prm.log_to_stdout = False
-    if options.verbose:
-        solver.log_callback = lambda line: print(line, file=sys.stderr, flush=True)
+    from splitopt.solvers.cpsat import cpsat_solver
+
+    # presolve on: every row's activity stays below 2**30 (the time unit above), clear of or-tools #5293
+    solver = cpsat_solver(options.time_limit_s, options.threads, options.seed, options.verbose, presolve=True)
     t1 = time.perf_counter()
     code = solver.Solve(m)
     solve_s = time.perf_counter() - t1

@@ -76,8 +76,9 @@ class Plan:
         return {"format": FORMAT, "instance": inst.name, "layers": layers}
 
 
-def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
-    """Parse and check a plan against its instance; raises InvalidPlan naming the field."""
+def plan_layers(inst: Instance, data: Any, where: str = "plan") -> dict[str, Any]:
+    """The ``layers`` object of a plan in the ``splitopt-plan/1`` format, checked to be an
+    object naming only the instance's layers; raises InvalidPlan naming the field."""
     if not isinstance(data, dict):
         raise InvalidPlan(f"{where}: must be a JSON object")
     if data.get("format", FORMAT) != FORMAT:
@@ -88,6 +89,12 @@ def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
     for name in layers:
         if name not in inst.layer_by_name:
             raise InvalidPlan(f"{where}.layers.{name}: unknown layer (instance '{inst.name}' has no such layer)")
+    return layers
+
+
+def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
+    """Parse and check a plan against its instance; raises InvalidPlan naming the field."""
+    layers = plan_layers(inst, data, where)
     s = inst.settings
     device, wb, ab = {}, {}, {}
     for layer in inst.layers:

@@ -12,7 +12,7 @@ from splitopt.families import family
 from splitopt.instance import Instance
 from splitopt.result import BackendOutput, SolveResult, Status
 from splitopt.solvers.base import SolveOptions
-from splitopt.solvers.registry import DEFAULT_SOLVER, get_backend
+from splitopt.solvers.registry import default_solver, get_backend
 
 #: relative tolerance between a backend's own objective and the evaluator's
 AGREEMENT_RTOL = 1e-6
@@ -20,7 +20,7 @@ AGREEMENT_RTOL = 1e-6
 
 def solve(
     inst: Instance,
-    solver: str = DEFAULT_SOLVER,
+    solver: str | None = None,
     time_limit: float | None = None,
     threads: int = 2,
     seed: int = 0,
@@ -28,12 +28,16 @@ def solve(
     export_path: str | Path | None = None,
     diagnose: bool = True,
 ) -> SolveResult:
-    """Solve ``inst`` with backend ``solver`` (see ``splitopt solvers``).
+    """Solve ``inst`` with backend ``solver`` (see ``splitopt solvers``; None: the
+    problem's default, ``milp-cbc`` for the edge/cloud problems, ``cpsat`` for the
+    multi-device ones).
 
     ``time_limit`` in seconds (None: none). A float-precision baseline on a ``split_bits``
     instance runs on the float problem (``split``) of the same instance; the result's
     ``problem`` says so. Raises UnknownSolver, SolverUnavailable, NotApplicable, or
     SolverFailure when a backend's objective or feasibility disagrees with the evaluator."""
+    if solver is None:
+        solver = default_solver(inst.settings.problem)
     backend = get_backend(solver)
     problem = inst.settings.problem
     if problem not in backend.problems:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -286,3 +287,18 @@ def test_round_trip_of_a_chain_instance():
 
     inst = parse_instance(three_device_data())
     assert parse_instance(copy.deepcopy(to_dict(inst))) == inst
+
+
+def test_cli_draws_the_schedule_and_the_breakdown(tmp_path):
+    from splitopt.cli import app
+
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps(three_device_data()))
+    gantt, bars = tmp_path / "gantt.png", tmp_path / "bars.png"
+    out = CliRunner().invoke(app, ["solve", str(path), "--solver", "cpsat", "--gantt", str(gantt),
+                                   "--breakdown", str(bars)])
+    assert out.exit_code == 0, out.output
+    assert gantt.stat().st_size > 1000 and bars.stat().st_size > 1000
+    two_tier = Path(__file__).parent.parent / "instances" / "splitnets_mobilenetv2_sensor.json"
+    out = CliRunner().invoke(app, ["solve", str(two_tier), "--gantt", str(tmp_path / "no.png")])
+    assert out.exit_code == 2 and "no multi-device schedule" in out.output

@@ -6,7 +6,8 @@
   PipeDream style) for a layer graph that is a chain, where contiguous segments are
   every valid placement; memory limits included (``formulations/chain_split.md``);
 * ``chain-scan``: HiveMind-style linear search: device by device, the split point that
-  is best if everything after it ran on the next device, kept and never revisited;
+  is best if everything after it ran on the next device (and whose devices decided so far
+  fit their memory), kept and never revisited;
 * ``best-single-device``: all layers on the one device that is best (the cloud is
   JMSNAS's "cloud computing" baseline).
 
@@ -210,8 +211,10 @@ class ChainScanBackend(Backend):
                 scored.append((max(stages) if throughput else sum(stages), c))
             scored.sort()
             chosen = None
-            for _, c in scored:  # the best split point whose plan meets the memory limits
-                if evaluate(inst, _segments_plan(inst, cuts + [c] + [N] * (M - 2 - m))).feasible:
+            decided = range(M) if m == M - 2 else range(m + 1)  # the last choice decides every device
+            for _, c in scored:  # the best split point whose decided devices fit their memory
+                loads = evaluate(inst, _segments_plan(inst, cuts + [c] + [N] * (M - 2 - m))).devices
+                if all(loads[d].memory_bytes <= loads[d].memory_limit * (1 + 1e-9) for d in decided):
                     chosen = c
                     break
             cuts.append(chosen if chosen is not None else scored[0][1])

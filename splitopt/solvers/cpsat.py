@@ -156,6 +156,29 @@ def to_cpsat(lp: LinearProgram):
     return model, xs, unit, tol
 
 
+def cpsat_solver(time_limit_s: float | None, threads: int, seed: int, verbose: bool, presolve: bool):
+    """A CP-SAT solver set up the way every splitopt model runs: proven optimality (no gap
+    tolerance), ``threads`` workers, a fixed seed, the log to stderr when ``verbose`` (so
+    that stdout stays clean for ``--json``), presolve as asked (off where a row could
+    trigger or-tools #5293)."""
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    if time_limit_s is not None:
+        p.max_time_in_seconds = float(time_limit_s)
+    p.num_workers = max(1, int(threads))
+    p.random_seed = int(seed)
+    p.relative_gap_limit = 0.0
+    p.absolute_gap_limit = 0.0
+    p.cp_model_presolve = bool(presolve)
+    p.log_search_progress = bool(verbose)
+    p.log_to_stdout = False
+    if verbose:
+        solver.log_callback = lambda line: print(line, file=sys.stderr, flush=True)
+    return solver
+
+
 class CpSatBackend(Backend):
     name = "cpsat"
     kind = "exact"
@@ -186,19 +209,8 @@ class CpSatBackend(Backend):
         if start_values is not None:
             for v, var, value in zip(lp.variables, xs, start_values):
                 model.AddHint(var, int(round(value / unit if v.unit == "ms" else value)))
-        solver = cp_model.CpSolver()
-        p = solver.parameters
-        if options.time_limit_s is not None:
-            p.max_time_in_seconds = float(options.time_limit_s)
-        p.num_workers = max(1, int(options.threads))
-        p.random_seed = int(options.seed)
-        p.relative_gap_limit = 0.0
-        p.absolute_gap_limit = 0.0
-        p.log_search_progress = bool(options.verbose)
-        p.log_to_stdout = False
-        if options.verbose:  # to stderr, so that stdout stays clean for --json
-            solver.log_callback = lambda line: print(line, file=sys.stderr, flush=True)
-        p.cp_model_presolve = False  # or-tools #5293: presolve overflows on large activities in 9.15
+        # presolve off: or-tools #5293, presolve overflows on large activities in 9.15
+        solver = cpsat_solver(options.time_limit_s, options.threads, options.seed, options.verbose, presolve=False)
         t1 = time.perf_counter()
         code = solver.Solve(model)
         solve_s = time.perf_counter() - t1

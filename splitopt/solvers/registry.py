@@ -34,6 +34,14 @@ BACKENDS: dict[str, str] = {
 }
 
 DEFAULT_SOLVER = "milp-cbc"
+#: problems whose default is another backend: the schedule and chain programs are far
+#: faster in CP-SAT (benchmarks/results/{chain,mesh,multiview}.md)
+DEFAULT_BY_PROBLEM = {"chain": "cpsat", "mesh": "cpsat", "multiview": "cpsat"}
+
+
+def default_solver(problem: str) -> str:
+    """The backend ``splitopt solve`` uses when none is named."""
+    return DEFAULT_BY_PROBLEM.get(problem, DEFAULT_SOLVER)
 
 
 def backend_class(name: str) -> type[Backend]:
