@@ -1,7 +1,9 @@
-"""Run every backend and baseline on every instance; write a CSV, a Markdown table and a
-plot of the latency breakdown per method.
+"""Run every backend and baseline on every edge/cloud instance (problems ``split`` and
+``split_bits``); write a CSV, a Markdown table and a plot of the latency breakdown per
+method. The multi-device families have their own scripts (``chain.py``, ``mesh.py``,
+``multiview.py``, ``dnnp_throughput.py``).
 
-    python benchmarks/run.py                       # all instances, all installed backends
+    python benchmarks/run.py                       # all edge/cloud instances, all installed backends
     python benchmarks/run.py --repeats 5 --instances instances/resnet50_eyeriss.json
 
 Times are medians over ``--repeats`` runs of ``splitopt.solve.solve`` in this process:
@@ -17,6 +19,7 @@ import argparse
 import csv
 import dataclasses
 import glob
+import json
 import platform
 import statistics
 import sys
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from splitopt import load_instance
 from splitopt.errors import NotApplicable, SplitoptError
+from splitopt.instance import TWO_TIER
 from splitopt.solve import solve
 from splitopt.solvers import registry
 
@@ -126,7 +130,7 @@ def plot_breakdown(rows: list[dict], path: Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--instances", nargs="*", default=sorted(glob.glob(str(HERE.parent / "instances" / "*.json"))))
+    ap.add_argument("--instances", nargs="*", default=None, help="default: every edge/cloud instance in instances/")
     ap.add_argument("--solvers", nargs="*", default=None, help="default: every installed backend")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--time-limit", type=float, default=60.0)
@@ -135,7 +139,11 @@ def main(argv=None) -> int:
     ap.add_argument("--also-float", action="store_true",
                     help="also run every split_bits instance as its float problem (split), named '<instance> (split)'")
     args = ap.parse_args(argv)
-    names = args.solvers or [n for n in registry.BACKENDS if registry.backend_class(n).is_installed()]
+    if args.instances is None:
+        args.instances = [p for p in sorted(glob.glob(str(HERE.parent / "instances" / "*.json")))
+                          if json.loads(Path(p).read_text())["settings"]["problem"] in TWO_TIER]
+    names = args.solvers or [n for n in registry.BACKENDS if registry.backend_class(n).is_installed()
+                             and set(TWO_TIER) & set(registry.backend_class(n).problems)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
