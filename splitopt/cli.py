@@ -79,6 +79,11 @@ def _load(path: Path, problem: Optional[Problem] = None):
 
     inst = load_instance(path)
     if problem is not None and problem.value != inst.settings.problem:
+        if not inst.is_two_tier:
+            raise NotApplicable(
+                f"--problem {problem.value}: applies to edge/cloud instances (split, split_bits), "
+                f"not to problem '{inst.settings.problem}'"
+            )
         inst = inst.with_settings(problem=problem.value)
     return inst
 
@@ -216,6 +221,10 @@ def pareto(
     from splitopt.pareto import pareto_front, plot_front
 
     with _errors():
+        inst = _load(instance)
+        if not inst.is_two_tier:
+            raise NotApplicable(f"pareto: the latency/error front is defined for problems split and split_bits, "
+                                f"not '{inst.settings.problem}'")
         inst = _load(instance, Problem.split_bits)
         front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
         if plot is not None:

@@ -302,3 +302,16 @@ def test_cli_draws_the_schedule_and_the_breakdown(tmp_path):
     two_tier = Path(__file__).parent.parent / "instances" / "splitnets_mobilenetv2_sensor.json"
     out = CliRunner().invoke(app, ["solve", str(two_tier), "--gantt", str(tmp_path / "no.png")])
     assert out.exit_code == 2 and "no multi-device schedule" in out.output
+
+
+def test_cli_refuses_edge_cloud_commands_on_a_chain(tmp_path):
+    from splitopt.cli import app
+
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps(three_device_data()))
+    out = CliRunner().invoke(app, ["pareto", str(path)])
+    assert out.exit_code == 2 and "defined for problems split and split_bits, not 'chain'" in out.output
+    out = CliRunner().invoke(app, ["solve", str(path), "--problem", "split"])
+    assert out.exit_code == 2 and "--problem split: applies to edge/cloud instances" in out.output
+    out = CliRunner().invoke(app, ["solve", str(path), "--solver", "neurosurgeon"])
+    assert out.exit_code == 2 and "does not handle problem 'chain'" in out.output
