@@ -124,9 +124,17 @@ def solve(
     gantt: Optional[Path] = typer.Option(None, "--gantt", help="Multi-device problems: draw the schedule (one row per device and link) to this image file."),
     breakdown: Optional[Path] = typer.Option(None, "--breakdown", help="Multi-device problems: draw the per-device compute/send breakdown to this image file."),
 ) -> None:
-    """Solve INSTANCE and print the plan (cut, devices, bit-widths), latency, memory, status and gap."""
+    """Solve INSTANCE and print the plan (cut, devices, bit-widths), latency, memory, status and gap.
+    A peer dnn-partitioning file is accepted too: it is solved as `dnnp-solve` does."""
+    from splitopt.dnnp import is_dnnp_file
     from splitopt.report import print_result, result_to_dict
     from splitopt.solve import solve as run
+
+    if is_dnnp_file(instance):
+        from splitopt.dnnp_cli import dnnp_solve
+
+        return dnnp_solve(instance, solver=solver or "cpsat", time_limit=time_limit, threads=threads, seed=seed,
+                          as_json=as_json, output=output, verbose=verbose)
 
     with _errors():
         inst = _load(instance, problem)

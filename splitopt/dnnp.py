@@ -292,6 +292,16 @@ def _read_json(path: Path, error: type[Exception]) -> Any:
         raise error(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
 
 
+def is_dnnp_file(path: str | Path) -> bool:
+    """Whether ``path`` holds a peer dnn-partitioning input (top-level ``nodes``,
+    ``edges`` and ``maxFPGAs``) rather than a splitopt instance; False if unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"nodes", "edges", "maxFPGAs"} <= set(data) and "format" not in data
+
+
 def load_dnnp(path: str | Path) -> DnnpInstance:
     """Read one peer input file (``throughput-inputs/*/*.json`` or
     ``latency-inputs/*/*.json``). The name is ``<granularity>/<file stem>``, e.g.

@@ -330,3 +330,14 @@ def test_cli_exit_codes(tmp_path):
     assert res.exit_code == 2 and "unknown solver 'gurobi'" in res.stderr
     res = runner.invoke(_app(), ["dnnp-solve", str(tmp_path / "missing.json")])
     assert res.exit_code == 2 and "cannot read file" in res.stderr
+
+
+@needs_data
+def test_solve_accepts_a_peer_file_directly():
+    from splitopt.cli import app as main_app
+
+    f = ROOT / "throughput-inputs/LayerGraphs/bert24_inference.json"
+    res = CliRunner().invoke(main_app, ["solve", str(f), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["status"] == "OPTIMAL" and data["objective_ms"] == pytest.approx(17.7899, abs=1e-4)
