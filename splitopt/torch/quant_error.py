@@ -29,6 +29,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from splitopt.torch.capture import Capture, CapturedLayer
+from splitopt.torch.packing import activation_codes, activation_qparams
 
 DEFAULT_BITS = (2, 4, 6, 8)
 
@@ -53,14 +54,13 @@ def quantize_weight(w: torch.Tensor, bits: int, per_channel: bool = True) -> tor
 
 def quantize_activation(x: torch.Tensor, bits: int, lo: float, hi: float) -> torch.Tensor:
     """Asymmetric uniform quantize-dequantize of ``x`` with the calibrated range [lo, hi]
-    (widened to contain 0)."""
-    lo, hi = min(lo, 0.0), max(hi, 0.0)
-    if hi - lo <= 0:
+    (widened to contain 0). The arithmetic (scale, zero point, codes) is defined once in
+    :mod:`splitopt.torch.packing`, which packs the same codes for transmission."""
+    qp = activation_qparams(bits, lo, hi)
+    if qp is None:
         return torch.zeros_like(x)
-    levels = 2 ** bits - 1
-    scale = (hi - lo) / levels
-    zero = round(-lo / scale)
-    return torch.round(x / scale).add_(zero).clamp_(0, levels).sub_(zero).mul_(scale)
+    scale, zero = qp
+    return activation_codes(x, bits, scale, zero).sub_(zero).mul_(scale)
 
 
 def weight_error_table(layer: CapturedLayer, bits: Iterable[int] = DEFAULT_BITS) -> dict[int, float]:
