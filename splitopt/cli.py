@@ -285,9 +285,63 @@ def dnnp_eval(
                      "latency_ms": lat, "violations": check_placement(inst, plan)})
 
 
+class Preset(str, Enum):
+    eyeriss = "eyeriss"
+    splitnets = "splitnets"
+
+
+@app.command()
+def profile(
+    model: str = typer.Argument(..., help="resnet50, mobilenet_v2, googlenet or tiny_gpt2 (built in code, random init)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Instance JSON file to write."),
+    preset: Preset = typer.Option(Preset.eyeriss, "--preset", help="eyeriss: Eyeriss edge, TPU cloud, 3 Mbit/s, split_bits {2,4,6,8} with the W8A8 error as budget and 4 MB; splitnets: 125 GOP/s sensor, 1.25 TOP/s aggregator, 25 % of a 1.2 Gbit/s bus, float split, 2 MB."),
+    calibration_images: int = typer.Option(8, "--calibration-images", help="Synthetic calibration inputs for the error tables (0: none; the problem becomes the float split)."),
+    measure: bool = typer.Option(False, "--measure/--no-measure", help="Also measure every layer's latency on this host (median of --repeats) and add the host as device 'host'."),
+    edge_host: bool = typer.Option(False, "--edge-host", help="With --measure: make the host the edge device (its measured latencies), linked to the cloud like the preset's edge."),
+    repeats: int = typer.Option(5, "--repeats", help="Runs per layer latency (median)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the model's random weights."),
+) -> None:
+    """Profile MODEL into an instance: torch.export capture (BN folding, activation fusion),
+    MACs, weights, shapes, quantization-error tables on calibration inputs, and optionally
+    per-layer latency measured on this host."""
+    from splitopt import presets
+    from splitopt.instance import save_instance
+    from splitopt.torch.profile import DEFAULT_BITS, profile as run_profile
+    from splitopt.torch.run_cli import build_model
+
+    with _errors():
+        if edge_host and not measure:
+            raise NotApplicable("--edge-host: needs --measure (the host's latencies are measured)")
+        module, rename, example, _, calibration_fn = build_model(model, seed)
+        calibration = calibration_fn()[:calibration_images] if calibration_images > 0 else None
+        if preset is Preset.eyeriss:
+            devices, links = [presets.eyeriss_edge(), presets.tpu_cloud()], [presets.uplink_3mbps()]
+            settings = {"problem": "split_bits" if calibration is not None else "split", "edge": "eyeriss",
+                        "cloud": "tpu", "bit_widths": list(DEFAULT_BITS), "cloud_bits": 16, "edge_memory_bytes": 4e6}
+        else:
+            devices = [presets.splitnets_sensor(), presets.splitnets_aggregator()]
+            links = [presets.splitnets_bus_share(0.25)]
+            settings = {"problem": "split", "edge": "sensor", "cloud": "aggregator", "bit_widths": [8],
+                        "cloud_bits": 8, "edge_memory_bytes": 2e6}
+        if edge_host:
+            links.append(dict(links[0], source="host"))
+            settings["edge"] = "host"
+        inst = run_profile(module, example, devices, links, settings, name=f"{model}_{preset.value}",
+                           calibration=calibration, measure_latency=measure, repeats=repeats, rename=rename)
+        if inst.settings.problem == "split_bits":  # the budget: the whole network's error at W8A8
+            w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
+            inst = inst.with_settings(error_budget=w8a8)
+        save_instance(inst, output)
+        console.print(f"wrote {output}: {len(inst.layers)} layers, {sum(l.macs for l in inst.layers) / 1e9:.3f} GMAC, "
+                      f"{sum(l.weights for l in inst.layers) / 1e6:.3f} M weights, problem {inst.settings.problem}",
+                      highlight=False)
+
+
 from splitopt.dnnp_cli import dnnp_solve  # noqa: E402  (it imports this module's helpers)
+from splitopt.torch.run_cli import run_command  # noqa: E402  (imports torch only when run)
 
 app.command("dnnp-solve")(dnnp_solve)
+app.command("run")(run_command)
 
 
 def main() -> None:

@@ -19,6 +19,12 @@ class InvalidPlan(SplitoptError):
     offered, edge set not closed under predecessors, ...)."""
 
 
+class InvalidModel(InvalidInstance):
+    """A torch module cannot be captured or does not match its instance or plan
+    (untraceable by torch.export, example input of the wrong shape, layer names that
+    differ from the instance's). A kind of InvalidInstance: bad input, CLI exit status 2."""
+
+
 class UnknownSolver(SplitoptError):
     """The requested backend is not registered; the message lists the registered ones."""
 

@@ -248,3 +248,49 @@ def synthetic_images(n: int = 8, size: int = 224, seed: int = 1234) -> torch.Ten
 
 
 MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "googlenet": googlenet}
+
+
+# ----- a tiny transformer (transformers GPT-2) ---------------------------------------------
+
+TINY_GPT2_SEQ = 16
+TINY_GPT2_VOCAB = 100
+
+TINY_GPT2_RENAME = _rules([
+    (r"^model\.transformer\.", ""),
+    (r"^model\.", ""),
+])
+
+
+class GPT2LogitsOnly(nn.Module):
+    """Wrap a transformers causal LM so that ``forward(ids)`` returns ``.logits``
+    (no key/value cache)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, use_cache=False).logits
+
+
+def tiny_gpt2(seed: int = 0) -> tuple[nn.Module, Rename]:
+    """A 2-layer GPT-2 (``GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=100,
+    n_positions=32)``), random init, taking token ids of shape (1, 16) and returning the
+    logits (1, 16, 100). Names: ``wte.embedding``, ``h.0.ln_1``, ``h.0.attn.c_attn``,
+    ``h.0.attn.attention``, ``h.0.add``, ``h.1.mlp.c_proj``, ``ln_f``, ``lm_head``."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=TINY_GPT2_VOCAB, n_positions=32,
+                        use_cache=False, bos_token_id=0, eos_token_id=0)
+    return GPT2LogitsOnly(GPT2LMHeadModel(config)).eval(), TINY_GPT2_RENAME
+
+
+def synthetic_tokens(n: int = 8, seq: int = TINY_GPT2_SEQ, vocab: int = TINY_GPT2_VOCAB, seed: int = 1234) -> torch.Tensor:
+    """``n`` sequences of ``seq`` uniformly random token ids in [0, vocab), int64."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (n, seq), generator=g)
+
+
+#: small models beside :data:`MODELS` (not used for the shipped instances)
+SMALL_MODELS = {"tiny_gpt2": tiny_gpt2}

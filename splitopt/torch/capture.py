@@ -121,7 +121,11 @@ def _drop_batch(shape: tuple[int, ...]) -> list[int]:
 @dataclass
 class CapturedLayer:
     """One fused layer while capturing. ``out_node``: fx node holding its (post-fusion)
-    output; ``weight``/``bias``: the folded weight and bias tensors (conv/linear)."""
+    output; ``weight``/``bias``: the folded weight and bias tensors (conv/linear);
+    ``nodes``: the names of the exported graph's call nodes that compute the layer (its
+    own op, the folded batch norm, the fused producer ops and the ``getitem`` outputs of
+    these), in graph order. Transparent nodes (``pad``, split pieces, views of the raw
+    input) and nodes computed from constants only belong to no layer."""
 
     name: str
     op: str
@@ -136,6 +140,7 @@ class CapturedLayer:
     params: list[torch.Tensor] = field(default_factory=list)  # other weight tensors (norm affine, fused scales)
     output_shape: list[int] = field(default_factory=list)
     foldable: bool = False  # raw conv/linear output, BN may still be folded in
+    nodes: list[str] = field(default_factory=list)  # exported-graph nodes computing it, in graph order
 
     def to_dict(self) -> dict[str, Any]:
         """The instance JSON form (schema ``$defs/layer``)."""
@@ -270,6 +275,7 @@ class _Walker:
         self.layers.append(layer)
         self.by_name[name] = layer
         self.owner[node.name] = name
+        layer.nodes.append(node.name)
         return layer
 
     def fuse(self, node: torch.fx.Node, layer: CapturedLayer, name: str) -> None:
@@ -280,6 +286,7 @@ class _Walker:
         layer.weights += float(sum(p.numel() for p in params))
         layer.foldable = False
         self.owner[node.name] = layer.name
+        layer.nodes.append(node.name)
 
     # ----- main loop -----------------------------------------------------------------------
     def run(self) -> Capture:
@@ -324,6 +331,8 @@ class _Walker:
             src, idx = node.args[0], node.args[1]
             layer = self.by_name.get(self.owner[src.name])
             self.owner[node.name] = self.owner[src.name]
+            if layer is not None and src.name in layer.nodes:
+                layer.nodes.append(node.name)
             if idx == 0 and layer is not None and layer.out_node == src.name:
                 layer.out_node = node.name
             return
@@ -445,6 +454,7 @@ class _Walker:
             layer.out_node = node.name
             layer.foldable = False
             self.owner[node.name] = layer.name
+            layer.nodes.append(node.name)
             return
         c = _shape(node.meta["val"])[1]
         layer = self.new_layer(node, "norm", "batch_norm", [x], out_el, 2 * c, own_module=True)
