@@ -338,10 +338,12 @@ def profile(
 
 
 from splitopt.dnnp_cli import dnnp_solve  # noqa: E402  (it imports this module's helpers)
+from splitopt.torch.retrain_cli import retrain_command  # noqa: E402  (imports torch only when run)
 from splitopt.torch.run_cli import run_command  # noqa: E402  (imports torch only when run)
 
 app.command("dnnp-solve")(dnnp_solve)
 app.command("run")(run_command)
+app.command("retrain")(retrain_command)
 
 
 def main() -> None:

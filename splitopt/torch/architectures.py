@@ -294,3 +294,53 @@ def synthetic_tokens(n: int = 8, seq: int = TINY_GPT2_SEQ, vocab: int = TINY_GPT
 
 #: small models beside :data:`MODELS` (not used for the shipped instances)
 SMALL_MODELS = {"tiny_gpt2": tiny_gpt2}
+
+
+# ----- a small CNN for the 8x8 digits (splitting-module retraining) --------------------------
+
+#: test samples of the deterministic digits split (the other 1,437 of 1,797 train)
+DIGITS_TEST_SIZE = 360
+#: seed of that split
+DIGITS_SPLIT_SEED = 0
+
+
+def digits_cnn(seed: int = 0, num_classes: int = 10) -> nn.Sequential:
+    """A small CNN for 1x8x8 digit images, random init under ``torch.manual_seed(seed)``.
+
+    Named blocks (output shape per sample):
+
+    * ``block1``: conv 1->16 3x3 pad 1, ReLU -> (16, 8, 8);
+    * ``block2``: conv 16->32 3x3 pad 1, ReLU, max-pool 2x2 -> (32, 4, 4);
+    * ``block3``: conv 32->32 3x3 pad 1, ReLU -> (32, 4, 4);
+    * ``classifier``: global average pool, flatten, linear 32->``num_classes`` -> logits.
+
+    A splitting module can be inserted after ``block1``, ``block2`` or ``block3``
+    (:class:`splitopt.torch.splitting.SplitNet`). 14,378 parameters for 10 classes."""
+    from collections import OrderedDict
+
+    torch.manual_seed(seed)
+    return nn.Sequential(OrderedDict([
+        ("block1", nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU())),
+        ("block2", nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))),
+        ("block3", nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU())),
+        ("classifier", nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes))),
+    ]))
+
+
+def digits_data(seed: int = DIGITS_SPLIT_SEED, test_size: int = DIGITS_TEST_SIZE):
+    """scikit-learn's shipped ``load_digits`` (1,797 images of 8x8 pixels with values
+    0..16, 10 classes; no download) as ``(x_train, y_train, x_test, y_test)``: ``x``
+    float32 tensors of shape (n, 1, 8, 8) scaled to [0, 1] (pixel / 16), ``y`` int64
+    labels. The split is stratified by class and deterministic
+    (``sklearn.model_selection.train_test_split(random_state=seed)``): 1,437 train /
+    360 test by default."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    images = digits.images.astype("float32") / 16.0
+    x_tr, x_te, y_tr, y_te = train_test_split(images, digits.target, test_size=test_size,
+                                              random_state=seed, stratify=digits.target)
+    as_x = lambda a: torch.from_numpy(a).reshape(-1, 1, 8, 8).contiguous()  # noqa: E731
+    as_y = lambda a: torch.from_numpy(a.astype("int64"))  # noqa: E731
+    return as_x(x_tr), as_y(y_tr), as_x(x_te), as_y(y_te)

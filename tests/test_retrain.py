@@ -1,0 +1,233 @@
+"""splitopt.torch.splitting / retrain / retrain_cli: the SplitNets splitting module
+(Conv-Reduce, Conv-Recover, View-Fuse, split-aware initialisation), retraining with
+knowledge distillation on scikit-learn's digits, and ``splitopt retrain``.
+
+The digits CNN is trained once per module (fixture, 12 epochs, seed 0; a few seconds)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+import typer  # noqa: E402
+from torch import nn  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from splitopt.errors import InvalidModel  # noqa: E402
+from splitopt.torch import architectures as arch  # noqa: E402
+from splitopt.torch.packing import pack  # noqa: E402
+from splitopt.torch.retrain import (  # noqa: E402
+    Data, accuracy, distill, kd_loss, retrain_table, train_digits, width_options,
+)
+from splitopt.torch.retrain_cli import retrain_command  # noqa: E402
+from splitopt.torch.splitting import (  # noqa: E402
+    ConvRecover, ConvReduce, MultiViewSplitNet, SplitNet, ViewFuse, init_conv_, init_variance, split_aware_init_,
+)
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(scope="module")
+def base():
+    return train_digits(seed=0, epochs=12, progress=False)
+
+
+# ----- initialisation ------------------------------------------------------------------------
+
+def test_split_aware_variance_matches_the_formula_on_a_large_layer():
+    # c_in = 512, c_out = 64, k = 3: 294,912 weights; the sample variance's relative
+    # standard error is sqrt(2 / n) = 0.26 %
+    conv = nn.Conv2d(512, 64, 3)
+    split_aware_init_(conv, torch.Generator().manual_seed(0))
+    want = 2.0 / (9 * math.sqrt(512 * 64))
+    got = float(conv.weight.detach().var())
+    assert got == pytest.approx(want, rel=0.02)
+    assert abs(float(conv.weight.detach().mean())) < 3 * math.sqrt(want / conv.weight.numel())
+    assert float(conv.bias.detach().abs().max()) == 0.0
+    # the three rules differ on such a layer: kaiming fan-in 2/(9*512), xavier 2/(9*288)
+    assert init_variance(conv, "kaiming") == pytest.approx(2.0 / (9 * 512))
+    assert init_variance(conv, "xavier") == pytest.approx(2.0 / (9 * 288))
+    kaiming = init_conv_(nn.Conv2d(512, 64, 3), "kaiming", torch.Generator().manual_seed(0))
+    assert float(kaiming.weight.detach().var()) == pytest.approx(2.0 / (9 * 512), rel=0.02)
+    assert got / float(kaiming.weight.detach().var()) == pytest.approx(math.sqrt(512 / 64), rel=0.03)
+
+
+def test_reduce_recover_1x1_use_the_geometric_mean():
+    red = ConvReduce(256, 8)
+    assert red.kernel_size == (1, 1)
+    assert init_variance(red) == pytest.approx(2.0 / math.sqrt(256 * 8))
+    with pytest.raises(InvalidModel, match="unknown initialisation 'he'"):
+        init_variance(red, "he")
+
+
+# ----- shapes, View-Fuse ---------------------------------------------------------------------
+
+def test_reduce_recover_shapes():
+    x = torch.randn(3, 32, 4, 4)
+    z = ConvReduce(32, 2)(x)
+    assert z.shape == (3, 2, 4, 4)
+    assert ConvRecover(2, 32)(z).shape == (3, 32, 4, 4)
+    with pytest.raises(InvalidModel):
+        ConvReduce(32, 0)
+
+
+def test_view_fuse_interlaces_channels():
+    V, d = 3, 2
+    views = [torch.full((1, d, 2, 2), 0.0) + 10 * v + torch.arange(d).reshape(1, d, 1, 1) for v in range(V)]
+    fused = ViewFuse(V)(views)
+    assert fused.shape == (1, V * d, 2, 2)
+    # channel i = j * V + v holds channel j of view v: 0, 10, 20, 1, 11, 21
+    assert [float(fused[0, i, 0, 0]) for i in range(V * d)] == [0.0, 10.0, 20.0, 1.0, 11.0, 21.0]
+    for i in range(V * d):
+        assert int(fused[0, i, 0, 0]) // 10 == i % V
+    with pytest.raises(InvalidModel, match="expected 3 views"):
+        ViewFuse(V)(views[:2])
+
+
+def test_multiview_split_net_shapes_and_bytes():
+    heads = [nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU()) for _ in range(3)]
+    tail = nn.Sequential(nn.Conv2d(3 * 4, 16, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    net = MultiViewSplitNet(heads, 16, 4, tail)
+    out = net([torch.rand(2, 1, 8, 8) for _ in range(3)], bits=8)
+    assert out.shape == (2, 10)
+    assert pack(net.heads[0](torch.rand(1, 1, 8, 8))[0], 8).payload_bytes == 4 * 8 * 8
+
+
+# ----- SplitNet ------------------------------------------------------------------------------
+
+def test_split_net_head_tail_and_transmitted_bytes():
+    model = arch.digits_cnn(0)
+    x = torch.rand(5, 1, 8, 8)
+    for split, (c, h, w) in {"block1": (16, 8, 8), "block2": (32, 4, 4), "block3": (32, 4, 4)}.items():
+        for d in (1, 3, c):
+            net = SplitNet(model, split, d, x[:1])
+            assert isinstance(net.head[-1], ConvReduce) and isinstance(net.tail[0], ConvRecover)
+            assert net.head(x).shape == (5, d, h, w)
+            assert net(x).shape == (5, 10)
+            sent = net.transmitted(8)
+            assert sent["elements"] == net.transmitted_elements == d * h * w
+            assert sent["payload_bytes"] == d * h * w  # 8 bits: one byte per element
+            assert sent["header_bytes"] == 2 + 4 * 3 + 8
+            assert net.transmitted(4)["payload_bytes"] == math.ceil(d * h * w / 2)
+    # the trained blocks are copies: the original model is untouched
+    net = SplitNet(model, "block2", 4, x[:1])
+    with torch.no_grad():
+        net.head[0][0].weight.add_(1.0)
+    assert not torch.equal(net.head[0][0].weight, model.block1[0].weight)
+
+
+def test_split_net_bad_inputs():
+    model, x = arch.digits_cnn(0), torch.rand(1, 1, 8, 8)
+    with pytest.raises(InvalidModel, match="unknown block 'block9'"):
+        SplitNet(model, "block9", 2, x)
+    with pytest.raises(InvalidModel, match="unknown block 'classifier'"):
+        SplitNet(model, "classifier", 2, x)  # nothing after the last block
+    with pytest.raises(InvalidModel, match=r"in \[1, 16\]"):
+        SplitNet(model, "block1", 17, x)
+    with pytest.raises(InvalidModel, match=r"in \[1, 32\]"):
+        SplitNet(model, "block2", 0, x)
+    with pytest.raises(InvalidModel, match="unknown initialisation"):
+        SplitNet(model, "block2", 2, x, init="orthogonal")
+
+
+# ----- data and retraining -------------------------------------------------------------------
+
+def test_digits_split_is_deterministic():
+    a, b = Data.digits(), Data.digits()
+    assert a.x_train.shape == (1437, 1, 8, 8) and a.x_test.shape == (360, 1, 8, 8)
+    assert torch.equal(a.x_test, b.x_test) and torch.equal(a.y_train, b.y_train)
+    assert float(a.x_train.min()) == 0.0 and float(a.x_train.max()) == 1.0
+    assert sorted(set(a.y_test.tolist())) == list(range(10))
+
+
+def test_kd_loss_is_zero_for_equal_logits_with_pure_soft_targets():
+    s = torch.randn(4, 10)
+    assert float(kd_loss(s, s.clone(), torch.zeros(4, dtype=torch.long), 4.0, 1.0)) == pytest.approx(0.0, abs=1e-6)
+    assert float(kd_loss(s, -s, torch.zeros(4, dtype=torch.long), 4.0, 1.0)) > 0.1
+
+
+def test_short_kd_retraining_improves_the_split_model(base):
+    model, data, _ = base
+    unsplit = accuracy(model, data)
+    assert unsplit > 0.9
+    net = SplitNet(model, "block2", 2, data.x_test[:1], seed=0)
+    before = accuracy(net, data)
+    log = distill(net, model, data, epochs=5, seed=0, lr=3e-3, progress=False)
+    after = accuracy(net, data)
+    assert before < 0.3  # a fresh 32 -> 2 -> 32 bottleneck scrambles the features
+    assert after > 0.7 and after > before + 0.4
+    assert len(log.losses) == 5 and log.losses[-1] < log.losses[0]
+    assert accuracy(net, data, bits=8) > after - 0.02  # 8-bit transmission costs ~nothing
+    # fixed seed: the same run gives the same accuracy
+    again = SplitNet(model, "block2", 2, data.x_test[:1], seed=0)
+    distill(again, model, data, epochs=5, seed=0, lr=3e-3, progress=False)
+    assert accuracy(again, data) == after
+
+
+def test_retrain_table_rows(base):
+    table = retrain_table(split="block1", widths=[1, 4], inits=("split-aware", "xavier"), epochs=1,
+                          progress=False, base=base)
+    assert (table["channels"], table["height"], table["width"]) == (16, 8, 8)
+    assert table["unsplit_bytes"] == 16 * 64
+    assert [(r["init"], r["d"]) for r in table["rows"]] == [("split-aware", 1), ("split-aware", 4),
+                                                            ("xavier", 1), ("xavier", 4)]
+    for r in table["rows"]:
+        assert r["payload_bytes"] == r["d"] * 64 and r["elements"] == r["d"] * 64
+        assert r["accuracy_unsplit"] == table["unsplit_accuracy"]
+        assert r["accuracy_after"] > r["accuracy_before"]
+    opts = width_options(table)
+    assert [o["bytes_per_sample"] for o in opts] == [1024, 64, 256, 64, 256]
+    with pytest.raises(InvalidModel, match="unknown loss"):
+        retrain_table(loss="mse", progress=False, base=base)
+    with pytest.raises(InvalidModel, match=r"in \[1, 32\]"):
+        retrain_table(widths=[64], progress=False, base=base)
+
+
+# ----- CLI -----------------------------------------------------------------------------------
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("retrain")(retrain_command)
+
+    @app.command("noop")
+    def noop() -> None:  # a second command, so that typer keeps "retrain" as a subcommand
+        pass
+
+    return app
+
+
+def test_cli_retrain(tmp_path):
+    out_file = tmp_path / "table.json"
+    res = CliRunner().invoke(_app(), ["retrain", "--epochs", "1", "--base-epochs", "2", "--widths", "1,2",
+                                      "--no-progress", "--json", "-o", str(out_file)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [r["d"] for r in data["rows"]] == [1, 2]
+    assert [r["payload_bytes"] for r in data["rows"]] == [16, 32]
+    assert data["settings"]["epochs"] == 1 and data["settings"]["base_epochs"] == 2
+    assert json.loads(out_file.read_text())["rows"] == data["rows"]
+    res = CliRunner().invoke(_app(), ["retrain", "--epochs", "1", "--base-epochs", "1", "--widths", "4",
+                                      "--init", "kaiming", "--loss", "ce", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "kaiming" in res.stdout and "ce" in res.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--split", "block7"], "unknown block 'block7'"),
+    (["--widths", "0"], "in [1, 32]"),
+    (["--widths", "2,33"], "got 33"),
+    (["--split", "block1", "--widths", "17"], "in [1, 16]"),
+    (["--widths", "1,two"], "'two' is not an integer"),
+    (["--init", "he"], "unknown initialisation 'he'"),
+    (["--loss", "mse"], "unknown loss 'mse'"),
+    (["--epochs", "-1"], "epochs"),
+])
+def test_cli_retrain_bad_input(args, message):
+    res = CliRunner().invoke(_app(), ["retrain", "--no-progress", *args])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
