@@ -277,8 +277,8 @@ def test_time_limited_run_is_feasible_with_a_gap():
     assert r.gap is not None and r.gap > 0 and r.bound_ms < r.objective_ms
     assert check_placement(inst, r.placement) == []
     assert r.objective_ms == max_load(inst, r.placement)[0]
-    if set(r.placement.device.values()) == {"cpu0"}:
-        assert "found no placement in time: all nodes on cpu0" in r.message
+    if "found no placement in time" in r.message:  # the fallback is all nodes on cpu0
+        assert set(r.placement.device.values()) == {"cpu0"}
     cbc = solve_max_load(load_dnnp(ROOT / "throughput-inputs/LayerGraphs/gnmt_inference.json"),
                          solver="milp-cbc", time_limit=2)
     assert cbc.status is not Status.OPTIMAL or cbc.solve_s < 2 * 0.98
