@@ -37,3 +37,13 @@ FAMILY_MODULES: dict[str, str] = {
 def family(problem: str) -> ModuleType:
     """The module of ``problem``'s family."""
     return importlib.import_module(FAMILY_MODULES[problem])
+
+
+def feasible_start_plan(inst):
+    """The family's start plan of ``inst`` if the evaluator finds it meets every limit,
+    else None: the only plan a backend may fall back on, and the one that refutes an
+    INFEASIBLE claim."""
+    from splitopt.evaluator import evaluate
+
+    start = family(inst.settings.problem).start_plan(inst)
+    return start if start is not None and evaluate(inst, start).feasible else None

@@ -51,6 +51,7 @@ import networkx as nx
 from splitopt.errors import InvalidInstance, InvalidPlan
 from splitopt.instance import Instance
 from splitopt.latency import layer_latency_ms
+from splitopt.plan import plan_layers
 from splitopt.schedule import Task
 
 PROBLEMS = ("mesh",)
@@ -241,16 +242,7 @@ def single_device_plan(inst: Instance, device: str) -> MeshPlan:
 
 def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> MeshPlan:
     """Parse and check a mesh plan; raises InvalidPlan naming the field."""
-    if not isinstance(data, dict):
-        raise InvalidPlan(f"{where}: must be a JSON object")
-    if data.get("format", PLAN_FORMAT) != PLAN_FORMAT:
-        raise InvalidPlan(f"{where}.format: expected '{PLAN_FORMAT}', got {data.get('format')!r}")
-    layers = data.get("layers")
-    if not isinstance(layers, dict):
-        raise InvalidPlan(f"{where}.layers: must be an object mapping layer name to {{\"device\": name}}")
-    for name in layers:
-        if name not in inst.layer_by_name:
-            raise InvalidPlan(f"{where}.layers.{name}: unknown layer (instance '{inst.name}' has no such layer)")
+    layers = plan_layers(inst, data, where, fmt=PLAN_FORMAT)
     device = {}
     for layer in inst.layers:
         entry = layers.get(layer.name)

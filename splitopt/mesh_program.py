@@ -259,6 +259,22 @@ def assignment_feasible(data: MeshData, lifted: set[str] = frozenset(), time_lim
     return code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
 
+def _last_hops(data: MeshData, st: Structure, transfers):
+    """For every layer n, input tensor t, device d allowed for n and source a of t whose
+    route to d exists: (n, t, d, a, key), ``key`` the transfer of t over the last hop into
+    d when the program has one. Both programs make n start after that hop ends when n
+    runs on d and t was produced on a."""
+    for n in data.layers:
+        for t in data.layer_inputs[n]:
+            for d in st.allowed[n]:
+                for a in st.sources[t]:
+                    if a == d or not data.has_route(a, d):
+                        continue
+                    key = (t, (data.parent[a][d], d))
+                    if key in transfers:
+                        yield n, t, d, a, key
+
+
 def _memory_rows_cpsat(model, data: MeshData, st: Structure, x) -> bool:
     """Memory rows in bits (sizes rounded up, limits down); returns True if a row could
     sum past 2**31 (then presolve must stay off, or-tools #5293)."""
@@ -392,15 +408,9 @@ def _solve_cpsat(inst: Instance, options, data: MeshData, start: MeshPlan | None
         for t in data.layer_inputs[n]:
             if not data.is_raw[t]:
                 model.Add(S[n] >= E[t])
-            for d in st.allowed[n]:
-                for a in st.sources[t]:
-                    if a == d or not data.has_route(a, d):
-                        continue
-                    key = (t, (data.parent[a][d], d))
-                    if key not in T:
-                        continue
-                    cond = [x[(n, d)]] if data.is_raw[t] else [x[(n, d)], x[(t, a)]]
-                    model.Add(S[n] >= T[key] + dur[("t", t, key[1])]).OnlyEnforceIf(cond)
+    for n, t, d, a, key in _last_hops(data, st, T):
+        cond = [x[(n, d)]] if data.is_raw[t] else [x[(n, d)], x[(t, a)]]
+        model.Add(S[n] >= T[key] + dur[("t", t, key[1])]).OnlyEnforceIf(cond)
     for d, ivs in dev_intervals.items():
         if len(ivs) > 1:
             model.AddNoOverlap(ivs)
@@ -574,15 +584,9 @@ def _solve_milp(backend_name: str, inst: Instance, options, data: MeshData, star
         for t in data.layer_inputs[n]:
             if not data.is_raw[t]:
                 prob += S[n] >= E[t]
-            for d in st.allowed[n]:
-                for a in st.sources[t]:
-                    if a == d or not data.has_route(a, d):
-                        continue
-                    key = (t, (data.parent[a][d], d))
-                    if key not in T:
-                        continue
-                    slack = (1 - x[(n, d)]) if data.is_raw[t] else (2 - x[(n, d)] - x[(t, a)])
-                    prob += S[n] >= T[key] + tr[key] - M * slack
+    for n, t, d, a, key in _last_hops(data, st, T):
+        slack = (1 - x[(n, d)]) if data.is_raw[t] else (2 - x[(n, d)] - x[(t, a)])
+        prob += S[n] >= T[key] + tr[key] - M * slack
     # one compute at a time per device: pairs of layers not ordered by the DAG
     pairs = 0
     for j, m in enumerate(data.layers):

@@ -76,13 +76,14 @@ class Plan:
         return {"format": FORMAT, "instance": inst.name, "layers": layers}
 
 
-def plan_layers(inst: Instance, data: Any, where: str = "plan") -> dict[str, Any]:
-    """The ``layers`` object of a plan in the ``splitopt-plan/1`` format, checked to be an
-    object naming only the instance's layers; raises InvalidPlan naming the field."""
+def plan_layers(inst: Instance, data: Any, where: str = "plan", fmt: str = FORMAT) -> dict[str, Any]:
+    """The ``layers`` object of a plan in format ``fmt`` (default ``splitopt-plan/1``),
+    checked to be an object naming only the instance's layers; raises InvalidPlan naming
+    the field."""
     if not isinstance(data, dict):
         raise InvalidPlan(f"{where}: must be a JSON object")
-    if data.get("format", FORMAT) != FORMAT:
-        raise InvalidPlan(f"{where}.format: expected '{FORMAT}', got {data.get('format')!r}")
+    if data.get("format", fmt) != fmt:
+        raise InvalidPlan(f"{where}.format: expected '{fmt}', got {data.get('format')!r}")
     layers = data.get("layers")
     if not isinstance(layers, dict):
         raise InvalidPlan(f"{where}.layers: must be an object mapping layer name to its placement")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from splitopt.errors import NotApplicable, SolverFailure
 from splitopt.evaluator import evaluate
-from splitopt.families import family
+from splitopt.families import family, feasible_start_plan
 from splitopt.instance import Instance
 from splitopt.result import BackendOutput, SolveResult, Status
 from splitopt.solvers.base import SolveOptions
@@ -71,8 +71,7 @@ def solve(
 
 def _check_infeasibility_claim(inst: Instance, backend: str) -> None:
     """An INFEASIBLE answer must not contradict the family's start plan when it is feasible."""
-    start = family(inst.settings.problem).start_plan(inst)
-    if start is not None and evaluate(inst, start).feasible:
+    if feasible_start_plan(inst) is not None:
         raise SolverFailure(f"{backend}: claims the instance is infeasible, but the start plan meets every limit")
 
 

@@ -46,8 +46,7 @@ from splitopt.instance import PROBLEMS, Instance
 from splitopt.result import BackendOutput, Status
 from splitopt.solvers.base import Backend, SolveOptions
 from splitopt.solvers.linear import LinearProgram
-from splitopt.evaluator import evaluate
-from splitopt.families import family
+from splitopt.families import family, feasible_start_plan
 
 #: scale of the objective and error rows (coefficients up to 2**40)
 SCALE = 2**40
@@ -202,9 +201,7 @@ class CpSatBackend(Backend):
             if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
                 raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
             model.ExportToFile(str(path))
-        start = fam.start_plan(inst)
-        if start is not None and not evaluate(inst, start).feasible:
-            start = None  # a fallback must meet every limit
+        start = feasible_start_plan(inst)
         start_values = fam.encode_plan(inst, lp, start) if start is not None else None
         if start_values is not None:
             for v, var, value in zip(lp.variables, xs, start_values):

@@ -27,8 +27,7 @@ from splitopt.instance import PROBLEMS, Instance
 from splitopt.result import BackendOutput, Status
 from splitopt.solvers.base import Backend, SolveOptions
 from splitopt.solvers.linear import LinearProgram
-from splitopt.evaluator import evaluate
-from splitopt.families import family
+from splitopt.families import family, feasible_start_plan
 
 
 def _new_variable(prob, name: str, lb: float, ub: float, cat: str):
@@ -150,9 +149,7 @@ class _PulpBackend(Backend):
         # No MIP start: CBC 2.10.3 exits with an error when a MIP start meets a time limit
         # (seen here), and PuLP's HiGHS interface takes none. The start plan is returned
         # instead when the solver stops without a plan of its own.
-        start = fam.start_plan(inst)
-        if start is not None and not evaluate(inst, start).feasible:
-            start = None  # a fallback must meet every limit
+        start = feasible_start_plan(inst)
         start_values = fam.encode_plan(inst, lp, start) if start is not None else None
         t1 = time.perf_counter()
         status, bound, message, solver_objective = self._run(prob, options)
