@@ -17,7 +17,10 @@ Instance data (``settings.multiview``)::
      "views": 12,                                   # optional; must equal len(sensors)
      "fusion_candidates": ["layer3.1.add", ...],   # optional; default: every single-tensor cut
      "cut_candidates": ["conv1", ...],              # optional; default: every single-tensor cut
-     "compression_widths": [8, 16]}                 # optional Conv-Reduce widths d; default []
+     "compression_widths": [8, 16],                 # optional Conv-Reduce widths d; default []
+     "accuracy": [{"width": 8, "accuracy": 0.91},   # optional measured accuracy per width
+                  {"fusion": "layer3.1.add", "width": 16, "accuracy": 0.94}],
+     "min_accuracy": 0.9}                           # optional: the least accuracy a plan may have
 
 ``settings.cloud`` is the aggregator, ``settings.edge`` one of the sensors (the reference
 sensor, used in reports), ``settings.cloud_bits`` the precision of every layer (SplitNets:
@@ -39,6 +42,14 @@ width ``d`` (None: no compression):
   without ``d`` a View-Pool (element-wise max over the V views, MVCNN; ``(V-1)*n[f]``
   operations, no weights). With V = 1 and no ``d`` there is no fusion layer;
 * the post-fusion layers (every other backbone layer), run once on the aggregator.
+
+Accuracy (issue 4: the width ``d`` as a decision with its measured accuracy): a record
+gives the accuracy measured for width ``d`` (``null``: no Conv-Reduce) at one fusion
+point, or at every fusion point when it names none (a record naming the fusion point wins).
+With ``min_accuracy`` set, an architecture (fusion, d) may be chosen only if its accuracy
+is at least ``min_accuracy``; a width without a record is then not allowed, while no
+compression (d = null) without a record is (it is the backbone itself). ``splitopt
+retrain --instance-out`` writes such records from its measurements.
 
 Each view's sensor runs a prefix of its pipeline, chosen by its *cut point*: the raw input
 (nothing on the sensor), a cut tensor ``t`` at or before ``f`` (``t`` and its ancestors),
@@ -69,7 +80,9 @@ REDUCE = "mv.reduce"
 FUSE = "mv.fuse"
 #: relative tolerance of the sensor memory check (as in the two-tier evaluator)
 MEMORY_RTOL = 1e-9
-OPTION_KEYS = ("sensors", "views", "fusion_candidates", "cut_candidates", "compression_widths")
+OPTION_KEYS = ("sensors", "views", "fusion_candidates", "cut_candidates", "compression_widths", "accuracy",
+               "min_accuracy")
+ACCURACY_KEYS = ("fusion", "width", "accuracy", "note")
 
 _CACHE: dict[int, tuple[Any, dict]] = {}
 
@@ -98,7 +111,9 @@ class MultiviewData:
     the backbone layers up to tensor ``t`` (``t`` and its ancestors; empty for the raw
     input), in execution order; ``channels[t]``/``spatial[t]``: ``t``'s first dimension
     and the product of the others; ``archs``: every (fusion, width) pair, width None
-    first; ``limits[s]``: sensor ``s``'s memory limit (bytes)."""
+    first; ``limits[s]``: sensor ``s``'s memory limit (bytes); ``accuracy[a]``: the
+    measured accuracy of arch ``a`` (None: no record); ``min_accuracy``: the least
+    accuracy a plan may have (None: no limit)."""
 
     sensors: tuple[str, ...]
     aggregator: str
@@ -115,6 +130,8 @@ class MultiviewData:
     spatial: Mapping[str, int]
     archs: tuple[tuple[str, int | None], ...]
     limits: Mapping[str, float]
+    accuracy: Mapping[tuple[str, int | None], float | None] = field(default_factory=dict)
+    min_accuracy: float | None = None
 
     @property
     def views(self) -> int:
@@ -147,6 +164,27 @@ class MultiviewData:
 
     def has_fuse(self, width: int | None) -> bool:
         return width is not None or self.views > 1
+
+    def accuracy_problem(self, fusion: str, width: int | None) -> str | None:
+        """Why (fusion, width) breaks ``min_accuracy`` (one line), None if it does not."""
+        if self.min_accuracy is None:
+            return None
+        acc = self.accuracy.get((fusion, width))
+        if acc is None:
+            if width is None:
+                return None
+            return (f"width d={width} at '{fusion}' has no measured accuracy (settings.multiview.accuracy) and "
+                    f"settings.multiview.min_accuracy is {self.min_accuracy:g}")
+        if acc < self.min_accuracy:
+            what = "no compression" if width is None else f"width d={width}"
+            return (f"accuracy {acc:.4f} of {what} at '{fusion}' is below settings.multiview.min_accuracy "
+                    f"{self.min_accuracy:g}")
+        return None
+
+    @property
+    def allowed_archs(self) -> tuple[tuple[str, int | None], ...]:
+        """The archs whose accuracy meets ``min_accuracy`` (all of them without a limit)."""
+        return tuple(a for a in self.archs if self.accuracy_problem(*a) is None)
 
 
 def _single_tensor_cuts(inst: Instance) -> tuple[list[str], dict[str, tuple[str, ...]], dict[str, str]]:
@@ -300,11 +338,56 @@ def _build_data(inst: Instance) -> MultiviewData:
                               "layer (required layers must run on the sensors, before fusion)")
     archs = tuple((f, d) for f in fusions for d in (None,) + tuple(w for w in widths if w < channels[f]))
     limits = {name: min(s.edge_memory_bytes, inst.device_by_name[name].memory_bytes) for name in sensors}
+    accuracy, min_accuracy = _accuracy_table(mv, where, fusions, widths, archs)
     return MultiviewData(
         sensors=tuple(sensors), aggregator=s.cloud, bus=bus, links=links, input=inp, cuts=cuts, fusions=fusions,
         widths=widths, bits=s.cloud_bits, required=frozenset(required), prefix=prefix, channels=channels,
-        spatial=spatial, archs=archs, limits=limits,
+        spatial=spatial, archs=archs, limits=limits, accuracy=accuracy, min_accuracy=min_accuracy,
     )
+
+
+def _fraction(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise InvalidInstance(f"{where}: must be a number in [0, 1] (a fraction of correct predictions), "
+                              f"got {value!r}")
+    return float(value)
+
+
+def _accuracy_table(mv: Mapping[str, Any], where: str, fusions: Sequence[str], widths: Sequence[int],
+                    archs: Sequence[tuple[str, int | None]]
+                    ) -> tuple[dict[tuple[str, int | None], float | None], float | None]:
+    """The checked ``accuracy`` records resolved per arch (a record naming the fusion
+    point wins over one naming none), and ``min_accuracy``."""
+    raw = mv.get("accuracy", [])
+    if not isinstance(raw, list):
+        raise InvalidInstance(f"{where}.accuracy: must be a list of records {{fusion?, width, accuracy}}")
+    specific: dict[tuple[str, int | None], float] = {}
+    general: dict[int | None, float] = {}
+    for i, rec in enumerate(raw):
+        at = f"{where}.accuracy[{i}]"
+        if not isinstance(rec, dict):
+            raise InvalidInstance(f"{at}: must be an object {{fusion?, width, accuracy}}")
+        unknown = [k for k in rec if k not in ACCURACY_KEYS]
+        if unknown:
+            raise InvalidInstance(f"{at}.{unknown[0]}: unknown key (keys: {', '.join(ACCURACY_KEYS)})")
+        if "width" not in rec or "accuracy" not in rec:
+            raise InvalidInstance(f"{at}: needs 'width' (a compression width, or null) and 'accuracy'")
+        width, fusion = rec["width"], rec.get("fusion")
+        if width is not None and width not in widths:
+            raise InvalidInstance(f"{at}.width: {width!r} is not one of settings.multiview.compression_widths "
+                                  f"{list(widths)} (or null: no compression)")
+        if fusion is not None and fusion not in fusions:
+            raise InvalidInstance(f"{at}.fusion: {fusion!r} is not a fusion candidate ({', '.join(fusions)})")
+        value = _fraction(rec["accuracy"], f"{at}.accuracy")
+        table, key = (general, width) if fusion is None else (specific, (fusion, width))
+        if key in table:
+            raise InvalidInstance(f"{at}: a second record for width {width} at "
+                                  f"{'every fusion point' if fusion is None else repr(fusion)}")
+        table[key] = value
+    minimum = mv.get("min_accuracy")
+    if minimum is not None:
+        minimum = _fraction(minimum, f"{where}.min_accuracy")
+    return {a: specific.get(a, general.get(a[1])) for a in archs}, minimum
 
 
 def check_instance(inst: Instance) -> None:
@@ -573,6 +656,7 @@ class MultiviewMetrics:
     schedule: tuple[Task, ...]
     device_compute_ms: Mapping[str, float]
     violations: tuple[str, ...] = field(default=())
+    accuracy: float | None = None
 
     @property
     def feasible(self) -> bool:
@@ -588,7 +672,7 @@ class MultiviewMetrics:
                 "aggregator_compute_ms": self.aggregator_compute_ms, "bus_busy_ms": self.bus_busy_ms,
                 "device_compute_ms": dict(self.device_compute_ms),
                 "views": [v.to_dict() for v in self.views],
-                "schedule": [t.to_dict() for t in self.schedule],
+                "schedule": [t.to_dict() for t in self.schedule], "accuracy": self.accuracy,
                 "feasible": self.feasible, "violations": list(self.violations)}
 
 
@@ -648,13 +732,17 @@ def simulate(inst: Instance, costs: Sequence[ViewCosts], final_ms: float, bus_or
 
 def evaluate(inst: Instance, plan: MultiviewPlan) -> MultiviewMetrics:
     """Evaluate a multiview plan; raises InvalidPlan if malformed, lists broken limits
-    (sensor memory, required sensor layers) in ``violations``."""
+    (sensor memory, required sensor layers, ``min_accuracy``) in ``violations``;
+    ``accuracy`` is the measured accuracy of the plan's (fusion, width), if recorded."""
     check_plan(inst, plan)
     d = data(inst)
     costs = [view_costs(inst, plan.fusion, plan.width, s, plan.cuts[s]) for s in d.sensors]
     final = fusion_ms(inst, plan.fusion, plan.width)
     makespan, tasks = simulate(inst, costs, final, plan.bus_order, plan.aggregator_order)
     violations = []
+    accuracy_problem = d.accuracy_problem(plan.fusion, plan.width)
+    if accuracy_problem:
+        violations.append(accuracy_problem)
     for c in costs:
         if c.memory_bytes > c.memory_limit * (1 + MEMORY_RTOL):
             violations.append(f"sensor '{c.sensor}' memory {c.memory_bytes:,.0f} B (weights {c.weight_bytes:,.0f} + "
@@ -667,7 +755,8 @@ def evaluate(inst: Instance, plan: MultiviewPlan) -> MultiviewMetrics:
     compute[d.aggregator] = agg
     return MultiviewMetrics(makespan_ms=makespan, views=tuple(costs), fusion_ms=final, aggregator_compute_ms=agg,
                             bus_busy_ms=sum(c.transfer_ms for c in costs), schedule=tuple(tasks),
-                            device_compute_ms=compute, violations=tuple(violations))
+                            device_compute_ms=compute, violations=tuple(violations),
+                            accuracy=d.accuracy.get((plan.fusion, plan.width)))
 
 
 # ----- helpers for solvers ----------------------------------------------------------------------
@@ -700,9 +789,12 @@ def best_orders(inst: Instance, plan_cuts: Mapping[str, str], fusion: str, width
 def start_plan(inst: Instance) -> MultiviewPlan | None:
     """A plan meeting every limit, if a cheap one exists: the earliest allowed common cut
     point (raw input unless layers are required on the sensors) under the first fusion
-    candidate that admits it, no compression; None when no common cut fits every sensor."""
+    candidate that admits it, no compression; None when no common cut fits every sensor
+    (or no compression misses ``min_accuracy``)."""
     d = data(inst)
     for fusion in d.fusions:
+        if d.accuracy_problem(fusion, None):
+            continue
         for cut in d.points(fusion, None):
             if all(allowed_cut(inst, fusion, None, s, cut) for s in d.sensors):
                 bus, agg = best_orders(inst, {s: cut for s in d.sensors}, fusion, None)
@@ -714,10 +806,17 @@ def diagnose_infeasibility(inst: Instance) -> str:
     """Name the limit no plan meets: the sensor whose memory limit is below what every
     cut point it may use (running the required layers) needs."""
     d = data(inst)
+    if not d.allowed_archs:
+        best = max((a for a in d.archs if d.accuracy.get(a) is not None), key=lambda a: d.accuracy[a], default=None)
+        found = "no architecture has a measured accuracy" if best is None else (
+            f"the best measured is {d.accuracy[best]:.4f} "
+            f"({'no compression' if best[1] is None else f'width d={best[1]}'} at '{best[0]}')")
+        return (f"infeasible: settings.multiview.min_accuracy {d.min_accuracy:g} is met by no fusion point and "
+                f"width: {found}")
     required = ", ".join(inst.settings.edge_required) or "none"
     for s in d.sensors:
         best = None
-        for f, w in d.archs:
+        for f, w in d.allowed_archs:
             for cut in d.points(f, w):
                 c = view_costs(inst, f, w, s, cut)
                 if c.missing_required:
@@ -751,6 +850,10 @@ def print_metrics(console, inst: Instance, plan: MultiviewPlan, metrics: Multivi
     width = "no compression" if plan.width is None else f"Conv-Reduce to d={plan.width}"
     console.print(f"[bold]Fusion[/bold]   at '{plan.fusion}' ({width}); {d.views} view(s); bus '{d.bus.name}' "
                   f"{d.bus.mode} mode, {d.bus.bandwidth_bits_per_s / 1e6:,.1f} Mb/s")
+    if metrics.accuracy is not None or d.min_accuracy is not None:
+        measured = "not measured" if metrics.accuracy is None else f"{metrics.accuracy:.4f}"
+        limit = "" if d.min_accuracy is None else f" (min_accuracy {d.min_accuracy:g})"
+        console.print(f"[bold]Accuracy[/bold] {measured}{limit}", highlight=False)
     console.print(f"[bold]Makespan[/bold] [bold]{metrics.makespan_ms:.4f} ms[/bold]  (aggregator busy "
                   f"{metrics.aggregator_compute_ms:.4f} ms, bus busy {metrics.bus_busy_ms:.4f} ms)")
     table = Table(title="Devices")

@@ -79,7 +79,7 @@ def build_tables(inst: Instance) -> Tables:
     memory feasibility from the evaluator's App. G walk via ``allowed_cut``)."""
     d = data(inst)
     bits_out = inst.settings.transmit_bits if inst.settings.transmit_bits is not None else d.bits
-    archs = list(d.archs)
+    archs = list(d.allowed_archs)  # those meeting min_accuracy
     any_fusion = d.fusions[0]
     agg = d.aggregator
 

@@ -232,7 +232,8 @@ def test_12_sensor_optimum_cpsat(r18_serial, r18_share):
 @st.composite
 def random_multiview(draw):
     """2-4 layers (a chain, sometimes with a residual add), V in 1..3, serial or share bus, with or
-    without compression widths, a memory limit drawn between the cut points' needs (often binding),
+    without compression widths, half the time measured accuracies per width with a min_accuracy
+    (often binding), a memory limit drawn between the cut points' needs (often binding),
     sometimes heterogeneous sensor speeds, a link latency, a required first layer, idle links on the
     bus, the raw input as a fusion candidate."""
     seed = draw(st.integers(0, 2**31 - 1))
@@ -268,10 +269,20 @@ def random_multiview(draw):
                     for c in d.points(f, None)})
     memory = float(needs[int(rng.integers(0, len(needs)))]) + float(rng.choice([0.0, 0.5])) if needs else 1e9
     memory = max(memory, 1.0)
+    accuracy = {}
+    if rng.random() < 0.5:  # measured accuracy per width (some fusion-specific, some missing) and a limit
+        levels = [0.5, 0.7, 0.9]
+        records = [{"width": w, "accuracy": float(rng.choice(levels if w is not None else [0.7, 0.9, 1.0]))}
+                   for w in [None] + widths if rng.random() < 0.8]
+        for w in widths:
+            if rng.random() < 0.3:
+                records.append({"fusion": str(rng.choice(fusions or list(d.fusions))), "width": w,
+                                "accuracy": float(rng.choice(levels))})
+        accuracy = {"accuracy": records, "min_accuracy": [None, 0.6, 0.8, 0.95][int(rng.integers(0, 4))]}
     return small(layers, V=V, mode=mode, widths=widths, memory=memory, bus_bits=inst.buses[0].bandwidth_bits_per_s,
                  sensor_macs=speeds, agg_macs=inst.device_by_name["agg"].mac_per_s, input_shape=(3, 3, 3),
                  link_latency=inst.links[0].latency_ms, required=list(inst.settings.edge_required),
-                 extra_links=len(inst.links) - V, fusions=fusions)
+                 extra_links=len(inst.links) - V, fusions=fusions, **accuracy)
 
 
 @settings(max_examples=45)
@@ -283,7 +294,8 @@ def test_exact_backends_match_brute_force(inst):
         res = solve(inst, name)
         if ref.status is Status.INFEASIBLE:
             assert res.status is Status.INFEASIBLE, name
-            assert "sensor memory limit" in res.message or "required" in res.message
+            assert ("sensor memory limit" in res.message or "required" in res.message
+                    or "min_accuracy" in res.message), res.message
             continue
         assert ref.status is Status.OPTIMAL
         assert res.status is Status.OPTIMAL, (name, res.message)
@@ -294,6 +306,8 @@ def test_exact_backends_match_brute_force(inst):
         assert res.objective <= ref.objective + tol, (name, res.objective, ref.objective)
         assert res.objective >= ref.objective - 1e-9 * max(1.0, ref.objective)
         assert res.bound is not None and res.bound <= ref.objective + tol
+        if inst.settings.multiview.get("min_accuracy") is not None:
+            assert mv.data(inst).accuracy_problem(res.plan.fusion, res.plan.width) is None
 
 
 def test_brute_force_refuses_big_instances(r18_share):
@@ -344,6 +358,13 @@ BAD = [
     (dict(fusion_candidates=["b"]), r"fusion_candidates\[0\]: 'b' is not a valid single-tensor cut"),
     (dict(fusion_candidates=["q"]), r"fusion_candidates\[0\]: unknown tensor 'q'"),
     (dict(colour="red"), r"multiview\.colour: unknown option"),
+    (dict(compression_widths=[4], accuracy=[{"width": 4, "accuracy": 1.2}]), r"accuracy\[0\]\.accuracy: must be a number in \[0, 1\]"),
+    (dict(compression_widths=[4], accuracy=[{"width": 5, "accuracy": 0.9}]), r"accuracy\[0\]\.width: 5 is not one of"),
+    (dict(compression_widths=[4], accuracy=[{"width": 4, "fusion": "b", "accuracy": 0.9}]), r"accuracy\[0\]\.fusion: 'b' is not a fusion candidate"),
+    (dict(compression_widths=[4], accuracy=[{"width": 4, "accuracy": 0.9}, {"width": 4, "accuracy": 0.8}]), r"accuracy\[1\]: a second record for width 4"),
+    (dict(accuracy=[{"d": 4, "accuracy": 0.9}]), r"accuracy\[0\]\.d: unknown key"),
+    (dict(accuracy={"4": 0.9}), r"multiview\.accuracy: must be a list"),
+    (dict(min_accuracy="high"), r"multiview\.min_accuracy: must be a number in \[0, 1\]"),
 ]
 
 
@@ -392,6 +413,43 @@ def test_infeasible_when_no_cut_fits_sensor_memory(backend):
     assert res.status is Status.INFEASIBLE
     assert "sensor memory limit 300 B" in res.message and "sensor 's0'" in res.message
     assert mv.start_plan(inst) is None
+
+
+def test_min_accuracy_decides_the_compression_width():
+    # a slow bus makes compression pay: 500 B at a take 5 ms, d=1 sends 1 B, d=50 sends 50 B
+    layers = [{"name": "a", "inputs": ["x"], "macs": 1e4, "output_shape": [500, 1]},
+              {"name": "b", "inputs": ["a"], "macs": 1e4, "output_shape": [10]}]
+    records = [{"width": 1, "accuracy": 0.62}, {"width": 50, "accuracy": 0.90},
+               {"fusion": "a", "width": 50, "accuracy": 0.93}, {"width": None, "accuracy": 0.95}]
+    base = dict(V=1, mode="serial", widths=[1, 50], bus_bits=8e5, fusions=["a"], accuracy=records)
+    free = small(layers, **base)
+    assert solve(free, "cpsat").plan.width == 1  # no limit: the cheapest transfer
+    for limit, width, acc in ((0.6, 1, 0.62), (0.9, 50, 0.93), (0.94, None, 0.95)):
+        inst = small(layers, min_accuracy=limit, **base)
+        ref = solve(inst, "multiview-brute-force")
+        assert ref.plan.width == width and ref.metrics.accuracy == acc
+        for name in EXACT:
+            res = solve(inst, name)
+            assert res.plan.width == width and abs(res.objective - ref.objective) < 1e-6, name
+    # a plan below the limit is judged infeasible by the evaluator, naming the limit
+    inst = small(layers, min_accuracy=0.9, **base)
+    m = evaluate(inst, mv.uniform_plan(inst, "a", 1, "mv.reduce"))
+    assert not m.feasible and m.accuracy == 0.62
+    assert "accuracy 0.6200 of width d=1 at 'a' is below settings.multiview.min_accuracy 0.9" in m.violations[0]
+    # a width without a record is not allowed under a limit; no compression without one is
+    unmeasured = small(layers, V=1, widths=[1, 50], bus_bits=8e5, fusions=["a"], min_accuracy=0.5,
+                       accuracy=[{"width": 1, "accuracy": 0.62}])
+    assert mv.data(unmeasured).allowed_archs == (("a", None), ("a", 1))
+    assert "has no measured accuracy" in evaluate(unmeasured, mv.uniform_plan(unmeasured, "a", 50, "x")).violations[0]
+
+
+@pytest.mark.parametrize("backend", EXACT + ("multiview-brute-force",))
+def test_infeasible_when_no_width_meets_min_accuracy(backend):
+    inst = small(chain3(), V=2, widths=[5], fusions=["a"], min_accuracy=0.99,
+                 accuracy=[{"width": 5, "accuracy": 0.8}, {"width": None, "accuracy": 0.9}])
+    res = solve(inst, backend)
+    assert res.status is Status.INFEASIBLE
+    assert "min_accuracy 0.99 is met by no fusion point and width: the best measured is 0.9000" in res.message
 
 
 def test_share_mode_rate_counts_every_link_on_the_bus():

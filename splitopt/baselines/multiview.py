@@ -88,6 +88,8 @@ class MultiviewBruteForceBackend(Backend):
         perms = list(itertools.permutations(d.sensors))
         best, best_ms, evaluated = None, math.inf, 0
         for f, w in d.archs:
+            if d.accuracy_problem(f, w):  # below settings.multiview.min_accuracy
+                continue
             final = fusion_ms(inst, f, w)
             for cuts in itertools.product(d.points(f, w), repeat=d.views):
                 costs = [view_costs(inst, f, w, s, c) for s, c in zip(d.sensors, cuts)]
