@@ -215,24 +215,59 @@ def solvers(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")
     console.print(table)
 
 
+def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
+                     plot: Path | None) -> None:
+    """The latency / accuracy front of a multiview instance (``splitopt.pareto.accuracy_front``)."""
+    from splitopt.pareto import accuracy_front, plot_accuracy_front
+
+    try:
+        front = accuracy_front(inst, solver=solver, time_limit=time_limit, points=points)
+    except ValueError as e:
+        raise NotApplicable(f"pareto: {e}") from None
+    if plot is not None:
+        plot_accuracy_front(inst, front, str(plot))
+    if as_json:
+        _print_json([{"min_accuracy": p.min_accuracy, "accuracy": p.accuracy, "latency_ms": p.latency_ms,
+                      "status": p.result.status.value, "gap": p.result.gap, "fusion": p.result.plan.fusion,
+                      "width": p.result.plan.width, "plan": p.result.plan.to_dict(inst)} for p in front])
+        return
+    table = Table(title=f"{inst.name}: latency / accuracy front ({solver})")
+    for col in ("accuracy", "latency ms", "fusion", "width d", "sent B", "status"):
+        table.add_column(col, justify="right")
+    for p in front:
+        plan, m = p.result.plan, p.result.metrics
+        table.add_row("-" if p.accuracy is None else f"{p.accuracy:.4f}", f"{p.latency_ms:.4f}", plan.fusion,
+                      "none" if plan.width is None else str(plan.width),
+                      f"{sum(v.sent_bytes for v in m.views):,.0f}", p.result.status.value)
+    console.print(table)
+    if plot is not None:
+        console.print(f"plot written to {plot}")
+
+
 @app.command()
 def pareto(
-    instance: Path = typer.Argument(..., help="Instance JSON file."),
-    solver: str = typer.Option("milp-cbc", "--solver", "-s", help="Exact backend."),
+    instance: Path = typer.Argument(..., help="Instance JSON file (split/split_bits: latency vs error; multiview with measured accuracies: latency vs accuracy)."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Exact backend (default: milp-cbc for split/split_bits, cpsat for multiview)."),
     mode: SweepMode = typer.Option(SweepMode.exact, "--mode", help="exact: every corner of the front; grid: evenly spaced budgets."),
     points: int = typer.Option(50, "--points", help="Most points to compute."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds per solve."),
     as_json: bool = typer.Option(False, "--json", help="Print the front as JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a plot of the front (PNG/SVG/PDF)."),
 ) -> None:
-    """Latency/quantization-error Pareto front by the epsilon-constraint method (AUTO-SPLIT Fig. 5)."""
+    """Latency/quantization-error Pareto front by the epsilon-constraint method (AUTO-SPLIT Fig. 5);
+    on a multiview instance with measured accuracies, the latency/accuracy front over the
+    compression width d (every measured accuracy level; --mode is not used)."""
     from splitopt.pareto import pareto_front, plot_front
 
     with _errors():
         inst = _load(instance)
+        if inst.settings.problem == "multiview":
+            _accuracy_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot)
+            return
         if not inst.is_two_tier:
-            raise NotApplicable(f"pareto: the latency/error front is defined for problems split and split_bits, "
-                                f"not '{inst.settings.problem}'")
+            raise NotApplicable(f"pareto: the latency/error front is defined for problems split and split_bits "
+                                f"(and latency/accuracy for multiview), not '{inst.settings.problem}'")
+        solver = solver or "milp-cbc"
         inst = _load(instance, Problem.split_bits)
         front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
         if plot is not None:
@@ -292,27 +327,37 @@ class Preset(str, Enum):
 
 @app.command()
 def profile(
-    model: str = typer.Argument(..., help="resnet50, mobilenet_v2, googlenet or tiny_gpt2 (built in code, random init)."),
+    model: str = typer.Argument(..., help="resnet50, mobilenet_v2, googlenet or tiny_gpt2 (built in code, random init), or a user model PATH.py:FACTORY or package.module:FACTORY, where FACTORY() returns an nn.Module or (module, example_input)."),
     output: Path = typer.Option(..., "--output", "-o", help="Instance JSON file to write."),
     preset: Preset = typer.Option(Preset.eyeriss, "--preset", help="eyeriss: Eyeriss edge, TPU cloud, 3 Mbit/s, split_bits {2,4,6,8} with the W8A8 error as budget and 4 MB; splitnets: 125 GOP/s sensor, 1.25 TOP/s aggregator, 25 % of a 1.2 Gbit/s bus, float split, 2 MB."),
-    calibration_images: int = typer.Option(8, "--calibration-images", help="Synthetic calibration inputs for the error tables (0: none; the problem becomes the float split)."),
+    calibration_images: int = typer.Option(8, "--calibration-images", help="Synthetic calibration inputs for the error tables, at most 8 (0: none; the problem becomes the float split)."),
     measure: bool = typer.Option(False, "--measure/--no-measure", help="Also measure every layer's latency on this host (median of --repeats) and add the host as device 'host'."),
     edge_host: bool = typer.Option(False, "--edge-host", help="With --measure: make the host the edge device (its measured latencies), linked to the cloud like the preset's edge."),
     repeats: int = typer.Option(5, "--repeats", help="Runs per layer latency (median)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the model's random weights."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the model's random weights (user models: torch's global seed while FACTORY runs)."),
+    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="User models: input shape with batch 1, e.g. 1,3,32,32 (default: the shape of the factory's example input)."),
+    input_dtype: Optional[str] = typer.Option(None, "--input-dtype", help="User models: input dtype, float32 (default; standard normal inputs) or int64 for token ids (uniform in [0, --input-high)); also float64, float16, bfloat16, int32."),
+    input_high: Optional[int] = typer.Option(None, "--input-high", help="User models with integer inputs: exclusive upper bound of the random ids, e.g. the vocabulary size (default: the factory's example input max + 1)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Instance name (default: MODEL_PRESET for built-in models, the factory's name for user models)."),
 ) -> None:
     """Profile MODEL into an instance: torch.export capture (BN folding, activation fusion),
     MACs, weights, shapes, quantization-error tables on calibration inputs, and optionally
-    per-layer latency measured on this host."""
+    per-layer latency measured on this host.
+
+    MODEL is a built-in name or any traceable nn.Module of yours, e.g.
+    `splitopt profile my_net.py:build --input-shape 1,3,32,32 -o my_net.json`;
+    the run and calibration inputs are seeded synthetic ones of that shape and dtype."""
     from splitopt import presets
     from splitopt.instance import save_instance
     from splitopt.torch.profile import DEFAULT_BITS, profile as run_profile
     from splitopt.torch.run_cli import build_model
+    from splitopt.torch.user_model import capture_errors, factory_name, is_spec
 
     with _errors():
         if edge_host and not measure:
             raise NotApplicable("--edge-host: needs --measure (the host's latencies are measured)")
-        module, rename, example, _, calibration_fn = build_model(model, seed)
+        module, rename, example, _, calibration_fn = build_model(
+            model, seed, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
         calibration = calibration_fn()[:calibration_images] if calibration_images > 0 else None
         if preset is Preset.eyeriss:
             devices, links = [presets.eyeriss_edge(), presets.tpu_cloud()], [presets.uplink_3mbps()]
@@ -326,8 +371,11 @@ def profile(
         if edge_host:
             links.append(dict(links[0], source="host"))
             settings["edge"] = "host"
-        inst = run_profile(module, example, devices, links, settings, name=f"{model}_{preset.value}",
-                           calibration=calibration, measure_latency=measure, repeats=repeats, rename=rename)
+        if name is None:
+            name = factory_name(model) if is_spec(model) else f"{model}_{preset.value}"
+        with capture_errors(module, example, what=f"profiling '{model}'"):
+            inst = run_profile(module, example, devices, links, settings, name=name,
+                               calibration=calibration, measure_latency=measure, repeats=repeats, rename=rename)
         if inst.settings.problem == "split_bits":  # the budget: the whole network's error at W8A8
             w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
             inst = inst.with_settings(error_budget=w8a8)

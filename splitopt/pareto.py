@@ -8,6 +8,13 @@ proven-optimal latency for its budget and consecutive points are the front's cor
 down to the least-error plan (cloud-only, error 0, unless layers are pinned to the edge).
 ``grid`` sweep: ``points`` budgets evenly spaced between 0 and the error of the
 unconstrained optimum.
+
+The latency / accuracy front of a ``multiview`` instance whose compression widths carry
+measured accuracies (``settings.multiview.accuracy``; issue 4) is swept the same way in
+the other direction (:func:`accuracy_front`): minimise latency subject to accuracy >=
+``min_accuracy``, starting from the least measured accuracy and raising the limit each
+step to the next measured level above the last plan's accuracy. The levels are discrete,
+so every corner is found and every point is a proven optimum (or time-limited).
 """
 
 from __future__ import annotations
@@ -80,6 +87,81 @@ def _non_dominated(points: list[ParetoPoint]) -> list[ParetoPoint]:
         if not front or p.latency_ms < front[-1].latency_ms - 1e-12:
             front.append(p)
     return front
+
+
+@dataclass
+class AccuracyPoint:
+    """One point of the latency / accuracy front: the limit solved under and its result."""
+
+    min_accuracy: float
+    result: SolveResult
+
+    @property
+    def latency_ms(self) -> float:
+        return self.result.objective
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.result.metrics.accuracy
+
+
+def accuracy_levels(inst: Instance) -> list[float]:
+    """The distinct measured accuracies of a multiview instance's architectures, ascending."""
+    from splitopt.multiview import data
+
+    return sorted({a for a in data(inst).accuracy.values() if a is not None})
+
+
+def accuracy_front(inst: Instance, solver: str = "cpsat", time_limit: float | None = None,
+                   threads: int = 2, points: int = 50) -> list[AccuracyPoint]:
+    """Latency-optimal plans for increasing ``min_accuracy`` (a multiview instance with
+    measured accuracies), sorted by increasing accuracy (and latency); dominated points
+    dropped. The sweep starts at the least measured accuracy (so every compressed width
+    needs a record), then sets the limit to the next measured level above the last
+    plan's accuracy, until no plan meets it or the plan's accuracy is not measured
+    (an uncompressed architecture without a record). ValueError without records."""
+    levels = accuracy_levels(inst)
+    if not levels:
+        raise ValueError("no measured accuracy in settings.multiview.accuracy; nothing to trade latency against")
+    out: list[AccuracyPoint] = []
+    limit: float | None = levels[0]
+    while limit is not None and len(out) < points:
+        changed = inst.with_settings(multiview={**inst.settings.multiview, "min_accuracy": limit})
+        res = solve(changed, solver, time_limit, threads, diagnose=False)
+        if not res.status.has_plan:
+            break
+        out.append(AccuracyPoint(limit, res))
+        acc = res.metrics.accuracy
+        limit = None if acc is None else next((l for l in levels if l > acc), None)
+    front: list[AccuracyPoint] = []
+    for p in sorted(out, key=lambda p: (-(p.accuracy if p.accuracy is not None else -1.0), p.latency_ms)):
+        if not front or p.latency_ms < front[-1].latency_ms - 1e-12:
+            front.append(p)
+    return front[::-1]
+
+
+def plot_accuracy_front(inst: Instance, front: list[AccuracyPoint], path: str) -> None:
+    """Latency (ms) against measured accuracy, each point labelled with its width d."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    pts = [p for p in front if p.accuracy is not None]
+    ax.step([p.accuracy for p in pts], [p.latency_ms for p in pts], where="pre", color="tab:blue", alpha=0.5)
+    ax.scatter([p.accuracy for p in pts], [p.latency_ms for p in pts], color="tab:blue", label="latency-optimal plan")
+    for p in pts:
+        w = p.result.plan.width
+        ax.annotate("no compression" if w is None else f"d={w}", (p.accuracy, p.latency_ms),
+                    textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("measured accuracy")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title(f"{inst.name}: latency vs accuracy")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot_front(inst: Instance, front: list[ParetoPoint], path: str, baselines: dict[str, tuple[float, float]] | None = None) -> None:

@@ -1,29 +1,77 @@
-"""Cut a captured module by a plan into one runnable ``torch.fx.GraphModule`` per device
-and run the parts in sequence, handing tensors from device to device.
+"""Cut a captured module by a plan into runnable ``torch.fx.GraphModule`` parts and run
+them in sequence, handing tensors from device to device.
+
+Supported plans: two-tier (``split``, ``split_bits``) and ``chain`` plans (one part per
+device) and ``mesh`` plans (one part per *stage*; a device may have several), by
+:func:`partition`. Multiview plans (``multiview``): :func:`partition_multiview` (below);
+``partition`` raises NotApplicable for them.
 
 How the graph is cut. The module is exported once (:func:`splitopt.torch.capture.capture`,
 ``torch.export`` ATen graph); every captured layer lists the exported nodes that compute
-it (``CapturedLayer.nodes``). The devices are ordered (two-tier: edge then cloud; chain:
-``settings.chain``; otherwise the order in which the layers first use them) and every
-device gets one *part*: a fresh fx graph holding, in the exported graph's order, the
-nodes of the layers the plan puts on it. A node argument is resolved as
+it (``CapturedLayer.nodes``). Two-tier and chain plans: the devices are ordered
+(two-tier: edge then cloud; chain: ``settings.chain``; otherwise the order in which the
+layers first use them) and every device gets one *part*. Mesh plans: the parts are the
+stages of :func:`mesh_stages` (below). A part is a fresh fx graph holding, in the
+exported graph's order, the nodes of its layers. A node argument is resolved as
 
-* a node of a layer on the same device: the local copy;
-* the raw input or the output node of a layer on an earlier device: a placeholder of
-  the part, named by the tensor (``input`` or the layer name), *received*;
+* a node of a layer of the same part: the local copy;
+* the raw input or the output node of a layer of an earlier part: a placeholder of the
+  part, named by the tensor (``input`` or the layer name), *received* (mesh: from the
+  device's own store when the layer ran on the same device, else sent to it);
 * a parameter, buffer or constant: an attribute of the part (only those its nodes read);
 * a node of no layer (``pad``, split pieces, views of the raw input, nodes computed from
   constants only such as masks and position ids): copied into the part, its own
   arguments resolved the same way (such nodes are recomputed in every part that reads
   them; they are cheap and carry no weights).
 
-A part returns the outputs of its layers that later devices read (by layer name) and the
-model output when it produces it. Which tensors cross each boundary ``m -> m+1`` follows
-the evaluators: every tensor produced on a device <= m and read by a layer on a device
-> m, each once per boundary (a tensor read two devices further is forwarded, crossing
-both boundaries); the raw input is produced on the first device. Per sample a tensor
-costs ``elements * bits / 8`` bytes, ``bits`` = ``Instance.sent_bits`` of the producing
-layer's activation bits (the raw input at its own bits).
+A part returns the outputs of its layers that later parts read or other devices need
+(by layer name) and the model output when it produces it. Two-tier and chain: which
+tensors cross each boundary ``m -> m+1`` follows the evaluators: every tensor produced
+on a device <= m and read by a layer on a device > m, each once per boundary (a tensor
+read two devices further is forwarded, crossing both boundaries); the raw input is
+produced on the first device. Per sample a tensor costs ``elements * bits / 8`` bytes,
+``bits`` = ``Instance.sent_bits`` of the producing layer's activation bits (the raw input
+at its own bits).
+
+Mesh plans (problem ``mesh``, :mod:`splitopt.mesh`): a layer may run on any device,
+parallel branches on different devices, and a device may run layers both before and
+after another device's. *Stages*: the layers are walked in a topological order that
+follows the plan (:func:`mesh_layer_order`: the evaluator's schedule start order when
+the plan carries task orders, else the execution order); each joins an existing stage of
+its device unless that would close a cycle among the stages (a stage that reaches, through
+other stages, a stage holding one of the layer's inputs), else it opens a new stage. This
+is cutting the walk at every device change and merging the cuts wherever safe: a device
+gets one stage when no path of the layer graph leaves it and comes back (as long as other
+devices' stages do not force more); a ping-pong A -> B -> A gives A two stages. The
+stages run in a topological order of the stage graph. Each device keeps its own tensors.
+*Crossings*: the raw input is produced on the source ``settings.edge``; a tensor is sent
+from its producer's device to every other device that reads it, and a final output (a
+layer no layer reads) to the sink ``settings.cloud`` when ``settings.mesh.deliver_outputs``
+(the default); each (tensor, destination device) once, at ``Instance.sent_bits(t,
+cloud_bits)`` (mesh plans run in float). :class:`Crossing` groups them per ordered device
+pair. Comparison with the mesh evaluator, like with like: (1) per device pair, the
+bytes of the (tensor, destination) pairs the evaluator's ``MeshData.destinations`` and
+``sent_bytes`` give (:func:`evaluator_mesh_crossings`); (2) per link, the evaluator
+charges every hop of a tensor's route, once per link of the union of its routes
+(multicast tree): :meth:`SplitModel.link_bytes` routes each crossing's tensors over the
+instance's routes (``MeshData.route``) the same way and must equal ``metrics.links``
+bytes (:func:`evaluator_link_bytes`). A tensor sent two hops thus counts once in (1) and
+twice in (2).
+
+Multiview plans (problem ``multiview``, :mod:`splitopt.multiview`,
+``formulations/multiview_bus.md``): the module is the backbone of ONE view; V sensors run
+it on their own views. :func:`partition_multiview` builds, per view, the sensor's part
+(the prefix up to the view's cut point, Conv-Reduce included when the cut is
+``mv.reduce``), the one tensor it sends, the aggregator's per-view part (the rest of the
+pipeline to the fusion tensor ``f``, then Conv-Reduce when the plan has a width ``d``),
+and the aggregator's fusion part: View-Pool (element-wise max over the views) without
+``d``, View-Fuse (interlaced concatenation, then a 1x1 conv ``V*d -> c``) with ``d``,
+then the post-fusion layers once. All views share the backbone's weights; Conv-Reduce and
+the ``V*d -> c`` conv come from given modules or a seeded split-aware init.
+:meth:`MultiviewSplitModel.reference` computes the same multi-view network without the
+split (the exported program run whole per view, the fusion written out separately);
+:func:`compare_multiview` checks equality (max abs difference <= ``FLOAT_ATOL``) and each
+view's sent tensor and bytes against ``splitopt.multiview.evaluate`` (``views[i].sent``).
 
 Quantized plans (a layer with weight or activation bits below the reference precision
 ``cloud_bits``, 16 by default, which runs in float): the part computes that layer with
@@ -37,12 +85,12 @@ evaluator's error model is the sum of these per-tensor errors; :func:`relative_m
 measures the real end-to-end output error.
 
 Transmission hook: ``SplitModel.run(x, transmit)`` calls ``transmit(tensor name,
-tensor, bits) -> tensor`` on every tensor crossing a boundary (once per boundary) and
-hands the result to the later devices; the producing device keeps using its own copy.
-Default: identity for float plans; for quantized plans, pack/unpack by
-:mod:`splitopt.torch.packing` at the sent bits with the calibrated range (the raw input
-is passed unchanged: its bits describe the sensor data, which the evaluator counts as
-exact).
+tensor, bits) -> tensor`` on every tensor crossing a boundary (once per boundary; mesh:
+once per (tensor, destination device)) and hands the result to the later devices; the
+producing device keeps using its own copy. Default: identity for float plans; for
+quantized plans, pack/unpack by :mod:`splitopt.torch.packing` at the sent bits with the
+calibrated range (the raw input is passed unchanged: its bits describe the sensor data,
+which the evaluator counts as exact).
 """
 
 from __future__ import annotations
@@ -68,8 +116,11 @@ DEFAULT_REFERENCE_BITS = 16
 
 @dataclass(frozen=True)
 class Crossing:
-    """The tensors sent over boundary ``source -> target`` (consecutive devices), each
-    ``(name, elements per sample, bits per element)``."""
+    """The tensors sent from device ``source`` to device ``target``, each ``(name,
+    elements per sample, bits per element)``. Two-tier and chain plans: the boundary
+    between consecutive devices (forwarded tensors included); mesh plans: an ordered
+    device pair, each tensor once per destination device however many hops its route
+    takes (see :meth:`SplitModel.link_bytes` for the per-link view)."""
 
     source: str
     target: str
@@ -87,15 +138,18 @@ class Crossing:
 
 @dataclass
 class Part:
-    """What one device runs. ``module`` takes the tensors named by ``inputs`` (in order)
-    and returns a tuple of the tensors named by ``outputs``; None when the device runs
-    no layer (it may still forward tensors)."""
+    """What one device runs (mesh plans: one stage; a device may have several parts).
+    ``module`` takes the tensors named by ``inputs`` (in order) and returns a tuple of
+    the tensors named by ``outputs``; None when the device runs no layer (it may still
+    forward tensors). ``sends``: mesh plans, the ``(tensor, destination device)`` pairs
+    sent once the part has run."""
 
     device: str
     layers: tuple[str, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     module: torch.fx.GraphModule | None
+    sends: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -114,11 +168,18 @@ def identity_transmit(name: str, tensor: torch.Tensor, bits: int) -> torch.Tenso
 
 
 class SplitModel:
-    """The parts of a partitioned module and how to run them (see module docstring)."""
+    """The parts of a partitioned module and how to run them (see module docstring).
+
+    ``kind``: ``"sequential"`` (two-tier and chain: one part per device in device order,
+    crossing ``m`` after part ``m``) or ``"mesh"`` (parts are stages in run order; each
+    device keeps its own tensors; ``source`` produces the raw input, final outputs are
+    delivered to ``sink`` when it is set)."""
 
     def __init__(self, capture: Capture, plan, devices: Sequence[str], parts: list[Part],
                  crossings: list[Crossing], output_names: tuple[str, ...], example_input: torch.Tensor,
-                 quantized: bool, ranges: Mapping[str, tuple[float, float]]):
+                 quantized: bool, ranges: Mapping[str, tuple[float, float]], *, kind: str = "sequential",
+                 inst=None, source: str | None = None, sink: str | None = None,
+                 input_sends: Sequence[str] = (), output_devices: Sequence[str] = ()):
         self.capture = capture
         self.plan = plan
         self.devices = tuple(devices)
@@ -128,17 +189,49 @@ class SplitModel:
         self.example_input = example_input
         self.quantized = quantized
         self.ranges = dict(ranges)  # layer -> calibrated (lo, hi) of its float output
+        self.kind = kind
+        self.inst = inst
+        self.source = source if source is not None else (self.devices[0] if self.devices else None)
+        self.sink = sink
+        self.input_sends = tuple(input_sends)  # mesh: devices the raw input is sent to at the start
+        self.output_devices = tuple(output_devices)  # mesh: device producing each model output
         self.last_run = RunStats()
 
     @property
     def sent_bytes(self) -> list[float]:
-        """Bytes per sample over each boundary (device m -> m+1), from the shapes."""
+        """Bytes per sample per crossing (two-tier/chain: each boundary device m -> m+1;
+        mesh: each device pair), from the shapes."""
         return [c.bytes for c in self.crossings]
 
     @property
     def transmitted_bytes(self) -> float:
-        """Bytes per sample over all boundaries."""
+        """Bytes per sample over all crossings (mesh: each (tensor, destination) once)."""
         return sum(self.sent_bytes)
+
+    def link_bytes(self) -> dict[str, float]:
+        """Mesh plans: bytes per sample over each link ``"u->v"`` of the instance when every
+        (tensor, destination) of the crossings travels along the instance's route
+        (``splitopt.mesh.MeshData.route``) and a tensor crosses each link of the union of
+        its routes once (multicast), which is what the mesh evaluator charges. Links that
+        carry nothing are listed with 0. NotApplicable for other plans or without an
+        instance."""
+        from splitopt.errors import NotApplicable
+
+        if self.kind != "mesh" or self.inst is None:
+            raise NotApplicable("partition: link bytes need a mesh plan partitioned with its instance")
+        from splitopt.mesh import MeshData
+
+        data = MeshData(self.inst)
+        out = {f"{u}->{v}": 0.0 for u, v in data.pairs}
+        trees: dict[str, tuple[float, set[tuple[str, str]]]] = {}
+        for c in self.crossings:
+            for name, elements, bits in c.tensors:
+                links = trees.setdefault(name, (elements * bits / 8.0, set()))[1]
+                links.update(data.route(c.source, c.target))
+        for size, links in trees.values():
+            for u, v in links:
+                out[f"{u}->{v}"] += size
+        return out
 
     def default_transmit(self) -> Transmit:
         """Identity for float plans; pack/unpack at the sent bits for quantized plans."""
@@ -146,15 +239,20 @@ class SplitModel:
             return identity_transmit
         return packing_transmit(self.ranges)
 
-    def run(self, x: torch.Tensor, transmit: Transmit | None = None) -> torch.Tensor:
-        """Run the parts in device order on ``x`` (shape (n, *example shape[1:])), one
-        sample at a time (the exported graph has batch 1); returns the outputs stacked
-        on dim 0 (a tuple if the module returns several tensors)."""
+    def _check_input(self, x: torch.Tensor) -> None:
         want = tuple(self.example_input.shape[1:])
         if x.dim() != self.example_input.dim() or tuple(x.shape[1:]) != want:
             raise InvalidModel(f"input shape {tuple(x.shape)} does not match the captured input shape "
                                f"(n, {', '.join(map(str, want))})")
+
+    def run(self, x: torch.Tensor, transmit: Transmit | None = None) -> torch.Tensor:
+        """Run the parts in order on ``x`` (shape (n, *example shape[1:])), one sample at a
+        time (the exported graph has batch 1); returns the outputs stacked on dim 0 (a
+        tuple if the module returns several tensors)."""
+        self._check_input(x)
         hook = self.default_transmit() if transmit is None else transmit
+        if self.kind == "mesh":
+            return self._run_mesh(x, hook)
         stats = RunStats(samples=x.shape[0], part_seconds=[0.0] * len(self.parts),
                          crossing_bytes=[0.0] * len(self.crossings))
         outs: list[tuple[torch.Tensor, ...]] = []
@@ -176,20 +274,72 @@ class SplitModel:
                         stats.crossing_bytes[m] = measured
                 outs.append(tuple(store[n] for n in self.output_names))
         self.last_run = stats
-        cat = tuple(torch.cat([o[k] for o in outs], dim=0) for k in range(len(self.output_names)))
-        return cat[0] if len(cat) == 1 else cat
+        return _stack(outs, len(self.output_names))
+
+    def _run_mesh(self, x: torch.Tensor, hook: Transmit) -> torch.Tensor:
+        """Mesh plans: every device has its own store; after a part runs, each tensor it
+        sends goes through ``hook`` once per destination device (the producer keeps its
+        own copy); a model output is read on the sink when it was delivered there."""
+        index = {(c.source, c.target): k for k, c in enumerate(self.crossings)}
+        bits = {(c.source, c.target, n): b for c in self.crossings for n, _, b in c.tensors}
+        stats = RunStats(samples=x.shape[0], part_seconds=[0.0] * len(self.parts),
+                         crossing_bytes=[0.0] * len(self.crossings))
+        outs: list[tuple[torch.Tensor, ...]] = []
+
+        def send(stores, measured, name: str, a: str, b: str) -> None:
+            t = stores[a][name]
+            k = index[(a, b)]
+            nbits = bits[(a, b, name)]
+            measured[k] += t.numel() * nbits / 8.0
+            stores[b][name] = hook(name, t, nbits)
+
+        with torch.no_grad():
+            for i in range(x.shape[0]):
+                stores: dict[str, dict[str, torch.Tensor]] = {d: {} for d in self.devices}
+                measured = [0.0] * len(self.crossings)
+                stores[self.source][INPUT_NAME] = x[i:i + 1]
+                for b in self.input_sends:
+                    send(stores, measured, INPUT_NAME, self.source, b)
+                for m, part in enumerate(self.parts):
+                    store = stores[part.device]
+                    if part.module is not None:
+                        t0 = time.perf_counter()
+                        result = part.module(*[store[n] for n in part.inputs])
+                        stats.part_seconds[m] += time.perf_counter() - t0
+                        store.update(zip(part.outputs, result))
+                    for name, b in part.sends:
+                        send(stores, measured, name, part.device, b)
+                stats.crossing_bytes = measured
+                row = []
+                for n, d in zip(self.output_names, self.output_devices):
+                    delivered = self.sink is not None and n in stores[self.sink]
+                    row.append(stores[self.sink][n] if delivered else stores[d][n])
+                outs.append(tuple(row))
+        self.last_run = stats
+        return _stack(outs, len(self.output_names))
 
     def summary(self) -> list[dict[str, Any]]:
         """Per part: device, layer count, first/last layer, received and sent tensors."""
         rows = []
         for m, p in enumerate(self.parts):
-            c = self.crossings[m] if m < len(self.crossings) else None
+            if self.kind == "mesh":
+                size = {(c.source, c.target, n): e * b / 8.0 for c in self.crossings for n, e, b in c.tensors}
+                sent = [f"{n}->{b}" for n, b in p.sends]
+                sent_bytes = sum(size[(p.device, b, n)] for n, b in p.sends)
+            else:
+                c = self.crossings[m] if m < len(self.crossings) else None
+                sent, sent_bytes = (list(c.names), c.bytes) if c else ([], 0.0)
             rows.append({"device": p.device, "layers": len(p.layers),
                          "first_layer": p.layers[0] if p.layers else None,
                          "last_layer": p.layers[-1] if p.layers else None,
                          "inputs": list(p.inputs), "outputs": list(p.outputs),
-                         "sent_tensors": list(c.names) if c else [], "sent_bytes": c.bytes if c else 0.0})
+                         "sent_tensors": sent, "sent_bytes": sent_bytes})
         return rows
+
+
+def _stack(outs: list[tuple[torch.Tensor, ...]], k: int):
+    cat = tuple(torch.cat([o[j] for o in outs], dim=0) for j in range(k))
+    return cat[0] if len(cat) == 1 else cat
 
 
 def packing_transmit(ranges: Mapping[str, tuple[float, float]]) -> Transmit:
@@ -218,27 +368,37 @@ def relative_mse(q: torch.Tensor, x: torch.Tensor) -> float:
 # ----- building ------------------------------------------------------------------------------
 
 def capture_module(module: torch.nn.Module, example_input: torch.Tensor, rename=None, input_bits: int = 8) -> Capture:
-    """:func:`capture`, with a failing ``torch.export`` reported as one-line InvalidModel
-    naming the export error's first line."""
-    try:
-        return capture(module, example_input, rename=rename, input_bits=input_bits)
-    except SplitoptError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any export failure is reported as bad input
-        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        raise InvalidModel(f"module {type(module).__name__} cannot be exported by torch.export: "
-                           f"{type(e).__name__}: {first}") from e
+    """:func:`capture`, with a failing ``torch.export`` or an example input that does not
+    fit the module reported as one-line InvalidModel, torch's own failure output held
+    back (:func:`splitopt.torch.user_model.capture_checked`, as ``profile`` does)."""
+    from splitopt.torch.user_model import capture_checked
+
+    return capture_checked(module, example_input, rename=rename, input_bits=input_bits)
+
+
+def is_mesh(plan, inst=None) -> bool:
+    """Whether ``plan`` is partitioned as a mesh plan: the instance's problem is ``mesh``,
+    or, without an instance, the plan is a :class:`splitopt.mesh.MeshPlan`."""
+    if inst is not None:
+        return inst.settings.problem == "mesh"
+    from splitopt.mesh import MeshPlan
+
+    return isinstance(plan, MeshPlan)
 
 
 def device_order(plan, inst=None, devices: Sequence[str] | None = None, layer_names: Sequence[str] = ()) -> list[str]:
     """Devices in execution order: ``devices`` if given; two-tier instances: edge, cloud;
-    chain instances: ``settings.chain``; otherwise the order of first use by the layers."""
+    chain instances: ``settings.chain``; mesh instances: ``instance.devices`` (for mesh
+    plans the order only names the devices: parts run in the order of the stages);
+    otherwise the order of first use by the layers."""
     if devices is not None:
         return list(devices)
     if inst is not None and inst.is_two_tier:
         return [inst.settings.edge, inst.settings.cloud]
     if inst is not None and inst.settings.chain:
         return list(inst.settings.chain)
+    if inst is not None and inst.settings.problem == "mesh":
+        return [d.name for d in inst.devices]
     order: list[str] = []
     for n in layer_names:
         if n in plan.device and plan.device[n] not in order:
@@ -246,7 +406,7 @@ def device_order(plan, inst=None, devices: Sequence[str] | None = None, layer_na
     return order
 
 
-def _check_against(cap: Capture, example_input: torch.Tensor, plan, inst, order: list[str]) -> None:
+def _check_against(cap: Capture, example_input: torch.Tensor, plan, inst, order: list[str], mesh: bool = False) -> None:
     names = [l.name for l in cap.layers]
     known = set(names)
     if inst is not None:
@@ -266,6 +426,8 @@ def _check_against(cap: Capture, example_input: torch.Tensor, plan, inst, order:
             raise InvalidPlan(f"plan.layers: layer '{n}' of the module is missing")
         if plan.device[n] not in order:
             raise InvalidPlan(f"plan.layers.{n}.device: '{plan.device[n]}' is not one of the devices {order}")
+    if mesh:  # any device may read from any other: the stages order the parts
+        return
     index = {d: i for i, d in enumerate(order)}
     for layer in cap.layers:
         for src in layer.inputs:
@@ -274,16 +436,22 @@ def _check_against(cap: Capture, example_input: torch.Tensor, plan, inst, order:
                                   f"'{src}' runs on '{plan.device[src]}', later in {order}")
 
 
-def _sent_bits(name: str, cap: Capture, plan, inst) -> int:
+def _plan_bits(plan, names: Sequence[str], reference_bits: int, mesh: bool) -> tuple[dict[str, int], dict[str, int]]:
+    """Per layer (weight bits, activation bits): the plan's; mesh plans (and plans without
+    bit-widths) run every layer at the reference precision, i.e. in float."""
+    if mesh or not hasattr(plan, "weight_bits") or not hasattr(plan, "activation_bits"):
+        return {n: reference_bits for n in names}, {n: reference_bits for n in names}
+    return ({n: int(plan.weight_bits[n]) for n in names}, {n: int(plan.activation_bits[n]) for n in names})
+
+
+def _sent_bits(name: str, cap: Capture, abits: Mapping[str, int], inst) -> int:
     if name == INPUT_NAME:
         return int(inst.inputs[0].bits if inst is not None else cap.graph_input["bits"])
-    bits = int(plan.activation_bits[name])
+    bits = int(abits[name])
     return int(inst.sent_bits(name, bits)) if inst is not None else bits
 
 
-def _crossings(cap: Capture, plan, inst, order: list[str]) -> list[Crossing]:
-    index = {d: i for i, d in enumerate(order)}
-    dev = {l.name: index[plan.device[l.name]] for l in cap.layers}
+def _crossings(cap: Capture, abits: Mapping[str, int], inst, order: list[str], dev: Mapping[str, int]) -> list[Crossing]:
     elements = {INPUT_NAME: math.prod(cap.graph_input["shape"])}
     elements.update({l.name: math.prod(l.output_shape) for l in cap.layers})
     src = {INPUT_NAME: 0, **dev}
@@ -294,9 +462,155 @@ def _crossings(cap: Capture, plan, inst, order: list[str]) -> list[Crossing]:
     names = [INPUT_NAME] + [l.name for l in cap.layers]
     out = []
     for m in range(len(order) - 1):
-        sent = tuple((n, elements[n], _sent_bits(n, cap, plan, inst)) for n in names if src[n] <= m < far[n])
+        sent = tuple((n, elements[n], _sent_bits(n, cap, abits, inst)) for n in names if src[n] <= m < far[n])
         out.append(Crossing(order[m], order[m + 1], sent))
     return out
+
+
+# ----- mesh plans: stages and crossings ------------------------------------------------------
+
+def _layer_graph(cap: Capture) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(predecessor layers, reader layers) of every layer / tensor (the raw input
+    included among the tensors), each once, in capture order."""
+    preds = {l.name: [s for s in dict.fromkeys(l.inputs) if s != INPUT_NAME] for l in cap.layers}
+    readers: dict[str, list[str]] = {INPUT_NAME: [], **{l.name: [] for l in cap.layers}}
+    for l in cap.layers:
+        for s in dict.fromkeys(l.inputs):
+            readers[s].append(l.name)
+    return preds, readers
+
+
+def mesh_layer_order(cap: Capture, plan, inst=None) -> list[str]:
+    """The layers in the order the stages are walked: the order the evaluator's schedule
+    starts them in (``splitopt.mesh.evaluate``, ties by capture position) when the plan
+    carries task orders and an instance is given, else the capture's execution order
+    (which is the instance's). Always a topological order of the layer graph."""
+    import heapq
+
+    names = [l.name for l in cap.layers]
+    pos = {n: i for i, n in enumerate(names)}
+    rank = dict(pos)
+    if inst is not None and getattr(plan, "order", None):
+        from splitopt.mesh import evaluate as mesh_evaluate
+
+        starts = {t.label: t.start_ms for t in mesh_evaluate(inst, plan).schedule if t.kind == "compute"}
+        ranked = sorted(names, key=lambda n: (starts.get(n, math.inf), pos[n]))
+        rank = {n: i for i, n in enumerate(ranked)}
+    preds, readers = _layer_graph(cap)
+    indegree = {n: len(preds[n]) for n in names}
+    heap = [(rank[n], n) for n in names if indegree[n] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, n = heapq.heappop(heap)
+        out.append(n)
+        for r in readers[n]:
+            indegree[r] -= 1
+            if indegree[r] == 0:
+                heapq.heappush(heap, (rank[r], r))
+    return out
+
+
+def mesh_stages(order: Sequence[str], device: Mapping[str, str],
+                preds: Mapping[str, Sequence[str]]) -> list[tuple[str, list[str]]]:
+    """Group layers (``order``: a topological order) into stages ``(device, layers)``,
+    returned in run order, so that every stage reads only tensors of earlier stages (or
+    of itself) and each device has few stages.
+
+    Walking ``order``, a layer joins an existing stage of its device when that keeps the
+    stage graph acyclic, i.e. when the stage does not already reach (through other
+    stages) a stage holding one of the layer's inputs; else it starts a new stage. Among
+    the stages it may join it takes the one holding most of its inputs, then the latest.
+    Cutting the walk at every device change and merging the cuts is a special case; a
+    device gets one stage whenever no path of the layer graph leaves the device and
+    comes back (other devices' stages permitting: two devices may each have to be split
+    when their layers feed each other crosswise). Stages are then run in a topological
+    order of the stage graph, ties by the position of their first layer in ``order``."""
+    import heapq
+
+    stage_of: dict[str, int] = {}
+    stage_dev: list[str] = []
+    members: list[list[str]] = []
+    reach: list[int] = []  # bit set of the stages each stage reaches (itself excluded)
+    by_device: dict[str, list[int]] = {}
+    for n in order:
+        d = device[n]
+        pred_stages = {stage_of[p] for p in preds[n]}
+        best, best_key = None, None
+        for c in by_device.get(d, ()):
+            if any(x != c and reach[c] >> x & 1 for x in pred_stages):
+                continue  # joining c would close a cycle c -> ... -> x -> c
+            key = (sum(1 for p in preds[n] if stage_of[p] == c), c)
+            if best_key is None or key > best_key:
+                best, best_key = c, key
+        if best is None:
+            best = len(stage_dev)
+            stage_dev.append(d)
+            members.append([])
+            reach.append(0)
+            by_device.setdefault(d, []).append(best)
+        members[best].append(n)
+        stage_of[n] = best
+        for x in pred_stages - {best}:  # new edge x -> best: whoever reaches x now reaches best
+            gain = (1 << best) | reach[best]
+            for y in range(len(reach)):
+                if y == x or reach[y] >> x & 1:
+                    reach[y] |= gain
+    # run order: topological order of the stage graph
+    rank = {n: i for i, n in enumerate(order)}
+    succ: dict[int, set[int]] = {c: set() for c in range(len(stage_dev))}
+    indegree = [0] * len(stage_dev)
+    for n in order:
+        for p in preds[n]:
+            a, b = stage_of[p], stage_of[n]
+            if a != b and b not in succ[a]:
+                succ[a].add(b)
+                indegree[b] += 1
+    heap = [(rank[members[c][0]], c) for c in range(len(stage_dev)) if indegree[c] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, c = heapq.heappop(heap)
+        out.append((stage_dev[c], members[c]))
+        for b in succ[c]:
+            indegree[b] -= 1
+            if indegree[b] == 0:
+                heapq.heappush(heap, (rank[members[b][0]], b))
+    if len(out) != len(stage_dev):  # cannot happen: every join keeps the stage graph acyclic
+        raise SplitoptError("partition: the mesh stages form a cycle")
+    return out
+
+
+def _mesh_destinations(cap: Capture, device: Mapping[str, str], source: str, sink: str | None) -> dict[str, list[str]]:
+    """Tensor -> devices other than its producer's that need it: its readers' devices, and
+    the sink for a layer no layer reads (a final output) when outputs are delivered; in
+    reader order. The raw input is produced on ``source``."""
+    _, readers = _layer_graph(cap)
+    out: dict[str, list[str]] = {}
+    for t, rs in readers.items():
+        a = source if t == INPUT_NAME else device[t]
+        dests = [device[r] for r in rs]
+        if t != INPUT_NAME and not rs and sink is not None:
+            dests.append(sink)
+        out[t] = [b for b in dict.fromkeys(dests) if b != a]
+    return out
+
+
+def _mesh_crossings(cap: Capture, abits: Mapping[str, int], inst, order: list[str], device: Mapping[str, str],
+                    source: str, dests: Mapping[str, list[str]]) -> list[Crossing]:
+    """One Crossing per ordered device pair ``(a, b)`` that carries something: every
+    tensor produced on ``a`` and needed on ``b``, each once (in tensor order: raw input,
+    then capture order); pairs sorted by the devices' positions in ``order``."""
+    elements = {INPUT_NAME: math.prod(cap.graph_input["shape"])}
+    elements.update({l.name: math.prod(l.output_shape) for l in cap.layers})
+    pairs: dict[tuple[str, str], list[tuple[str, int, int]]] = {}
+    for t in [INPUT_NAME] + [l.name for l in cap.layers]:
+        a = source if t == INPUT_NAME else device[t]
+        for b in dests[t]:
+            pairs.setdefault((a, b), []).append((t, elements[t], _sent_bits(t, cap, abits, inst)))
+    index = {d: i for i, d in enumerate(order)}
+    ordered = sorted(pairs.items(), key=lambda kv: (index[kv[0][0]], index[kv[0][1]]))
+    return [Crossing(a, b, tuple(ts)) for (a, b), ts in ordered]
 
 
 def calibrate(cap: Capture, inputs: torch.Tensor) -> dict[str, tuple[float, float]]:
@@ -362,7 +676,7 @@ class _PartBuilder:
                 raise SplitoptError(f"partition: node '{a.name}' of layer '{owner.name}' is read before it is computed")
             if where > self.m:
                 raise InvalidPlan(f"plan.layers.{owner.name}: its output is read on device "
-                                  f"'{ctx.order[self.m]}', earlier than '{ctx.order[where]}' where it runs")
+                                  f"'{ctx.part_device[self.m]}', earlier than '{ctx.part_device[where]}' where it runs")
             if a.name != owner.out_node:
                 raise InvalidModel(f"node '{a.name}' inside layer '{owner.name}' is read by another layer; "
                                    "the partition can only send layer outputs")
@@ -376,7 +690,7 @@ class _PartBuilder:
 
     def copy_layer(self, layer: CapturedLayer) -> None:
         ctx = self.ctx
-        wb, ab = int(ctx.plan.weight_bits[layer.name]), int(ctx.plan.activation_bits[layer.name])
+        wb, ab = ctx.wbits[layer.name], ctx.abits[layer.name]
         quant_w = wb < ctx.reference_bits and (layer.weight is not None or layer.params)
         subst: dict[str, torch.fx.Node] = {}
         nodes = [ctx.nodes[n] for n in layer.nodes]
@@ -473,8 +787,8 @@ class _PartBuilder:
         out_nodes = [self.resolve(node) for _, node in outputs]
         self.graph.output(tuple(out_nodes))
         self.graph.eliminate_dead_code()
-        gm = torch.fx.GraphModule(self.attrs, self.graph, class_name=f"Part{self.m}_{_ident(ctx.order[self.m])}")
-        return Part(ctx.order[self.m], tuple(l.name for l in mine), tuple(self.inputs),
+        gm = torch.fx.GraphModule(self.attrs, self.graph, class_name=f"Part{self.m}_{_ident(ctx.part_device[self.m])}")
+        return Part(ctx.part_device[self.m], tuple(l.name for l in mine), tuple(self.inputs),
                     tuple(n for n, _ in outputs), gm)
 
 
@@ -493,8 +807,14 @@ class _Context:
     consts: dict[str, torch.Tensor] = field(default_factory=dict)
     param_nodes: set[str] = field(default_factory=set)
     user_input: str = ""
+    #: device of each part (run order); default: one part per device of ``order``
+    part_device: list[str] = field(default_factory=list)
+    wbits: dict[str, int] = field(default_factory=dict)  # layer -> weight bits (reference bits: float)
+    abits: dict[str, int] = field(default_factory=dict)  # layer -> activation bits
 
     def __post_init__(self) -> None:
+        if not self.part_device:
+            self.part_device = list(self.order)
         ep = self.capture.program
         self.program = ep
         self.nodes = {n.name: n for n in ep.graph.nodes}
@@ -527,16 +847,25 @@ class _Context:
 def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=None, *,
               capture: Capture | None = None, rename=None, devices: Sequence[str] | None = None,
               calibration: torch.Tensor | None = None, reference_bits: int | None = None) -> SplitModel:
-    """Cut ``module`` by ``plan`` into one part per device (see module docstring).
+    """Cut ``module`` by ``plan`` into runnable parts (see module docstring): one part per
+    device for two-tier and chain plans, one part per stage for mesh plans.
 
     ``inst``: the instance the plan was made for (its layer names must equal the
-    capture's, its input shape the example's; it fixes the device order, the sent bits
-    and the reference precision ``cloud_bits``). ``capture``: a capture of ``module``
-    on ``example_input`` (made here, with ``rename``, when None). ``devices``: device
-    order when there is no instance. ``calibration``: inputs (n, ...) whose float
-    min/max set the activation ranges of quantized layers (default: the example input).
-    Raises InvalidModel (untraceable module, wrong input shape, instance mismatch) or
-    InvalidPlan (unknown, missing or misplaced layer), each one line."""
+    capture's, its input shape the example's; it fixes the device order, the sent bits,
+    the reference precision ``cloud_bits`` and, for mesh plans, the source, the sink and
+    the routes). ``capture``: a capture of ``module`` on ``example_input`` (made here,
+    with ``rename``, when None). ``devices``: device order when there is no instance
+    (mesh plans: the first device produces the raw input). ``calibration``: inputs
+    (n, ...) whose float min/max set the activation ranges of quantized layers (default:
+    the example input). Raises InvalidModel (untraceable module, wrong input shape,
+    instance mismatch), InvalidPlan (unknown, missing or misplaced layer, unroutable mesh
+    plan) or NotApplicable (multiview instances: :func:`partition_multiview`), each one
+    line."""
+    from splitopt.errors import NotApplicable
+
+    if inst is not None and inst.settings.problem not in ("split", "split_bits", "chain", "mesh"):
+        raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported by partition "
+                            "(two-tier, chain and mesh plans; multiview plans: partition_multiview)")
     if inst is not None and len(inst.inputs) != 1:
         raise InvalidModel(f"instance '{inst.name}' has {len(inst.inputs)} graph inputs; partition supports one")
     if inst is not None and tuple(example_input.shape) != (1, *inst.inputs[0].shape):
@@ -547,42 +876,35 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
     if capture is None:
         input_bits = int(inst.inputs[0].bits) if inst is not None else 8
         capture = capture_module(module, example_input, rename=rename, input_bits=input_bits)
+    mesh = is_mesh(plan, inst)
     names = [l.name for l in capture.layers]
     order = device_order(plan, inst, devices, names)
-    _check_against(capture, example_input, plan, inst, order)
+    _check_against(capture, example_input, plan, inst, order, mesh=mesh)
+    if mesh and inst is not None:
+        from splitopt.mesh import check_plan as check_mesh_plan
+
+        check_mesh_plan(inst, _as_mesh_plan(plan))
     if reference_bits is None:
         reference_bits = int(inst.settings.cloud_bits) if inst is not None else DEFAULT_REFERENCE_BITS
-    index = {d: i for i, d in enumerate(order)}
-    dev = {n: index[plan.device[n]] for n in names}
-    quantized = any(min(int(plan.weight_bits[n]), int(plan.activation_bits[n])) < reference_bits for n in names)
-    needs_ranges = any(int(plan.activation_bits[n]) < reference_bits for n in names)
+    wbits, abits = _plan_bits(plan, names, reference_bits, mesh)
+    quantized = any(min(wbits[n], abits[n]) < reference_bits for n in names)
+    needs_ranges = any(abits[n] < reference_bits for n in names)
     ranges: dict[str, tuple[float, float]] = {}
     if quantized:
         ranges = calibrate(capture, example_input if calibration is None else calibration)
         if needs_ranges:
-            missing = [n for n in names if int(plan.activation_bits[n]) < reference_bits and n not in ranges]
+            missing = [n for n in names if abits[n] < reference_bits and n not in ranges]
             if missing:
                 raise InvalidPlan(f"plan.layers.{missing[0]}.activation_bits: the layer's output is not a float "
                                   "tensor and cannot be quantized")
-    ctx = _Context(capture, plan, order, dev, reference_bits, ranges)
-    crossings = _crossings(capture, plan, inst, order)
-
-    # model outputs: the exported graph's output node arguments
-    out_node = next(n for n in ctx.program.graph.nodes if n.op == "output")
-    out_args = [a for a in torch.fx.node.map_aggregate(out_node.args[0], lambda a: a)] \
-        if isinstance(out_node.args[0], (tuple, list)) else [out_node.args[0]]
-    output_names: list[str] = []
-    out_at: list[tuple[int, str, torch.fx.Node]] = []
-    by_out = {l.out_node: l.name for l in capture.layers}
-    for i, a in enumerate(out_args):
-        if not isinstance(a, torch.fx.Node):
-            raise InvalidModel(f"module output {i} is not a tensor computed by the graph")
-        if a.name == ctx.user_input:
-            output_names.append(INPUT_NAME)
-            continue
-        name = by_out.get(a.name, f"output:{i}")
-        output_names.append(name)
-        out_at.append((ctx.home(a), name, a))
+    if mesh:
+        return _partition_mesh(capture, plan, inst, order, example_input, reference_bits, wbits, abits, ranges,
+                               quantized)
+    index = {d: i for i, d in enumerate(order)}
+    dev = {n: index[plan.device[n]] for n in names}
+    ctx = _Context(capture, plan, order, dev, reference_bits, ranges, wbits=wbits, abits=abits)
+    crossings = _crossings(capture, abits, inst, order, dev)
+    output_names, out_at = _model_outputs(ctx)
 
     parts = []
     for m, d in enumerate(order):
@@ -595,7 +917,99 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
             continue
         parts.append(_PartBuilder(ctx, m).build(pairs))
     _check_flow(parts, crossings, output_names)
-    return SplitModel(capture, plan, order, parts, crossings, tuple(output_names), example_input, quantized, ranges)
+    return SplitModel(capture, plan, order, parts, crossings, tuple(output_names), example_input, quantized, ranges,
+                      inst=inst)
+
+
+def _model_outputs(ctx: "_Context") -> tuple[list[str], list[tuple[int, str, torch.fx.Node]]]:
+    """The model outputs (the exported graph's output node arguments): their names (a
+    layer's name, ``input``, or ``output:i`` for a node of no layer) and, for those not
+    the raw input, ``(part index where computed, name, node)``."""
+    out_node = next(n for n in ctx.program.graph.nodes if n.op == "output")
+    out_args = [a for a in torch.fx.node.map_aggregate(out_node.args[0], lambda a: a)] \
+        if isinstance(out_node.args[0], (tuple, list)) else [out_node.args[0]]
+    output_names: list[str] = []
+    out_at: list[tuple[int, str, torch.fx.Node]] = []
+    by_out = {l.out_node: l.name for l in ctx.capture.layers}
+    for i, a in enumerate(out_args):
+        if not isinstance(a, torch.fx.Node):
+            raise InvalidModel(f"module output {i} is not a tensor computed by the graph")
+        if a.name == ctx.user_input:
+            output_names.append(INPUT_NAME)
+            continue
+        name = by_out.get(a.name, f"output:{i}")
+        output_names.append(name)
+        out_at.append((ctx.home(a), name, a))
+    return output_names, out_at
+
+
+def _partition_mesh(capture: Capture, plan, inst, order: list[str], example_input: torch.Tensor, reference_bits: int,
+                    wbits: dict[str, int], abits: dict[str, int], ranges: dict[str, tuple[float, float]],
+                    quantized: bool) -> SplitModel:
+    """Mesh plans: stages (:func:`mesh_stages`) as parts, crossings per device pair."""
+    names = [l.name for l in capture.layers]
+    device = {n: plan.device[n] for n in names}
+    if inst is not None:
+        from splitopt.mesh import mesh_options
+
+        source = inst.settings.edge
+        sink = inst.settings.cloud if mesh_options(inst).deliver_outputs else None
+    else:
+        source, sink = order[0], None
+    preds, _ = _layer_graph(capture)
+    stages = mesh_stages(mesh_layer_order(capture, plan, inst), device, preds)
+    stage_of = {n: k for k, (_, layers) in enumerate(stages) for n in layers}
+    part_device = [d for d, _ in stages]
+    ctx = _Context(capture, plan, order, stage_of, reference_bits, ranges, part_device=part_device,
+                   wbits=wbits, abits=abits)
+    dests = _mesh_destinations(capture, device, source, sink)
+    crossings = _mesh_crossings(capture, abits, inst, order, device, source, dests)
+    output_names, out_at = _model_outputs(ctx)
+    _, readers = _layer_graph(capture)
+
+    parts = []
+    for k, (d, layers) in enumerate(stages):
+        wanted = [l for l in capture.layers if stage_of[l.name] == k
+                  and (dests[l.name] or any(stage_of[r] != k for r in readers[l.name]))]
+        pairs = [(l.name, ctx.nodes[l.out_node]) for l in wanted]
+        pairs += [(name, a) for home, name, a in out_at if home == k and name not in {p[0] for p in pairs}]
+        part = _PartBuilder(ctx, k).build(pairs)
+        part.sends = tuple((n, b) for n in part.outputs if n in dests for b in dests[n])
+        parts.append(part)
+    output_devices = []
+    for name in output_names:
+        if name == INPUT_NAME:
+            output_devices.append(source)
+        else:
+            home = next(h for h, n, _ in out_at if n == name)
+            output_devices.append(part_device[home])
+    _check_flow_mesh(parts, crossings, output_names, source, device)
+    return SplitModel(capture, plan, order, parts, crossings, tuple(output_names), example_input, quantized, ranges,
+                      kind="mesh", inst=inst, source=source, sink=sink, input_sends=dests[INPUT_NAME],
+                      output_devices=output_devices)
+
+
+def _check_flow_mesh(parts: list[Part], crossings: list[Crossing], output_names: Sequence[str], source: str,
+                     device: Mapping[str, str]) -> None:
+    """Mesh plans: every tensor a part receives was produced by an earlier part (the raw
+    input: on the source) and, when produced on another device, is in the crossing from
+    that device to the part's; raises SplitoptError naming the first that is not."""
+    sent = {(c.source, c.target): set(c.names) for c in crossings}
+    produced_at: dict[str, int] = {INPUT_NAME: -1}
+    for m, p in enumerate(parts):
+        for n in p.inputs:
+            src = produced_at.get(n)
+            if src is None:
+                raise SplitoptError(f"partition: part {m} on '{p.device}' reads '{n}', which no earlier part produces")
+            a = source if n == INPUT_NAME else device[n]
+            if a != p.device and n not in sent.get((a, p.device), ()):
+                raise SplitoptError(f"partition: part {m} on '{p.device}' reads '{n}', but it is not sent "
+                                    f"from '{a}' to '{p.device}'")
+        for n in p.outputs:
+            produced_at.setdefault(n, m)
+    for n in output_names:
+        if n not in produced_at:
+            raise SplitoptError(f"partition: no part produces the model output '{n}'")
 
 
 def _check_flow(parts: list[Part], crossings: list[Crossing], output_names: Sequence[str]) -> None:
@@ -627,35 +1041,86 @@ FLOAT_ATOL = 1e-5
 
 
 def evaluator_sent_bytes(inst, plan) -> list[float]:
-    """Bytes per sample over each boundary as ``splitopt.evaluate`` counts them: two-tier
+    """Bytes per sample per crossing as ``splitopt.evaluate`` counts them: two-tier
     ``[metrics.transmitted_bytes]``; chain ``metrics.devices[m].sent_bytes`` for every
-    device but the last. Raises NotApplicable for other families."""
+    device but the last; mesh the bytes of :func:`evaluator_mesh_crossings` (per device
+    pair, in the order of :class:`SplitModel`'s mesh crossings). Raises NotApplicable for
+    other families."""
     from splitopt.errors import NotApplicable
     from splitopt.evaluator import evaluate
 
+    if inst.settings.problem == "mesh":
+        return [b for _, _, b in evaluator_mesh_crossings(inst, plan)]
     metrics = evaluate(inst, plan)
     if inst.is_two_tier:
         return [float(metrics.transmitted_bytes)]
     if inst.settings.problem == "chain":
         return [float(d.sent_bytes) for d in metrics.devices[:-1]]
-    raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported (two-tier and chain only)")
+    raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported (two-tier, chain and mesh)")
+
+
+def evaluator_mesh_crossings(inst, plan) -> list[tuple[str, str, float]]:
+    """Mesh plans: ``(producer device, destination device, bytes per sample)`` for every
+    device pair, from the data the mesh evaluator schedules its transfers with
+    (``MeshData.destinations``: a tensor's readers' devices and, for final outputs, the
+    sink; ``MeshData.sent_bytes``): each (tensor, destination) once, whatever the route;
+    pairs sorted by the devices' positions in ``instance.devices``."""
+    from splitopt.mesh import MeshData, check_plan as check_mesh_plan
+
+    data = MeshData(inst)
+    plan = _as_mesh_plan(plan)
+    check_mesh_plan(inst, plan, data=data)
+    pairs: dict[tuple[str, str], float] = {}
+    for t in data.tensors:
+        a = data.producer_device(plan.device, t)
+        for b in data.destinations(plan.device, t):
+            pairs[(a, b)] = pairs.get((a, b), 0.0) + data.sent_bytes[t]
+    return [(a, b, v) for (a, b), v in sorted(pairs.items(), key=lambda kv: (data.dev_index[kv[0][0]],
+                                                                             data.dev_index[kv[0][1]]))]
+
+
+def evaluator_link_bytes(inst, plan) -> dict[str, float]:
+    """Mesh plans: bytes per sample over each link ``"u->v"`` as :func:`splitopt.mesh.evaluate`
+    charges them (``metrics.links``: every hop of every tensor's multicast tree)."""
+    from splitopt.mesh import evaluate as mesh_evaluate
+
+    return {l.link: float(l.bytes) for l in mesh_evaluate(inst, _as_mesh_plan(plan)).links}
+
+
+def _as_mesh_plan(plan):
+    """``plan`` itself when it is a mesh plan (device map and task orders), else a mesh
+    plan with its device map and the default order."""
+    from splitopt.mesh import MeshPlan
+
+    return plan if hasattr(plan, "order") else MeshPlan(dict(plan.device))
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
 def compare(split: SplitModel, module: torch.nn.Module, inputs: torch.Tensor, inst=None,
             transmit: Transmit | None = None) -> dict[str, Any]:
     """Run ``split`` and the unsplit ``module`` on ``inputs`` and report (JSON-ready):
     per part its device, layers, received/sent tensors and seconds (summed over the
-    samples); per boundary the tensors and bytes per sample (from the shapes, measured on
-    the real tensors, and the evaluator's when ``inst`` is given); ``max_abs_diff`` and
-    ``relative_mse`` of the split output against the unsplit one; ``ok``: bytes equal
-    the evaluator's (relative 1e-9) and, for float plans, ``max_abs_diff <= FLOAT_ATOL``."""
+    samples); per crossing the tensors and bytes per sample (from the shapes, measured on
+    the real tensors, and the evaluator's when ``inst`` is given); for mesh plans with an
+    instance also per link the bytes of the crossings routed as the instance routes them
+    and the evaluator's (``links``); ``max_abs_diff`` and ``relative_mse`` of the split
+    output against the unsplit one; ``ok``: bytes equal the evaluator's (relative 1e-9;
+    mesh: per device pair and per link, and the same pairs) and, for float plans,
+    ``max_abs_diff <= FLOAT_ATOL``."""
     with torch.no_grad():
         ref = module.eval()(inputs)
     out = split.run(inputs, transmit)
     ref_t = ref if isinstance(ref, torch.Tensor) else ref[0]
     out_t = out if isinstance(out, torch.Tensor) else out[0]
     diff = float((out_t.double() - ref_t.double()).abs().max()) if out_t.numel() else 0.0
-    evaluator = evaluator_sent_bytes(inst, split.plan) if inst is not None else None
+    mesh = split.kind == "mesh"
+    evaluator: dict[tuple[str, str], float] | list[float] | None = None
+    if inst is not None:
+        evaluator = ({(a, b): v for a, b, v in evaluator_mesh_crossings(inst, split.plan)} if mesh
+                     else evaluator_sent_bytes(inst, split.plan))
     crossings = []
     bytes_ok = True
     for m, c in enumerate(split.crossings):
@@ -663,14 +1128,450 @@ def compare(split: SplitModel, module: torch.nn.Module, inputs: torch.Tensor, in
                "tensors": [{"tensor": n, "elements": e, "bits": b, "bytes": e * b / 8.0} for n, e, b in c.tensors],
                "bytes": c.bytes, "measured_bytes": split.last_run.crossing_bytes[m]}
         if evaluator is not None:
-            row["evaluator_bytes"] = evaluator[m]
-            bytes_ok &= math.isclose(c.bytes, evaluator[m], rel_tol=1e-9, abs_tol=1e-9)
-        bytes_ok &= math.isclose(c.bytes, split.last_run.crossing_bytes[m], rel_tol=1e-9, abs_tol=1e-9)
+            row["evaluator_bytes"] = evaluator.get((c.source, c.target), 0.0) if mesh else evaluator[m]
+            bytes_ok &= _close(c.bytes, row["evaluator_bytes"])
+        bytes_ok &= _close(c.bytes, split.last_run.crossing_bytes[m])
         crossings.append(row)
+    report: dict[str, Any] = {}
+    if mesh and evaluator is not None:
+        bytes_ok &= set(evaluator) == {(c.source, c.target) for c in split.crossings}
+        ours, theirs = split.link_bytes(), evaluator_link_bytes(inst, split.plan)
+        links = [{"link": k, "bytes": ours.get(k, 0.0), "evaluator_bytes": theirs.get(k, 0.0)}
+                 for k in dict.fromkeys([*theirs, *ours])]
+        bytes_ok &= all(_close(l["bytes"], l["evaluator_bytes"]) for l in links)
+        report["links"] = links
+        report["link_bytes"] = sum(ours.values())
+    parts = [{"device": p.device, "layers": list(p.layers), "inputs": list(p.inputs), "outputs": list(p.outputs),
+              "sends": [list(s) for s in p.sends], "seconds": split.last_run.part_seconds[m]}
+             for m, p in enumerate(split.parts)]
+    float_ok = split.quantized or diff <= FLOAT_ATOL
+    return {"samples": int(inputs.shape[0]), "quantized": split.quantized, "kind": split.kind, "parts": parts,
+            "crossings": crossings, "transmitted_bytes": split.transmitted_bytes, **report,
+            "max_abs_diff": diff, "relative_mse": relative_mse(out_t, ref_t), "float_atol": FLOAT_ATOL,
+            "bytes_match": bool(bytes_ok), "ok": bool(bytes_ok and float_ok)}
+
+
+# ----- multiview plans ----------------------------------------------------------------------------
+
+@dataclass
+class ViewSplit:
+    """One view of a multiview split: what its sensor runs (``sensor_part``: the view's
+    prefix up to its cut point, Conv-Reduce included when the cut is ``mv.reduce``;
+    module None when the cut is the raw input), the one tensor it sends (``crossing``,
+    sensor -> aggregator; empty when nothing on the aggregator reads it) and what the
+    aggregator runs for the view before fusion (``aggregator_part``: the rest of the
+    pre-fusion pipeline; module None when there is nothing left)."""
+
+    sensor: str
+    cut: str
+    sensor_part: Part
+    crossing: Crossing
+    aggregator_part: Part
+
+
+class _ViewStep(torch.nn.Module):
+    """A pre-fusion piece: an fx part (one input, one output) then, optionally,
+    Conv-Reduce; returns a 1-tuple like the fx parts."""
+
+    def __init__(self, gm: torch.fx.GraphModule | None, reduce: torch.nn.Module | None):
+        super().__init__()
+        self.gm = gm
+        self.reduce = reduce
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+        y = x if self.gm is None else self.gm(x)[0]
+        return (y if self.reduce is None else self.reduce(y),)
+
+
+def view_pool(views: Sequence[torch.Tensor]) -> torch.Tensor:
+    """View-Pool (MVCNN): element-wise max over the views."""
+    return torch.stack(list(views), dim=0).amax(dim=0)
+
+
+class _FusionTail(torch.nn.Module):
+    """The aggregator's last part: the fusion layer (View-Pool, View-Fuse + the 1x1 conv
+    ``restore`` V*d -> c, or nothing for one view without a width), then the post-fusion
+    fx part; takes the V pre-fusion tensors, returns the model outputs as a tuple."""
+
+    def __init__(self, kind: str, views: int, restore: torch.nn.Module | None, post: torch.fx.GraphModule | None):
+        super().__init__()
+        from splitopt.torch.splitting import ViewFuse
+
+        self.kind = kind
+        self.fuse = ViewFuse(views)
+        self.restore = restore
+        self.post = post
+
+    def fused(self, views: Sequence[torch.Tensor]) -> torch.Tensor:
+        if self.kind == "pool":
+            return view_pool(views)
+        if self.kind == "fuse":
+            return self.restore(self.fuse(list(views)))
+        return views[0]
+
+    def forward(self, *views: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        z = self.fused(views)
+        return (z,) if self.post is None else tuple(self.post(z))
+
+
+def pointwise_conv(cin: int, cout: int, shape: Sequence[int], seed: int = 0) -> torch.nn.Module:
+    """A 1x1 convolution ``cin -> cout`` over the channel dimension (the first one after
+    the batch) of a tensor of per-sample ``shape`` (channels first), with bias, drawn by
+    SplitNets' split-aware initialisation (:func:`splitopt.torch.splitting.init_conv_`)
+    from a generator seeded with ``seed``: Conv2d for (c, h, w) (:class:`ConvReduce`),
+    Conv1d for (c, l), Linear for (c,)."""
+    from splitopt.errors import NotApplicable
+    from splitopt.torch.splitting import ConvReduce, init_conv_
+
+    g = torch.Generator().manual_seed(seed)
+    if len(shape) == 3:
+        return ConvReduce(cin, cout, generator=g)
+    if len(shape) == 2:
+        return init_conv_(torch.nn.Conv1d(cin, cout, 1), generator=g)
+    if len(shape) == 1:
+        lin = torch.nn.Linear(cin, cout)
+        with torch.no_grad():
+            torch.nn.init.normal_(lin.weight, 0.0, math.sqrt(2.0 / math.sqrt(cin * cout)), generator=g)
+            lin.bias.zero_()
+        return lin
+    raise NotApplicable(f"multiview: no 1x1 convolution for a fusion tensor of shape {list(shape)} "
+                        "(channels first, at most 2 spatial dimensions)")
+
+
+class MultiviewSplitModel:
+    """A partitioned multiview plan (see :func:`partition_multiview`): ``views`` (one
+    :class:`ViewSplit` per sensor), the aggregator's fusion part ``fusion_part``, the
+    Conv-Reduce and restore modules, and how to run the split and the same multi-view
+    network without splitting (:meth:`reference`)."""
+
+    kind = "multiview"
+
+    def __init__(self, capture: Capture, plan, inst, views: list[ViewSplit], fusion_part: Part, tail: _FusionTail,
+                 reduce: torch.nn.Module | None, restore: torch.nn.Module | None, example_input: torch.Tensor,
+                 output_names: tuple[str, ...]):
+        self.capture = capture
+        self.plan = plan
+        self.inst = inst
+        self.views = views
+        self.fusion_part = fusion_part
+        self.tail = tail
+        self.reduce = reduce
+        self.restore = restore
+        self.example_input = example_input
+        self.output_names = output_names
+        self.quantized = False
+        self.last_run = RunStats()
+
+    @property
+    def parts(self) -> list[Part]:
+        """Every sensor part, then every per-view aggregator part, then the fusion part."""
+        return [v.sensor_part for v in self.views] + [v.aggregator_part for v in self.views] + [self.fusion_part]
+
+    @property
+    def crossings(self) -> list[Crossing]:
+        """One per view, sensor -> aggregator, in sensor order."""
+        return [v.crossing for v in self.views]
+
+    @property
+    def sent_bytes(self) -> list[float]:
+        return [c.bytes for c in self.crossings]
+
+    @property
+    def transmitted_bytes(self) -> float:
+        return sum(self.sent_bytes)
+
+    def _views(self, views) -> list[torch.Tensor]:
+        """The V view batches: a tensor (n, V, *shape) or a sequence of V tensors (n, *shape)."""
+        V = len(self.views)
+        if isinstance(views, torch.Tensor):
+            if views.dim() < 2 or views.shape[1] != V:
+                raise InvalidModel(f"multiview input shape {tuple(views.shape)}: expected (n, {V}, ...), one entry "
+                                   f"per view")
+            views = [views[:, v] for v in range(V)]
+        views = list(views)
+        if len(views) != V:
+            raise InvalidModel(f"multiview input: {len(views)} views given, the plan has {V}")
+        want = tuple(self.example_input.shape[1:])
+        n = views[0].shape[0] if views[0].dim() else 0
+        for v, x in enumerate(views):
+            if x.dim() != self.example_input.dim() or tuple(x.shape[1:]) != want or x.shape[0] != n:
+                raise InvalidModel(f"view {v} input shape {tuple(x.shape)} does not match the captured input shape "
+                                   f"({n}, {', '.join(map(str, want))})")
+        return views
+
+    def run(self, views, transmit: Transmit | None = None):
+        """Run the split on ``views`` ((n, V, *shape) or V tensors (n, *shape)), one sample
+        at a time: each sensor part on its view, ``transmit(name, tensor, bits)`` (default
+        identity) on the tensor it sends, the view's aggregator part, then the fusion
+        part. Returns the outputs stacked on dim 0."""
+        views = self._views(views)
+        hook = identity_transmit if transmit is None else transmit
+        n = views[0].shape[0]
+        V = len(self.views)
+        stats = RunStats(samples=n, part_seconds=[0.0] * (2 * V + 1), crossing_bytes=[0.0] * V)
+        outs = []
+        with torch.no_grad():
+            for i in range(n):
+                pre = []
+                for v, view in enumerate(self.views):
+                    t = views[v][i:i + 1]
+                    for k, part in ((v, view.sensor_part), (V + v, view.aggregator_part)):
+                        if k == V + v and view.crossing.tensors:
+                            name, _, bits = view.crossing.tensors[0]
+                            stats.crossing_bytes[v] = t.numel() * bits / 8.0
+                            t = hook(name, t, bits)
+                        if part.module is not None:
+                            t0 = time.perf_counter()
+                            t = part.module(t)[0]
+                            stats.part_seconds[k] += time.perf_counter() - t0
+                    pre.append(t)
+                t0 = time.perf_counter()
+                outs.append(self.tail(*pre))
+                stats.part_seconds[-1] += time.perf_counter() - t0
+        self.last_run = stats
+        return _stack(outs, len(outs[0]))
+
+    def reference(self, views):
+        """The same multi-view network computed without the split: for every view the
+        captured (exported) program is run whole on the view and the fusion tensor is read
+        off it (``splitopt.torch.quant_error.run_layers``); then Conv-Reduce (the same
+        module), the fusion written out independently of the split's code (View-Pool: a
+        running ``torch.maximum``; View-Fuse: ``torch.cat`` of the views with the channels
+        permuted so that fused channel ``j*V + v`` is channel ``j`` of view ``v``, then the
+        same ``restore`` module), then the program is run once more with the fusion
+        tensor's node replaced by the fused tensor, which gives the post-fusion output."""
+        from splitopt.torch.quant_error import _placeholder_values, run_layers
+
+        views = self._views(views)
+        fusion = self.plan.fusion
+        program = self.capture.program
+        layer = {l.name: l for l in self.capture.layers}
+        outs = []
+        with torch.no_grad():
+            for i in range(views[0].shape[0]):
+                pre = []
+                for x in views:
+                    got: dict[str, torch.Tensor] = {}
+                    x = x[i:i + 1]
+                    if fusion == INPUT_NAME:
+                        got[fusion] = x
+                    else:
+                        run_layers(self.capture, x, lambda name, t: got.setdefault(name, t) if name == fusion else None)
+                    f = got[fusion]
+                    pre.append(f if self.reduce is None else self.reduce(f))
+                fused = _reference_fusion(self.tail.kind, pre, self.restore)
+                if fusion == INPUT_NAME:
+                    args = _placeholder_values(program, fused)
+                    out = torch.fx.Interpreter(program.graph_module).run(*args)
+                else:
+                    args = _placeholder_values(program, views[0][i:i + 1])
+                    out = _Override(program.graph_module, layer[fusion].out_node, fused).run(*args)
+                outs.append(tuple(out) if isinstance(out, (tuple, list)) else (out,))
+        return _stack(outs, len(outs[0]))
+
+    def summary(self) -> list[dict[str, Any]]:
+        rows = []
+        for p in self.parts:
+            rows.append({"device": p.device, "layers": len(p.layers), "inputs": list(p.inputs),
+                         "outputs": list(p.outputs)})
+        return rows
+
+
+def _reference_fusion(kind: str, views: list[torch.Tensor], restore: torch.nn.Module | None) -> torch.Tensor:
+    if kind == "none":
+        return views[0]
+    if kind == "pool":
+        out = views[0]
+        for v in views[1:]:
+            out = torch.maximum(out, v)
+        return out
+    V, d = len(views), views[0].shape[1]
+    perm = [v * d + j for j in range(d) for v in range(V)]
+    return restore(torch.cat(views, dim=1)[:, perm])
+
+
+class _Override(torch.fx.Interpreter):
+    """Runs a graph with one node's value replaced."""
+
+    def __init__(self, gm: torch.fx.GraphModule, node: str, value: torch.Tensor):
+        super().__init__(gm)
+        self.node, self.value = node, value
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        if n.name == self.node:
+            return self.value
+        return super().run_node(n)
+
+
+def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, plan, inst, *,
+                        capture: Capture | None = None, rename=None, reduce: torch.nn.Module | None = None,
+                        restore: torch.nn.Module | None = None, seed: int = 0) -> MultiviewSplitModel:
+    """Cut ``module`` (the backbone of ONE view, as captured for the multiview instance
+    ``inst``) by the multiview plan ``plan`` (:class:`splitopt.multiview.MultiviewPlan`).
+
+    The network (``formulations/multiview_bus.md``): per view, the backbone up to the
+    fusion tensor ``f``, then Conv-Reduce ``c -> d`` when the plan has a width ``d``;
+    the fusion layer: View-Fuse (interlaced concatenation of the V reduced views,
+    :class:`splitopt.torch.splitting.ViewFuse`, then the 1x1 conv ``restore`` ``V*d -> c``)
+    with ``d``, View-Pool (element-wise max over the views) without ``d`` and V > 1,
+    nothing for one view without ``d``; then the backbone's post-fusion layers, once. All
+    views share the backbone's weights. ``reduce``/``restore``: the Conv-Reduce and
+    restore modules (mapping (1, c, ...) -> (1, d, ...) and (1, V*d, ...) -> (1, c, ...));
+    None: fresh :func:`pointwise_conv` modules, split-aware init seeded with ``seed`` and
+    ``seed + 1``.
+
+    Parts: per view, the sensor's (``prefix(cut)``; with cut ``mv.reduce`` the whole
+    pipeline, Conv-Reduce included) and the aggregator's per-view part (the rest of the
+    pipeline), and the aggregator's fusion part. Each view sends its cut tensor (the raw
+    view at its bits, a layer output or ``mv.reduce`` at ``Instance.sent_bits(t,
+    cloud_bits)``), unless nothing on the aggregator reads it (one view, no width, the
+    cut at a fusion tensor that is the model output). Everything runs in float
+    (multiview plans run every layer at ``cloud_bits``, the reference precision).
+    Raises InvalidModel / InvalidPlan / NotApplicable, each one line."""
+    from splitopt.errors import NotApplicable
+    from splitopt.multiview import REDUCE, check_plan as check_mv_plan, data as mv_data
+
+    if inst is None or inst.settings.problem != "multiview":
+        raise NotApplicable("partition_multiview: needs a multiview instance (problem 'multiview')")
+    if tuple(example_input.shape) != (1, *inst.inputs[0].shape):
+        raise InvalidModel(f"example input shape {tuple(example_input.shape)} does not match instance "
+                           f"'{inst.name}' input '{inst.inputs[0].name}' (expected {(1, *inst.inputs[0].shape)})")
+    if inst.inputs[0].name != INPUT_NAME:
+        raise InvalidModel(f"instance '{inst.name}': the graph input must be named '{INPUT_NAME}'")
+    check_mv_plan(inst, plan)
+    d = mv_data(inst)
+    if capture is None:
+        capture = capture_module(module, example_input, rename=rename, input_bits=int(inst.inputs[0].bits))
+    names = [l.name for l in capture.layers]
+    inst_names = [l.name for l in inst.layers]
+    for n in inst_names:
+        if n not in set(names):
+            raise InvalidModel(f"instance '{inst.name}' layer '{n}' is not a layer of the captured module "
+                               f"(the module has {len(names)} layers, the instance {len(inst_names)})")
+    for n in names:
+        if n not in set(inst_names):
+            raise InvalidModel(f"captured layer '{n}' is not in instance '{inst.name}'")
+    fusion, width, V = plan.fusion, plan.width, d.views
+    shape = list(inst.inputs[0].shape) if fusion == INPUT_NAME else list(inst.layer_by_name[fusion].output_shape)
+    c = int(shape[0]) if shape else 1
+    if width is not None:
+        reduce = pointwise_conv(c, width, shape, seed) if reduce is None else reduce
+        restore = pointwise_conv(V * width, c, shape, seed + 1) if restore is None else restore
+        reduce.eval()
+        restore.eval()
+        kind = "fuse"
+    else:
+        reduce = restore = None
+        kind = "pool" if V > 1 else "none"
+    ref_bits = int(inst.settings.cloud_bits)
+    bits = {n: ref_bits for n in names}
+    pre = set(d.prefix[fusion])
+    agg = inst.settings.cloud
+
+    def context(cut_layers: set[str]) -> _Context:
+        dev = {n: 0 if n in cut_layers else 1 if n in pre else 2 for n in names}
+        return _Context(capture, plan, ["sensor", agg, agg], dev, ref_bits, {}, part_device=["sensor", agg, agg],
+                        wbits=bits, abits=bits)
+
+    # fusion part: the post-fusion layers read the fused tensor where they read f
+    ctx = context(set())
+    output_names, out_at = _model_outputs(ctx)
+    post_layers = tuple(n for n in names if n not in pre)
+    for home, name, _ in out_at:
+        if home != 2 and not (name == fusion and not post_layers):
+            raise InvalidModel(f"multiview: module output '{name}' is computed before the fusion point '{fusion}'")
+    post_gm = None
+    if post_layers:
+        post = _PartBuilder(ctx, 2).build([(name, a) for _, name, a in out_at])
+        if list(post.inputs) != [fusion]:
+            raise InvalidModel(f"multiview: the post-fusion layers read {list(post.inputs)}, not only the fusion "
+                               f"tensor '{fusion}'")
+        post_gm = post.module
+    tail = _FusionTail(kind, V, restore, post_gm)
+    fuse_layers = ("mv.fuse",) if kind != "none" else ()
+    fused_input = REDUCE if width is not None else fusion
+    fusion_part = Part(agg, fuse_layers + post_layers, tuple(f"{fused_input}@{s}" for s in d.sensors),
+                       tuple(output_names), tail if (fuse_layers or post_layers) else None)
+
+    elements_f = math.prod(shape) if shape else 1
+    built: dict[str, tuple[Part, Part, tuple]] = {}
+    views = []
+    for s in d.sensors:
+        cut = plan.cuts[s]
+        if cut not in built:
+            cut_layers = set(d.prefix[fusion]) if cut == REDUCE else set(d.prefix[cut])
+            cctx = context(cut_layers)
+            sensor_gm = agg_gm = None
+            if cut_layers:
+                head = fusion if cut == REDUCE else cut
+                sensor_gm = _PartBuilder(cctx, 0).build([(head, cctx.nodes[cctx.layer[head].out_node])]).module
+            rest = [n for n in names if n in pre and n not in cut_layers]
+            if rest:
+                agg_gm = _PartBuilder(cctx, 1).build([(fusion, cctx.nodes[cctx.layer[fusion].out_node])]).module
+            on_sensor = tuple(n for n in names if n in cut_layers) + ((REDUCE,) if cut == REDUCE else ())
+            on_agg = tuple(rest) + ((REDUCE,) if width is not None and cut != REDUCE else ())
+            sent_name = cut
+            if cut == REDUCE:
+                elements, sbits = elements_f // c * width, int(inst.sent_bits(REDUCE, ref_bits))
+            elif cut == INPUT_NAME:
+                elements, sbits = math.prod(inst.inputs[0].shape), int(inst.inputs[0].bits)
+            else:
+                elements = math.prod(inst.layer_by_name[cut].output_shape)
+                sbits = int(inst.sent_bits(cut, ref_bits))
+            read = bool(on_agg) or kind != "none" or bool(post_layers)
+            sensor_mod = _ViewStep(sensor_gm, reduce if cut == REDUCE else None) if on_sensor else None
+            agg_mod = _ViewStep(agg_gm, reduce if width is not None and cut != REDUCE else None) if on_agg else None
+            last = REDUCE if width is not None else fusion
+            built[cut] = (sensor_mod, agg_mod, (on_sensor, on_agg, sent_name, elements, sbits, read, last))
+        sensor_mod, agg_mod, (on_sensor, on_agg, sent_name, elements, sbits, read, last) = built[cut]
+        crossing = Crossing(s, agg, ((sent_name, elements, sbits),) if read else ())
+        views.append(ViewSplit(
+            s, cut,
+            Part(s, on_sensor, (INPUT_NAME,) if on_sensor else (), (sent_name,) if on_sensor else (), sensor_mod),
+            crossing,
+            Part(agg, on_agg, (sent_name,) if on_agg else (), (last,) if on_agg else (), agg_mod)))
+    return MultiviewSplitModel(capture, plan, inst, views, fusion_part, tail, reduce, restore, example_input,
+                               tuple(output_names))
+
+
+def evaluator_view_bytes(inst, plan) -> list[tuple[str, tuple[tuple[str, float], ...]]]:
+    """Multiview plans: per sensor, the tensors it sends with their bytes per sample as
+    :func:`splitopt.multiview.evaluate` counts them (``metrics.views[i].sent``)."""
+    from splitopt.multiview import evaluate as mv_evaluate
+
+    return [(v.sensor, tuple((t, float(b)) for t, b in v.sent)) for v in mv_evaluate(inst, plan).views]
+
+
+def compare_multiview(split: MultiviewSplitModel, views, transmit: Transmit | None = None) -> dict[str, Any]:
+    """Run the multiview ``split`` and its unsplit :meth:`~MultiviewSplitModel.reference`
+    on ``views`` and report (JSON-ready): per view its sensor, cut point, the sent tensor
+    and bytes per sample (from the shapes, measured, and the evaluator's), per part its
+    device, layers and seconds; ``max_abs_diff``/``relative_mse`` against the reference;
+    ``ok``: the sent tensors and bytes equal the evaluator's and ``max_abs_diff <=
+    FLOAT_ATOL``."""
+    ref = split.reference(views)
+    out = split.run(views, transmit)
+    ref_t = ref if isinstance(ref, torch.Tensor) else ref[0]
+    out_t = out if isinstance(out, torch.Tensor) else out[0]
+    diff = float((out_t.double() - ref_t.double()).abs().max()) if out_t.numel() else 0.0
+    evaluator = dict(evaluator_view_bytes(split.inst, split.plan))
+    rows = []
+    bytes_ok = True
+    for k, v in enumerate(split.views):
+        ev = evaluator[v.sensor]
+        ours = tuple((n, e * b / 8.0) for n, e, b in v.crossing.tensors)
+        ok = [n for n, _ in ours] == [n for n, _ in ev] and all(_close(a[1], b[1]) for a, b in zip(ours, ev))
+        ok &= _close(v.crossing.bytes, split.last_run.crossing_bytes[k])
+        bytes_ok &= ok
+        rows.append({"sensor": v.sensor, "cut": v.cut, "sensor_layers": list(v.sensor_part.layers),
+                     "aggregator_layers": list(v.aggregator_part.layers),
+                     "tensors": [{"tensor": n, "elements": e, "bits": b, "bytes": e * b / 8.0}
+                                 for n, e, b in v.crossing.tensors],
+                     "bytes": v.crossing.bytes, "measured_bytes": split.last_run.crossing_bytes[k],
+                     "evaluator_bytes": sum(b for _, b in ev), "evaluator_tensors": [t for t, _ in ev]})
     parts = [{"device": p.device, "layers": list(p.layers), "inputs": list(p.inputs), "outputs": list(p.outputs),
               "seconds": split.last_run.part_seconds[m]} for m, p in enumerate(split.parts)]
-    float_ok = split.quantized or diff <= FLOAT_ATOL
-    return {"samples": int(inputs.shape[0]), "quantized": split.quantized, "parts": parts, "crossings": crossings,
-            "transmitted_bytes": split.transmitted_bytes, "max_abs_diff": diff,
-            "relative_mse": relative_mse(out_t, ref_t), "float_atol": FLOAT_ATOL,
-            "bytes_match": bool(bytes_ok), "ok": bool(bytes_ok and float_ok)}
+    return {"samples": int(out_t.shape[0]), "kind": "multiview", "fusion": split.plan.fusion,
+            "width": split.plan.width, "views": rows, "parts": parts, "transmitted_bytes": split.transmitted_bytes,
+            "max_abs_diff": diff, "relative_mse": relative_mse(out_t, ref_t), "float_atol": FLOAT_ATOL,
+            "bytes_match": bool(bytes_ok), "ok": bool(bytes_ok and diff <= FLOAT_ATOL)}

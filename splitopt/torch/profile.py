@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 
 from splitopt.instance import FORMAT, Instance, parse_instance
-from splitopt.torch.capture import Capture, capture
+from splitopt.torch.capture import Capture
 from splitopt.torch.quant_error import _placeholder_values, layer_dicts_with_errors
 
 #: candidate bit-widths of the error tables
@@ -104,8 +104,12 @@ def profile(
     :mod:`splitopt.presets`); ``calibration`` (N x input shape): measure the error tables
     at ``bits``; ``measure_latency``: add this host as device ``host_device_name`` with
     measured per-layer latencies (median of ``repeats``, ms). Raises InvalidInstance (one
-    line) if the pieces do not make a valid instance, ValueError for a wrong input."""
-    cap = capture(module, example_input, rename=rename, input_bits=input_bits)
+    line) if the pieces do not make a valid instance, InvalidModel (one line) for an
+    untraceable module or an example input that does not fit it, ValueError for
+    calibration inputs of another shape."""
+    from splitopt.torch.user_model import capture_checked  # one-line InvalidModel for bad modules/inputs
+
+    cap = capture_checked(module, example_input, rename=rename, input_bits=input_bits)
     if calibration is not None:
         if tuple(calibration.shape[1:]) != tuple(example_input.shape[1:]):
             raise ValueError(f"calibration inputs have shape {tuple(calibration.shape[1:])} per sample, "

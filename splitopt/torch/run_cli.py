@@ -1,12 +1,15 @@
 """``splitopt run INSTANCE PLAN --model NAME``: rebuild the model, cut it by the plan,
 run the parts on synthetic inputs and check them against the unsplit model and the
-evaluator.
+evaluator. Plans of every family: split, split_bits, chain, mesh and multiview
+(:mod:`splitopt.torch.partition`).
 
 Register it on the app with ``app.command("run")(run_command)``.
 
 NAME: ``resnet50``, ``mobilenet_v2``, ``googlenet`` (the builders of the shipped
 instances, :data:`splitopt.torch.architectures.MODELS`, fed synthetic 224x224 images) or
-``tiny_gpt2`` (fed random token ids). Exit status: 0 the split matches (float plans:
+``tiny_gpt2`` (fed random token ids), or a user model ``PATH.py:FACTORY`` /
+``package.module:FACTORY`` (:mod:`splitopt.torch.user_model`; ``--input-shape``,
+``--input-dtype``, ``--input-high`` set its synthetic inputs). Exit status: 0 the split matches (float plans:
 max abs difference <= 1e-5; quantized plans: the relative MSE is reported) and its
 crossing bytes equal the evaluator's; 1 it does not; 2 bad input (instance, plan,
 unknown model, module that does not match the instance).
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -27,15 +31,32 @@ CALIBRATION_IMAGES = 8
 
 
 def model_names() -> list[str]:
+    """The built-in model names; any ``PATH.py:FACTORY`` or ``package.module:FACTORY`` spec
+    names a user model (:mod:`splitopt.torch.user_model`)."""
     from splitopt.torch.architectures import MODELS, SMALL_MODELS
 
     return sorted(MODELS) + sorted(SMALL_MODELS)
 
 
-def build_model(name: str, seed: int, inst=None):
+def build_model(name: str, seed: int, inst=None, *, input_shape: str | None = None, input_dtype: str | None = None,
+                input_high: int | None = None):
     """``(module, rename, example input, run inputs(n), calibration inputs)`` of model
-    ``name``; InvalidModel for an unknown name."""
+    ``name``: a built-in name or a user spec ``PATH.py:FACTORY`` / ``package.module:FACTORY``
+    (``rename`` None; ``input_shape``/``input_dtype``/``input_high`` set its inputs, see
+    :func:`splitopt.torch.user_model.load_user_model`). InvalidModel (one line) for an
+    unknown name, a user model that cannot be loaded, or input options given for a
+    built-in model."""
     from splitopt.errors import InvalidModel
+
+    if ":" in name:
+        from splitopt.torch.user_model import load_user_model
+
+        return load_user_model(name, seed, input_shape=input_shape, input_dtype=input_dtype,
+                               input_high=input_high, inst=inst)
+    given = [opt for opt, v in (("--input-shape", input_shape), ("--input-dtype", input_dtype),
+                                ("--input-high", input_high)) if v is not None]
+    if given:
+        raise InvalidModel(f"{given[0]}: applies to user models (PATH.py:FACTORY), not to the built-in model '{name}'")
     from splitopt.torch import architectures as arch
 
     if name in arch.MODELS:
@@ -49,52 +70,104 @@ def build_model(name: str, seed: int, inst=None):
         example = arch.synthetic_tokens(1, seed=RUN_INPUT_SEED)
         return (module, rename, example, lambda n: arch.synthetic_tokens(n, seed=RUN_INPUT_SEED),
                 lambda: arch.synthetic_tokens(CALIBRATION_IMAGES, seed=CALIBRATION_SEED))
-    raise InvalidModel(f"--model: unknown model '{name}' (choose from {', '.join(model_names())})")
+    raise InvalidModel(f"--model: unknown model '{name}' (choose from {', '.join(model_names())}, "
+                       f"or give a user model as PATH.py:FACTORY)")
 
 
 def run_command(
-    instance: Path = typer.Argument(..., help="Instance JSON file (made by `profile` or instances/make_instances.py)."),
+    instance: Path = typer.Argument(..., help="Instance JSON file (made by `profile` or instances/make_*instances.py): "
+                                              "problem split, split_bits, chain, mesh or multiview."),
     plan: Path = typer.Argument(..., help="Plan JSON file (or the output of `solve --json`)."),
-    model: str = typer.Option(..., "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2."),
+    model: str = typer.Option(..., "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2, or a user model PATH.py:FACTORY / package.module:FACTORY (the one given to `profile`)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the model's random initialisation (the instances use 0)."),
     samples: int = typer.Option(2, "--samples", "-n", help="Synthetic inputs to run (one at a time)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="User models: input shape with batch 1, e.g. 1,3,32,32 (default: the factory's example input, else the instance's input)."),
+    input_dtype: Optional[str] = typer.Option(None, "--input-dtype", help="User models: input dtype, float32 (default) or int64 for token ids (also float64, float16, bfloat16, int32)."),
+    input_high: Optional[int] = typer.Option(None, "--input-high", help="User models with integer inputs: exclusive upper bound of the random ids (default: the factory's example input max + 1)."),
 ) -> None:
-    """Cut the MODEL by PLAN into one torch module per device, run the parts in sequence on
-    synthetic inputs and compare with the unsplit model and the evaluator's bytes."""
+    """Cut the MODEL by PLAN into runnable torch modules, run them in sequence on synthetic
+    inputs and compare with the unsplit model and the evaluator's bytes.
+
+    Two-tier and chain plans: one part per device, the tensors crossing each boundary.
+    Mesh plans: one part per stage (a device may have several parts when a path leaves it
+    and comes back), each tensor sent once per destination device; the bytes are checked
+    per device pair and, routed over the instance's links, per link against the mesh
+    evaluator. Multiview plans: V different synthetic inputs as the views, one part per
+    sensor, per-view aggregator parts and the fusion part (Conv-Reduce and the V*d -> c
+    conv drawn with split-aware init seeded by --seed), compared with the unsplit
+    multi-view network and, per view, the evaluator's sent bytes. Exit status: 0 the
+    split matches, 1 it does not, 2 bad input (instance, plan, unknown model, module that
+    does not match the instance)."""
     from splitopt.cli import _errors, _print_json, console
 
     with _errors():
         from splitopt.instance import load_instance
         from splitopt.plan import load_plan
-        from splitopt.errors import InvalidModel
+        from splitopt.errors import InvalidModel, NotApplicable
         from splitopt.torch.partition import FLOAT_ATOL, compare, partition
 
         if samples < 1:
             raise InvalidModel(f"--samples: must be at least 1, got {samples}")
         inst = load_instance(instance)
+        problem = inst.settings.problem
+        if problem not in ("split", "split_bits", "chain", "mesh", "multiview"):
+            raise NotApplicable(f"{instance}: problem '{problem}' is not supported by `splitopt run` "
+                                "(split, split_bits, chain, mesh, multiview)")
         the_plan = load_plan(inst, plan)
         t0 = time.perf_counter()
-        module, rename, example, inputs, calibration = build_model(model, seed, inst)
-        split = partition(module, example, the_plan, inst, rename=rename, calibration=calibration())
-        build_s = time.perf_counter() - t0
-        report = compare(split, module, inputs(samples), inst)
+        module, rename, example, inputs, calibration = build_model(
+            model, seed, inst, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
+        if problem == "multiview":
+            from splitopt.torch.partition import compare_multiview, partition_multiview
+
+            split = partition_multiview(module, example, the_plan, inst, rename=rename, seed=seed)
+            build_s = time.perf_counter() - t0
+            views = len(split.views)
+            batch = inputs(samples * views)
+            report = compare_multiview(split, batch.reshape(samples, views, *batch.shape[1:]))
+        else:
+            split = partition(module, example, the_plan, inst, rename=rename,
+                              calibration=None if problem == "mesh" else calibration())
+            build_s = time.perf_counter() - t0
+            report = compare(split, module, inputs(samples), inst)
         report.update({"instance": inst.name, "model": model, "seed": seed, "build_seconds": build_s})
     if as_json:
         _print_json(report)
+    elif report["kind"] == "multiview":
+        width = report["width"]
+        console.print(f"[bold]{inst.name}[/bold] <- {model} (seed {seed}), {samples} sample(s) x {len(report['views'])} "
+                      f"views, fusion at {report['fusion']}, "
+                      f"{'View-Pool' if width is None else f'Conv-Reduce d={width} + View-Fuse'}; "
+                      f"built and partitioned in {build_s:.1f} s")
+        for v in report["views"]:
+            sent = [t["tensor"] for t in v["tensors"]]
+            console.print(f"  {v['sensor']}: cut {v['cut']}, {len(v['sensor_layers'])} layers on the sensor, "
+                          f"{len(v['aggregator_layers'])} on the aggregator; sends {sent or '-'}, "
+                          f"{v['bytes']:,.1f} B/sample (evaluator {v['evaluator_bytes']:,.1f} B)")
+        console.print(f"  max abs difference vs the unsplit multi-view network: {report['max_abs_diff']:.3g} "
+                      f"(must be <= {FLOAT_ATOL:g})")
+        console.print("[green]OK[/green]" if report["ok"] else "[red]MISMATCH[/red]")
     else:
+        mesh = report["kind"] == "mesh"
         console.print(f"[bold]{inst.name}[/bold] <- {model} (seed {seed}), {samples} sample(s), "
-                      f"{'quantized' if report['quantized'] else 'float'} plan; built and partitioned in {build_s:.1f} s")
-        for p in report["parts"]:
+                      f"{'quantized' if report['quantized'] else 'float'} {'mesh ' if mesh else ''}plan; "
+                      f"built and partitioned in {build_s:.1f} s")
+        for k, p in enumerate(report["parts"]):
             names = p["layers"]
             span = f"{names[0]} .. {names[-1]}" if len(names) > 1 else (names[0] if names else "-")
-            console.print(f"  part {p['device']}: {len(names)} layers ({span}); receives {p['inputs'] or '-'}; "
+            label = f"part {k} on {p['device']}" if mesh else f"part {p['device']}"
+            console.print(f"  {label}: {len(names)} layers ({span}); receives {p['inputs'] or '-'}; "
                           f"{p['seconds'] / samples * 1000:.1f} ms/sample")
         for c in report["crossings"]:
             ev = c.get("evaluator_bytes")
             ev_text = f" (evaluator {ev:,.1f} B)" if ev is not None else ""
             console.print(f"  {c['source']} -> {c['target']}: {len(c['tensors'])} tensor(s) "
                           f"{[t['tensor'] for t in c['tensors']]}, {c['bytes']:,.1f} B/sample{ev_text}")
+        for link in report.get("links", []):
+            if link["bytes"] or link["evaluator_bytes"]:
+                console.print(f"  link {link['link']}: {link['bytes']:,.1f} B/sample routed "
+                              f"(evaluator {link['evaluator_bytes']:,.1f} B)")
         console.print(f"  max abs difference vs unsplit: {report['max_abs_diff']:.3g}"
                       f"{'' if report['quantized'] else f' (float plan: must be <= {FLOAT_ATOL:g})'}; "
                       f"relative MSE {report['relative_mse']:.3g}")
