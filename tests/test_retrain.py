@@ -216,6 +216,25 @@ def test_cli_retrain(tmp_path):
     assert "kaiming" in res.stdout and "ce" in res.stdout
 
 
+def test_cli_retrain_writes_an_instance_whose_width_the_solver_chooses(tmp_path):
+    from splitopt import load_instance, multiview as mv
+    from splitopt.solve import solve
+
+    table_file, inst_file = tmp_path / "table.json", tmp_path / "widths.json"
+    res = CliRunner().invoke(_app(), ["retrain", "--epochs", "1", "--base-epochs", "2", "--widths", "1,4",
+                                      "--no-progress", "-o", str(table_file), "--instance-out", str(inst_file),
+                                      "--min-accuracy", "0.0"])
+    assert res.exit_code == 0, res.output
+    table, inst = json.loads(table_file.read_text()), load_instance(inst_file)
+    d = mv.data(inst)
+    assert d.widths == (1, 4) and d.fusions == ("block2.2",) and d.min_accuracy == 0.0
+    measured = {r["d"]: r["accuracy_after_packed"] for r in table["rows"]}
+    assert d.accuracy == {("block2.2", None): table["unsplit_accuracy_packed"],
+                          ("block2.2", 1): measured[1], ("block2.2", 4): measured[4]}
+    res = solve(inst, "cpsat")
+    assert res.metrics.feasible and res.metrics.accuracy == d.accuracy[(res.plan.fusion, res.plan.width)]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--split", "block7"], "unknown block 'block7'"),
     (["--widths", "0"], "in [1, 32]"),
@@ -225,9 +244,62 @@ def test_cli_retrain(tmp_path):
     (["--init", "he"], "unknown initialisation 'he'"),
     (["--loss", "mse"], "unknown loss 'mse'"),
     (["--epochs", "-1"], "epochs"),
+    (["--min-accuracy", "0.9"], "--min-accuracy: needs --instance-out"),
+    (["--min-accuracy", "1.5", "--instance-out", "x.json"], "must be a fraction in [0, 1]"),
 ])
 def test_cli_retrain_bad_input(args, message):
     res = CliRunner().invoke(_app(), ["retrain", "--no-progress", *args])
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
+
+
+# ----- multi-view --------------------------------------------------------------------------------
+
+def test_view_masks_cover_the_image_with_overlapping_bands():
+    from splitopt.torch.multiview_retrain import view_masks
+
+    m = view_masks(2)
+    assert m.shape == (2, 1, 8, 8)
+    assert torch.nonzero(m[0, 0, 0]).flatten().tolist() == [0, 1, 2, 3, 4]
+    assert torch.nonzero(m[1, 0, 0]).flatten().tolist() == [3, 4, 5, 6, 7]
+    for v in (1, 3, 4):
+        assert (view_masks(v).amax(dim=0) == 1).all()  # every pixel is seen by some view
+    with pytest.raises(InvalidModel, match=r"views: must be an integer in \[1, 4\]"):
+        view_masks(5)
+
+
+def test_multiview_split_model_is_reduce_fuse_then_conv():
+    from splitopt.torch.multiview_retrain import MultiViewDigits, ViewPoolNet, _parts
+    from splitopt.torch.architectures import digits_cnn
+
+    head, tail = _parts(digits_cnn(0), "block2")
+    pool = ViewPoolNet(head, tail)
+    net = MultiViewDigits(pool, 2, 32, 3, seed=5).eval()
+    x = torch.rand(4, 2, 1, 8, 8)
+    with torch.no_grad():
+        z = [net.net.heads[v](x[:, v]) for v in range(2)]
+        assert z[0].shape == (4, 3, 4, 4)
+        fused = torch.stack(z, dim=2).reshape(4, 6, 4, 4)  # channel j*V + v = channel j of view v
+        assert torch.equal(net(x), net.net.tail(fused))
+        pooled = torch.maximum(head(x[:, 0]), head(x[:, 1]))
+        assert torch.equal(pool(x), tail(pooled))
+    assert net.transmitted(x[:1, 0])["payload_bytes"] == 3 * 16
+
+
+def test_short_multiview_retraining_improves_the_split_model():
+    from splitopt.torch.multiview_retrain import multiview_retrain_table
+    from splitopt.torch.width_instance import widths_instance
+    from splitopt import multiview as mv
+    from splitopt.solve import solve
+
+    table = multiview_retrain_table(views=2, widths=[2], epochs=2, base_epochs=3, progress=False)
+    row = table["rows"][0]
+    assert table["views"] == 2 and "columns 0-4, 3-7" in table["data"]
+    assert row["accuracy_after"] > row["accuracy_before"] + 0.2, row
+    assert row["payload_bytes"] == 32 and table["unsplit_bytes"] == 512
+    inst = widths_instance(table, 0.0)
+    d = mv.data(inst)
+    assert d.sensors == ("wearable0", "wearable1") and d.accuracy[("block2.2", 2)] == row["accuracy_after_packed"]
+    res = solve(inst, "cpsat")
+    assert res.metrics.feasible and res.metrics.accuracy is not None

@@ -1,11 +1,18 @@
 """``splitopt retrain``: train the digits CNN, insert the SplitNets splitting module
 (Conv-Reduce c -> d on the edge, Conv-Recover d -> c on the cloud) after a block, retrain
 it for each width d, and print accuracy before/after and the bytes sent per sample.
+``--views V`` (V > 1): V sensors see column bands of each digit; the unsplit model fuses
+by View-Pool, the split model by Conv-Reduce per view and View-Fuse.
 
 Register it on the app with ``app.command("retrain")(retrain_command)``.
 
+``--instance-out F`` also writes a one-view ``multiview`` instance whose compression
+widths carry the measured accuracies (``splitopt/torch/width_instance.py``), so that
+``splitopt solve F`` chooses the width d under ``--min-accuracy``.
+
 Exit status: 0 done; 2 bad input (unknown split block, a width that is not an integer in
-[1, channels at the split], unknown init or loss, negative epochs), one line on stderr.
+[1, channels at the split], unknown init or loss, negative epochs, a --min-accuracy outside
+[0, 1] or without --instance-out), one line on stderr.
 """
 
 from __future__ import annotations
@@ -41,9 +48,12 @@ def retrain_command(
     lr: float = typer.Option(3e-3, "--lr", help="Adam learning rate of the retraining."),
     bits: int = typer.Option(8, "--bits", help="Bits per transmitted element (packing.pack) for the bytes and the packed accuracy."),
     seed: int = typer.Option(0, "--seed", help="Seed of the model init, the shuffling and the splitting module."),
+    views: int = typer.Option(1, "--views", help="Views V (1-4): with V > 1 each sensor sees a column band of the digit; the unsplit model fuses the views by View-Pool (max), the split model by Conv-Reduce per view + View-Fuse (splitopt/torch/multiview_retrain.py)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the table JSON to this file."),
+    instance_out: Optional[Path] = typer.Option(None, "--instance-out", help="Also write a one-view multiview instance (wearable -> phone over 1 Mbit/s, assumed hardware) whose compression widths carry the measured accuracies: the solver then chooses d (splitopt/torch/width_instance.py)."),
+    min_accuracy: Optional[float] = typer.Option(None, "--min-accuracy", help="With --instance-out: the least test accuracy (fraction) a plan may have (settings.multiview.min_accuracy)."),
 ) -> None:
     """Insert the SplitNets splitting module into a CNN trained here on scikit-learn's
     digits, retrain it for each width d and print accuracy (unsplit, split before and after
@@ -61,15 +71,34 @@ def retrain_command(
         if epochs < 0 or base_epochs < 1:
             raise InvalidModel(f"--epochs/--base-epochs: need epochs >= 0 and base epochs >= 1, got {epochs} and {base_epochs}")
         check_bits(bits)
-        table = retrain_table(split=split, widths=ds, inits=(init,), loss=loss, epochs=epochs,
-                              base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress)
+        if min_accuracy is not None and instance_out is None:
+            raise InvalidModel("--min-accuracy: needs --instance-out (it is a setting of the written instance)")
+        if min_accuracy is not None and not 0.0 <= min_accuracy <= 1.0:
+            raise InvalidModel(f"--min-accuracy: must be a fraction in [0, 1], got {min_accuracy}")
+        if views == 1:
+            table = retrain_table(split=split, widths=ds, inits=(init,), loss=loss, epochs=epochs,
+                                  base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress)
+        else:
+            from splitopt.torch.multiview_retrain import multiview_retrain_table
+
+            table = multiview_retrain_table(views=views, split=split, widths=ds, init=init, loss=loss, epochs=epochs,
+                                            base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress)
         table["width_options"] = width_options(table)
         if output is not None:
             output.write_text(json.dumps(table, indent=1) + "\n")
+        if instance_out is not None:
+            from splitopt.instance import save_instance
+            from splitopt.torch.width_instance import widths_instance
+
+            save_instance(widths_instance(table, min_accuracy), instance_out)
     if as_json:
         _print_json(table)
         return
     s = table["settings"]
+    if views > 1:
+        console.print(f"{views} views ({table['data'].split(' views: ')[-1]}); unsplit = View-Pool (max over views), "
+                      f"split = Conv-Reduce per view + View-Fuse + 1x1 conv {views}*d -> {table['channels']}; "
+                      "bytes are per view", highlight=False)
     console.print(f"[bold]digits_cnn[/bold] split after {table['split']} ({table['channels']}x{table['height']}x"
                   f"{table['width']}), unsplit accuracy {table['unsplit_accuracy']:.4f} "
                   f"(trained {s['base_epochs']} epochs in {table['base_train_seconds']:.1f} s); retraining: {s['loss']}, "
@@ -88,3 +117,6 @@ def retrain_command(
     console.print(t)
     if output is not None:
         console.print(f"table written to {output}")
+    if instance_out is not None:
+        console.print(f"instance written to {instance_out}: `splitopt solve {instance_out}` chooses the cut and d"
+                      f"{'' if min_accuracy is None else f' with accuracy >= {min_accuracy:g}'}", highlight=False)
