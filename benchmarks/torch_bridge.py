@@ -9,7 +9,11 @@ For each model built in code (``resnet50``, ``mobilenet_v2``, ``googlenet``,
 * split-run overhead: median wall time per sample of the unsplit module against the
   partitioned model (``splitopt.torch.partition``) for a middle cut (half of the layers on
   the edge, a float plan), over ``--samples`` inputs, and the largest absolute output
-  difference (must be <= 1e-5).
+  difference (must be <= 1e-5);
+* a mesh plan: GoogLeNet on ``instances/jmsnas_mesh_googlenet.json`` with inception4a's
+  branches on the three MBSs and the SBS, the layers before on the SBS and after on the
+  cloud (five parts), the same medians and the routed per-link bytes against the mesh
+  evaluator's.
 
 Run: ``python benchmarks/torch_bridge.py [--calibration 4] [--repeats 3] [--samples 8]``;
 writes ``benchmarks/results/torch_bridge.md`` and ``.json``.
@@ -79,6 +83,42 @@ def bench(model: str, calibration: int, repeats: int, samples: int) -> dict:
             "edge_layers": len(half), "transmitted_bytes": split.transmitted_bytes}
 
 
+def bench_mesh(samples: int) -> dict:
+    import splitopt
+    from splitopt.mesh import MeshPlan
+    from splitopt.torch.partition import evaluator_link_bytes
+
+    module, rename, example, sampler, _ = build_model("googlenet", seed=0)
+    inst = splitopt.load_instance(ROOT / "instances" / "jmsnas_mesh_googlenet.json")
+    device, after = {}, False
+    for layer in inst.layers:
+        after |= layer.name == "inception4a.concat"
+        branch = next((k for k in (1, 2, 3) if layer.name.startswith(f"inception4a.branch{k}")), None)
+        device[layer.name] = "cloud" if after else f"MBS{branch}" if branch else "SBS"
+    plan = MeshPlan(device)
+    split, partition_s = timed(lambda: partition(module, example, plan, inst, rename=rename))
+    inputs = sampler(samples)
+    unsplit_t, split_t, diff = [], [], 0.0
+    with torch.no_grad():
+        module.eval()(inputs[:1])
+        split.run(inputs[:1])
+        for i in range(samples):
+            x = inputs[i:i + 1]
+            ref, t = timed(lambda: module(x))
+            unsplit_t.append(t)
+            out, t = timed(lambda: split.run(x))
+            split_t.append(t)
+            diff = max(diff, float((out.double() - ref.double()).abs().max()))
+    ours, theirs = split.link_bytes(), evaluator_link_bytes(inst, plan)
+    return {"model": "googlenet (mesh, 5 parts)", "layers": len(inst.layers), "partition_s": partition_s,
+            "parts": [p.device for p in split.parts], "unsplit_ms": 1000 * statistics.median(unsplit_t),
+            "split_ms": 1000 * statistics.median(split_t),
+            "overhead": statistics.median(split_t) / statistics.median(unsplit_t), "max_abs_diff": diff,
+            "transmitted_bytes": split.transmitted_bytes, "link_bytes": ours, "evaluator_link_bytes": theirs,
+            "links_match": all(abs(ours.get(k, 0.0) - v) <= 1e-6 * max(1.0, v) for k, v in theirs.items())
+            and set(ours) <= set(theirs)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibration", type=int, default=4)
@@ -92,9 +132,12 @@ def main() -> None:
         row = bench(model, a.calibration, a.repeats, a.samples)
         rows.append(row)
         print(json.dumps(row), flush=True)
+    mesh = bench_mesh(a.samples)
+    print(json.dumps(mesh), flush=True)
     out = ROOT / "benchmarks" / "results"
     (out / "torch_bridge.json").write_text(json.dumps({"cpu": a.cpu, "torch": torch.__version__,
-                                                       "threads": torch.get_num_threads(), "rows": rows}, indent=1) + "\n")
+                                                       "threads": torch.get_num_threads(), "rows": rows, "mesh": mesh},
+                                                      indent=1) + "\n")
     lines = [
         "# Torch bridge benchmark",
         "",
@@ -111,6 +154,12 @@ def main() -> None:
         lines.append(f"| {r['model']} | {r['layers']} | {r['profile_s']:.1f} | {r['latency_measure_s']:.1f} | "
                      f"{r['partition_s']:.1f} | {r['unsplit_ms']:.1f} | {r['split_ms']:.1f} | {r['overhead']:.2f}x | "
                      f"{r['max_abs_diff']:.1e} | {r['transmitted_bytes']:,.0f} |")
+    lines += ["", f"Mesh plan (GoogLeNet on `jmsnas_mesh_googlenet.json`, inception4a's branches on MBS1-3 and the SBS; "
+              f"parts {' -> '.join(mesh['parts'])}): partition {mesh['partition_s']:.1f} s, unsplit "
+              f"{mesh['unsplit_ms']:.1f} ms/sample, split {mesh['split_ms']:.1f} ms/sample ({mesh['overhead']:.2f}x), "
+              f"max abs diff {mesh['max_abs_diff']:.1e}, {mesh['transmitted_bytes']:,.0f} B per sample between devices; "
+              f"bytes per link equal the mesh evaluator's: {mesh['links_match']} "
+              f"({', '.join(f'{k} {v:,.0f} B' for k, v in sorted(mesh['link_bytes'].items()))})."]
     (out / "torch_bridge.md").write_text("\n".join(lines) + "\n")
     print("wrote", out / "torch_bridge.md")
 

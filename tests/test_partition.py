@@ -38,8 +38,11 @@ from splitopt.torch.capture import capture  # noqa: E402
 from splitopt.mesh import MeshPlan  # noqa: E402
 from splitopt.multiview import MultiviewPlan  # noqa: E402
 from splitopt.torch.partition import (  # noqa: E402
-    FLOAT_ATOL, compare, compare_multiview, evaluator_link_bytes, evaluator_mesh_crossings, evaluator_sent_bytes,
-    evaluator_view_bytes, identity_transmit, mesh_layer_order, mesh_stages, partition, partition_multiview,
+    FLOAT_ATOL, compare, evaluator_link_bytes, evaluator_mesh_crossings, evaluator_sent_bytes,
+    identity_transmit, mesh_layer_order, mesh_stages, partition,
+)
+from splitopt.torch.partition_multiview import (  # noqa: E402
+    compare_multiview, evaluator_view_bytes, partition_multiview,
 )
 
 pytestmark = pytest.mark.torch

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from splitopt.errors import InvalidModel
-from splitopt.torch.retrain import LOSSES, TRANSMIT_BITS, Data, TrainLog, accuracy, check_widths, distill, train
+from splitopt.torch.retrain import LOSSES, TRANSMIT_BITS, Data, TrainLog, accuracy, check_widths, retrain_row, train
 
 MAX_VIEWS = 4
 
@@ -147,17 +147,9 @@ def multiview_retrain_table(views: int = 2, split: str = "block2", widths: Seque
     rows = []
     for d in widths:
         net = MultiViewDigits(pool, views, c, d, init=init, seed=seed)
-        before = accuracy(net, data)
-        if loss == "kd":
-            log = distill(net, pool, data, epochs, temperature=temperature, alpha=alpha, seed=seed, lr=lr,
-                          progress=progress)
-        else:
-            log = train(net, data, epochs, lr=lr, seed=seed, progress=progress)
-        sent = net.transmitted(example_view, bits)
-        rows.append({"d": d, "init": init, "loss": loss, "accuracy_unsplit": unsplit_acc, "accuracy_before": before,
-                     "accuracy_after": accuracy(net, data), "accuracy_after_packed": accuracy(net, data, bits=bits),
-                     "elements": sent["elements"], "payload_bytes": sent["payload_bytes"],
-                     "header_bytes": sent["header_bytes"], "train_seconds": log.seconds, "losses": log.losses})
+        row = retrain_row(net, pool, data, loss, epochs, seed=seed, lr=lr, temperature=temperature, alpha=alpha,
+                          bits=bits, progress=progress, sent=lambda: net.transmitted(example_view, bits))
+        rows.append({"d": d, "init": init, "loss": loss, "accuracy_unsplit": unsplit_acc, **row})
     bands = [torch.nonzero(m[0, 0]).flatten().tolist() for m in view_masks(views)]
     return {"model": "digits_cnn", "views": views,
             "data": f"sklearn load_digits, 1437 train / 360 test (stratified, seed 0), {views} views: columns "

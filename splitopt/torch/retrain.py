@@ -232,6 +232,27 @@ def train_digits(seed: int = 0, epochs: int = 20, lr: float = 3e-3, data: Data |
     return model, data, log
 
 
+def retrain_row(net: nn.Module, teacher: nn.Module, data: Data, loss: str, epochs: int, *, seed: int, lr: float,
+                temperature: float, alpha: float, bits: int, progress: bool,
+                sent: Callable[[], dict[str, int]]) -> dict:
+    """Retrain the split model ``net`` in place (``loss`` "kd": :func:`distill` from
+    ``teacher``; "ce": :func:`train`) and measure it: ``accuracy_before``,
+    ``accuracy_after``, ``accuracy_after_packed`` (split tensor at ``bits``), the
+    ``elements``/``payload_bytes``/``header_bytes`` of ``sent()`` (after retraining),
+    ``train_seconds`` and ``losses``."""
+    before = accuracy(net, data)
+    if loss == "kd":
+        log = distill(net, teacher, data, epochs, temperature=temperature, alpha=alpha, seed=seed, lr=lr,
+                      progress=progress)
+    else:
+        log = train(net, data, epochs, lr=lr, seed=seed, progress=progress)
+    packet = sent()
+    return {"accuracy_before": before, "accuracy_after": accuracy(net, data),
+            "accuracy_after_packed": accuracy(net, data, bits=bits), "elements": packet["elements"],
+            "payload_bytes": packet["payload_bytes"], "header_bytes": packet["header_bytes"],
+            "train_seconds": log.seconds, "losses": log.losses}
+
+
 def retrain_table(split: str = DEFAULT_SPLIT, widths: Sequence[int] = DEFAULT_WIDTHS,
                   inits: Sequence[str] = ("split-aware",), loss: str = "kd", epochs: int = 10,
                   base_epochs: int = 20, seed: int = 0, lr: float = 3e-3, temperature: float = 4.0,
@@ -276,19 +297,9 @@ def retrain_table(split: str = DEFAULT_SPLIT, widths: Sequence[int] = DEFAULT_WI
     for init in inits:
         for d in widths:
             net = SplitNet(model, split, d, example, init=init, seed=seed)
-            before = accuracy(net, data)
-            if loss == "kd":
-                log = distill(net, model, data, epochs, temperature=temperature, alpha=alpha, seed=seed, lr=lr,
-                              progress=progress)
-            else:
-                log = train(net, data, epochs, lr=lr, seed=seed, progress=progress)
-            sent = net.transmitted(bits)
-            rows.append({"d": d, "init": init, "loss": loss, "accuracy_unsplit": unsplit_acc,
-                         "accuracy_before": before, "accuracy_after": accuracy(net, data),
-                         "accuracy_after_packed": accuracy(net, data, bits=bits),
-                         "elements": sent["elements"], "payload_bytes": sent["payload_bytes"],
-                         "header_bytes": sent["header_bytes"], "train_seconds": log.seconds,
-                         "losses": log.losses})
+            row = retrain_row(net, model, data, loss, epochs, seed=seed, lr=lr, temperature=temperature, alpha=alpha,
+                              bits=bits, progress=progress, sent=lambda: net.transmitted(bits))
+            rows.append({"d": d, "init": init, "loss": loss, "accuracy_unsplit": unsplit_acc, **row})
     c, h, w = probe.channels, probe.height, probe.width
     full = nn.Sequential(*list(model.children())[:block_names(model).index(split) + 1])
     with torch.no_grad(), deterministic():

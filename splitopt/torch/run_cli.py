@@ -119,7 +119,7 @@ def run_command(
         module, rename, example, inputs, calibration = build_model(
             model, seed, inst, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
         if problem == "multiview":
-            from splitopt.torch.partition import compare_multiview, partition_multiview
+            from splitopt.torch.partition_multiview import compare_multiview, partition_multiview
 
             split = partition_multiview(module, example, the_plan, inst, rename=rename, seed=seed)
             build_s = time.perf_counter() - t0
