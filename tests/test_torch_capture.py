@@ -132,6 +132,31 @@ def test_fusion_rules_on_shared_tensors():
     assert by["fc"]["macs"] == 5 * 64 and by["fc"]["inputs"] == ["add"]
 
 
+def test_embedding_lookup_is_a_layer_with_its_table_as_weights():
+    import warnings
+
+    from splitopt.torch.quant_error import weight_error_table
+
+    class Lookup(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.table = nn.Embedding(50, 8)
+            self.fc = nn.Linear(8, 3)
+
+        def forward(self, ids):
+            return self.fc(self.table(ids))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "unknown op" warning
+        cap = capture(Lookup(), torch.randint(0, 50, (1, 5)))
+    emb = cap.layers[0]
+    assert (emb.op, emb.inputs, emb.output_shape) == ("embedding", ["input"], [5, 8])
+    assert emb.weights == 400 and emb.macs == 40  # 50 x 8 table; one gathered element per output
+    table = weight_error_table(emb, (2, 8))
+    assert table[2] > table[8] > 0  # the table is quantized per tensor
+
+
 def test_quantizers_by_hand():
     # symmetric per output channel, 2 bits: levels {-1, 0, 1} * max|w_c|
     w = torch.tensor([[1.0, 0.25, -1.0], [2.0, -2.0, 2.0]])

@@ -26,13 +26,18 @@ Layers kept: conv (``conv``, ``dwconv`` when groups == in_channels > 1), linear/
 with a constant weight (``linear``), products of two computed tensors (``matmul``),
 add/sub and mul/div of two computed tensors (``add``/``mul``), cat/stack (``concat``),
 max/avg/adaptive pooling and mean/amax (``pool``), softmax (``softmax``), layer/group/rms
-norm and unfoldable batch norm (``norm``), fused attention (``attention``). An unknown op with computed inputs becomes a
-layer named after the ATen op with one MAC per output element (and a warning).
+norm and unfoldable batch norm (``norm``), fused attention (``attention``), table lookups
+(``embedding``: the table counts as its weights, quantized per tensor; a table tied to
+another layer's weight, as GPT-2's token embedding and output head, is counted in both; a
+lookup whose indices are constants, as GPT-2's position embedding for a fixed input
+shape, is a constant and counts nothing).
+An unknown op with computed inputs becomes a layer named after the ATen op with one MAC
+per output element (and a warning).
 
 MACs per sample: conv = out_elements * (in_channels / groups) * kh * kw; linear =
 out_elements * in_features; matmul = out_elements * K; attention = heads * L * S * (E + Ev); pooling = out_elements * window
-(global/adaptive pool and mean: input elements); add/mul/softmax/norm and other
-elementwise layers = out_elements; concat and shape-only layers = 0. ``weights`` counts
+(global/adaptive pool and mean: input elements); add/mul/softmax/norm, embedding (one
+gathered element each) and other elementwise layers = out_elements; concat and shape-only layers = 0. ``weights`` counts
 weight and bias elements (after folding) plus the elements of parameters read by fused
 elementwise ops. Parameters, buffers and constants are never layer inputs.
 """
@@ -63,6 +68,7 @@ SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax"}
 ATTENTION = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
              "_scaled_dot_product_attention_math"}
 NORM = {"layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm"}
+EMBEDDING = {"embedding", "embedding_bag"}
 BATCH_NORM = {"batch_norm", "_native_batch_norm_legit_no_training", "native_batch_norm", "_batch_norm_impl_index"}
 SHAPE = {
     "view", "reshape", "flatten", "_unsafe_view", "clone", "contiguous", "squeeze", "unsqueeze",
@@ -384,6 +390,11 @@ class _Walker:
             params = [t.detach() for t in (self.value(_arg(node, "weight")), self.value(_arg(node, "bias")))
                       if isinstance(t, torch.Tensor)]
             layer = self.new_layer(node, "norm", "norm", [x], out_el, sum(p.numel() for p in params), own_module=True)
+            layer.params = params
+        elif name in EMBEDDING:  # a table lookup: the table is the layer's weights
+            table = self.value(node.args[0])
+            params = [table.detach()] if isinstance(table, torch.Tensor) else []
+            layer = self.new_layer(node, "embedding", name, data, out_el, sum(p.numel() for p in params))
             layer.params = params
         elif name in PAD:
             self.owner[node.name] = self.owner[x.name]
