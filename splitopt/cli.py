@@ -330,7 +330,7 @@ def profile(
     model: str = typer.Argument(..., help="resnet50, mobilenet_v2, googlenet or tiny_gpt2 (built in code, random init), or a user model PATH.py:FACTORY or package.module:FACTORY, where FACTORY() returns an nn.Module or (module, example_input)."),
     output: Path = typer.Option(..., "--output", "-o", help="Instance JSON file to write."),
     preset: Preset = typer.Option(Preset.eyeriss, "--preset", help="eyeriss: Eyeriss edge, TPU cloud, 3 Mbit/s, split_bits {2,4,6,8} with the W8A8 error as budget and 4 MB; splitnets: 125 GOP/s sensor, 1.25 TOP/s aggregator, 25 % of a 1.2 Gbit/s bus, float split, 2 MB."),
-    calibration_images: int = typer.Option(8, "--calibration-images", help="Synthetic calibration inputs for the error tables, at most 8 (0: none; the problem becomes the float split)."),
+    calibration_images: int = typer.Option(8, "--calibration-images", help="Synthetic calibration inputs for the error tables (the first 8 are those of the shipped instances; 0: none; the problem becomes the float split)."),
     measure: bool = typer.Option(False, "--measure/--no-measure", help="Also measure every layer's latency on this host (median of --repeats) and add the host as device 'host'."),
     edge_host: bool = typer.Option(False, "--edge-host", help="With --measure: make the host the edge device (its measured latencies), linked to the cloud like the preset's edge."),
     repeats: int = typer.Option(5, "--repeats", help="Runs per layer latency (median)."),
@@ -358,7 +358,8 @@ def profile(
             raise NotApplicable("--edge-host: needs --measure (the host's latencies are measured)")
         module, rename, example, _, calibration_fn = build_model(
             model, seed, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
-        calibration = calibration_fn()[:calibration_images] if calibration_images > 0 else None
+        # the first 8 are those of the shipped instances; more are drawn on request
+        calibration = calibration_fn(max(calibration_images, 8))[:calibration_images] if calibration_images > 0 else None
         if preset is Preset.eyeriss:
             devices, links = [presets.eyeriss_edge(), presets.tpu_cloud()], [presets.uplink_3mbps()]
             settings = {"problem": "split_bits" if calibration is not None else "split", "edge": "eyeriss",

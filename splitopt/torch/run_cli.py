@@ -40,7 +40,7 @@ def model_names() -> list[str]:
 
 def build_model(name: str, seed: int, inst=None, *, input_shape: str | None = None, input_dtype: str | None = None,
                 input_high: int | None = None):
-    """``(module, rename, example input, run inputs(n), calibration inputs)`` of model
+    """``(module, rename, example input, run inputs(n), calibration inputs(n=8))`` of model
     ``name``: a built-in name or a user spec ``PATH.py:FACTORY`` / ``package.module:FACTORY``
     (``rename`` None; ``input_shape``/``input_dtype``/``input_high`` set its inputs, see
     :func:`splitopt.torch.user_model.load_user_model`). InvalidModel (one line) for an
@@ -64,12 +64,12 @@ def build_model(name: str, seed: int, inst=None, *, input_shape: str | None = No
         size = int(inst.inputs[0].shape[-1]) if inst is not None and inst.inputs[0].shape else 224
         example = arch.synthetic_images(1, size=size, seed=RUN_INPUT_SEED)
         return (module, rename, example, lambda n: arch.synthetic_images(n, size=size, seed=RUN_INPUT_SEED),
-                lambda: arch.synthetic_images(CALIBRATION_IMAGES, size=size, seed=CALIBRATION_SEED))
+                lambda n=CALIBRATION_IMAGES: arch.synthetic_images(n, size=size, seed=CALIBRATION_SEED))
     if name in arch.SMALL_MODELS:
         module, rename = arch.SMALL_MODELS[name](seed=seed)
         example = arch.synthetic_tokens(1, seed=RUN_INPUT_SEED)
         return (module, rename, example, lambda n: arch.synthetic_tokens(n, seed=RUN_INPUT_SEED),
-                lambda: arch.synthetic_tokens(CALIBRATION_IMAGES, seed=CALIBRATION_SEED))
+                lambda n=CALIBRATION_IMAGES: arch.synthetic_tokens(n, seed=CALIBRATION_SEED))
     raise InvalidModel(f"--model: unknown model '{name}' (choose from {', '.join(model_names())}, "
                        f"or give a user model as PATH.py:FACTORY)")
 

@@ -256,8 +256,8 @@ def load_user_model(spec: str, seed: int = 0, *, input_shape: str | None = None,
     def inputs(n: int) -> torch.Tensor:
         return synthetic_inputs(n, per_sample, dtype, high, RUN_INPUT_SEED)
 
-    def calibration() -> torch.Tensor:
-        return synthetic_inputs(CALIBRATION_INPUTS, per_sample, dtype, high, CALIBRATION_SEED)
+    def calibration(n: int = CALIBRATION_INPUTS) -> torch.Tensor:
+        return synthetic_inputs(n, per_sample, dtype, high, CALIBRATION_SEED)
 
     if example is None:
         example = inputs(1)
