@@ -278,7 +278,8 @@ def test_multiview_split_model_is_reduce_fuse_then_conv():
     net = MultiViewDigits(pool, 2, 32, 3, seed=5).eval()
     x = torch.rand(4, 2, 1, 8, 8)
     with torch.no_grad():
-        z = [net.net.heads[v](x[:, v]) for v in range(2)]
+        assert len(net.net.heads) == 1  # one head and Conv-Reduce shared by the views
+        z = [net.net.head(v)(x[:, v]) for v in range(2)]
         assert z[0].shape == (4, 3, 4, 4)
         fused = torch.stack(z, dim=2).reshape(4, 6, 4, 4)  # channel j*V + v = channel j of view v
         assert torch.equal(net(x), net.net.tail(fused))
@@ -303,3 +304,44 @@ def test_short_multiview_retraining_improves_the_split_model():
     assert d.sensors == ("wearable0", "wearable1") and d.accuracy[("block2.2", 2)] == row["accuracy_after_packed"]
     res = solve(inst, "cpsat")
     assert res.metrics.feasible and res.metrics.accuracy is not None
+
+
+def test_retrained_weights_run_the_solved_plan_at_the_measured_accuracy(tmp_path):
+    """retrain --save + --instance-out, solve, then run the plan with the weights retrained
+    for its width on the 360 test digits: the split run's accuracy (sent tensors packed) is
+    the accuracy the solver was given."""
+    from splitopt.cli import app
+    from splitopt import load_instance, multiview as mv
+    from splitopt.torch.split_weights import load, weights_file
+
+    weights, inst_file, plan_file = tmp_path / "w", tmp_path / "inst.json", tmp_path / "plan.json"
+    runner = CliRunner()
+    res = runner.invoke(app, ["retrain", "--epochs", "1", "--base-epochs", "2", "--widths", "2", "--no-progress",
+                              "--save", str(weights), "--instance-out", str(inst_file)])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in weights.iterdir()) == ["d2.pt", "none.pt"]
+    assert load(weights_file(weights, 2)).meta["d"] == 2
+    res = runner.invoke(app, ["solve", str(inst_file), "-o", str(plan_file)])
+    assert res.exit_code == 0, res.output
+    inst = load_instance(inst_file)
+    for width in (2, None):  # the solved plan's width and no compression
+        plan = mv.uniform_plan(inst, "block2.2", width, "mv.reduce" if width else "block2.2")
+        plan_file.write_text(json.dumps(plan.to_dict(inst)))
+        res = runner.invoke(app, ["run", str(inst_file), str(plan_file), "--model", "digits_cnn", "--weights",
+                                  str(weights), "--samples", "360", "--json"])
+        assert res.exit_code == 0, res.output
+        report = json.loads(res.stdout)
+        assert report["ok"] and report["max_abs_diff"] == 0.0
+        assert abs(report["accuracy"] - mv.data(inst).accuracy[("block2.2", width)]) <= 1 / 360 + 1e-9
+    # weights of another width, or for another number of views: one line, exit 2
+    bad = mv.uniform_plan(inst, "block2.2", None, "block2.2")
+    plan_file.write_text(json.dumps(bad.to_dict(inst)))
+    (weights / "none.pt").unlink()
+    res = runner.invoke(app, ["run", str(inst_file), str(plan_file), "--model", "digits_cnn", "--weights", str(weights)])
+    assert res.exit_code == 2 and "no file" in res.output and "none.pt" in res.output
+    raw = torch.load(weights / "d2.pt", weights_only=True)
+    raw["meta"]["views"] = 2
+    torch.save(raw, weights / "d2.pt")
+    plan_file.write_text(json.dumps(mv.uniform_plan(inst, "block2.2", 2, "mv.reduce").to_dict(inst)))
+    res = runner.invoke(app, ["run", str(inst_file), str(plan_file), "--model", "digits_cnn", "--weights", str(weights)])
+    assert res.exit_code == 2 and "retrained for 2 view(s), the instance has 1" in res.output

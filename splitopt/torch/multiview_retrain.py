@@ -11,8 +11,9 @@ the views and classifies.
   shared head (the digits CNN up to the split block) per view, View-Pool (element-wise
   max over the views, MVCNN; the ``multiview`` family's fusion without compression) and
   the rest of the CNN. Trained here from scratch.
-* Split model (:class:`MultiViewDigits`): per view the trained head + Conv-Reduce
-  ``c -> d`` (:class:`~splitopt.torch.splitting.MultiViewSplitNet`), View-Fuse (interlaced
+* Split model (:class:`MultiViewDigits`): the trained head + Conv-Reduce ``c -> d``,
+  shared by every view as in the ``multiview`` family (one backbone on every sensor;
+  :class:`~splitopt.torch.splitting.MultiViewSplitNet` with ``shared=True``), View-Fuse (interlaced
   concatenation, ``V*d`` channels), then a 1x1 conv ``V*d -> c`` and the trained rest of
   the CNN: exactly the ``mv.reduce`` / ``mv.fuse`` layers of ``formulations/multiview_bus.md``.
   Reduce and the fuse conv are drawn with the chosen initialisation, then the whole split
@@ -27,13 +28,15 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import OrderedDict
 from typing import Sequence
 
 import torch
 from torch import nn
 
 from splitopt.errors import InvalidModel
-from splitopt.torch.retrain import LOSSES, TRANSMIT_BITS, Data, TrainLog, accuracy, check_widths, retrain_row, train
+from splitopt.torch.retrain import (LOSSES, TRANSMIT_BITS, Data, TrainLog, accuracy, check_widths, retrain_row,
+                                    save_weights, train)
 
 MAX_VIEWS = 4
 
@@ -79,22 +82,38 @@ class ViewPoolNet(nn.Module):
         z = torch.stack([_send(self.head(x[:, v]), bits) for v in range(x.shape[1])]).amax(dim=0)
         return self.tail(z)
 
+    def backbone(self) -> nn.Sequential:
+        """The single-view network (head then tail) under the blocks' original names."""
+        return nn.Sequential(OrderedDict([*self.head.named_children(), *self.tail.named_children()]))
+
 
 class MultiViewDigits(nn.Module):
     """The split multi-view model: :class:`~splitopt.torch.splitting.MultiViewSplitNet`
-    (per-view head + Conv-Reduce, View-Fuse) with a tail that starts with the 1x1 fuse
-    conv ``V*d -> c``. ``forward(x, bits=None)`` with ``x`` (n, V, ...)."""
+    (one head + Conv-Reduce shared by the views, View-Fuse) with a tail that starts with
+    the 1x1 fuse conv ``V*d -> c``. ``forward(x, bits=None)`` with ``x`` (n, V, ...)."""
 
     def __init__(self, pool: ViewPoolNet, views: int, c: int, d: int, init: str = "split-aware", seed: int = 0):
         super().__init__()
         from splitopt.torch.splitting import ConvRecover, MultiViewSplitNet
 
         g = torch.Generator().manual_seed(seed + 1)  # the heads' Reduce convs draw from seed
-        tail = nn.Sequential(ConvRecover(views * d, c, init, g), *copy.deepcopy(pool.tail))
-        self.net = MultiViewSplitNet([pool.head] * views, c, d, tail, init=init, seed=seed)
+        tail = nn.Sequential(OrderedDict([("fuse_conv", ConvRecover(views * d, c, init, g)),
+                                          *copy.deepcopy(pool.tail).named_children()]))
+        self.net = MultiViewSplitNet([pool.head] * views, c, d, tail, init=init, seed=seed, shared=True)
 
     def forward(self, x: torch.Tensor, bits: int | None = None) -> torch.Tensor:
         return self.net([x[:, v] for v in range(x.shape[1])], bits=bits)
+
+    def backbone(self) -> nn.Sequential:
+        """The shared head and the tail without the splitting modules, under the blocks'
+        original names."""
+        return nn.Sequential(OrderedDict([*self.net.head(0)[0].named_children(),
+                                          *list(self.net.tail.named_children())[1:]]))
+
+    @property
+    def splitting_module(self) -> tuple[nn.Module, nn.Module]:
+        """(Conv-Reduce, the fuse conv ``V*d -> c``)."""
+        return self.net.head(0)[1], self.net.tail[0]
 
     def transmitted(self, example_view: torch.Tensor, bits: int = TRANSMIT_BITS) -> dict[str, int]:
         """Per view and sample: the packed Conv-Reduce output of view 0's head on
@@ -102,7 +121,7 @@ class MultiViewDigits(nn.Module):
         from splitopt.torch.splitting import _transmitted
 
         with torch.no_grad():
-            z = self.net.heads[0].eval()(example_view)[0]
+            z = self.net.head(0).eval()(example_view)[0]
         return _transmitted(z, bits)
 
 
@@ -112,21 +131,22 @@ def _parts(model: nn.Sequential, split: str) -> tuple[nn.Sequential, nn.Sequenti
     names = block_names(model)
     if split not in names:
         raise InvalidModel(f"split: unknown block '{split}' (choose from {', '.join(names)})")
-    children = list(model.children())
+    children = list(model.named_children())
     cut = names.index(split) + 1
-    return nn.Sequential(*children[:cut]), nn.Sequential(*children[cut:])
+    return nn.Sequential(OrderedDict(children[:cut])), nn.Sequential(OrderedDict(children[cut:]))
 
 
 def multiview_retrain_table(views: int = 2, split: str = "block2", widths: Sequence[int] = (1, 2, 4, 8),
                             init: str = "split-aware", loss: str = "kd", epochs: int = 10, base_epochs: int = 20,
                             seed: int = 0, lr: float = 3e-3, temperature: float = 4.0, alpha: float = 0.9,
-                            bits: int = TRANSMIT_BITS, progress: bool = True) -> dict:
+                            bits: int = TRANSMIT_BITS, progress: bool = True, save_dir: str | None = None) -> dict:
     """Train the View-Pool model on ``views`` views of the digits, then per width ``d`` a
     split model with fresh Conv-Reduce / fuse conv: accuracy before and after retraining
     (float and with each view's tensor packed at ``bits``) and bytes per view and sample.
 
     Returns the keys of :func:`splitopt.torch.retrain.retrain_table` (``unsplit_*`` are
-    the View-Pool model's; ``unsplit_bytes`` per view) plus ``views``."""
+    the View-Pool model's; ``unsplit_bytes`` per view) plus ``views``. ``save_dir``: also
+    write the weights (:mod:`splitopt.torch.split_weights`) as ``retrain_table`` does."""
     from splitopt.torch.architectures import digits_cnn
     from splitopt.torch.splitting import INITS
 
@@ -150,8 +170,15 @@ def multiview_retrain_table(views: int = 2, split: str = "block2", widths: Seque
         row = retrain_row(net, pool, data, loss, epochs, seed=seed, lr=lr, temperature=temperature, alpha=alpha,
                           bits=bits, progress=progress, sent=lambda: net.transmitted(example_view, bits))
         rows.append({"d": d, "init": init, "loss": loss, "accuracy_unsplit": unsplit_acc, **row})
+        if save_dir is not None:
+            rows[-1]["weights_file"] = save_weights(save_dir, net.backbone(), net.splitting_module, {
+                "model": "digits_cnn", "views": views, "split": split, "d": d, "init": init, "loss": loss,
+                "seed": seed, "bits": bits, "accuracy_after_packed": row["accuracy_after_packed"]})
     bands = [torch.nonzero(m[0, 0]).flatten().tolist() for m in view_masks(views)]
-    return {"model": "digits_cnn", "views": views,
+    unsplit_file = None if save_dir is None else save_weights(save_dir, pool.backbone(), None, {
+        "model": "digits_cnn", "views": views, "split": split, "d": None, "init": None, "loss": None, "seed": seed,
+        "bits": bits, "accuracy_after_packed": unsplit_packed})
+    return {"unsplit_weights_file": unsplit_file,"model": "digits_cnn", "views": views,
             "data": f"sklearn load_digits, 1437 train / 360 test (stratified, seed 0), {views} views: columns "
                     + ", ".join(f"{b[0]}-{b[-1]}" for b in bands),
             "split": split, "channels": c, "height": h, "width": w, "bits": bits,

@@ -253,11 +253,22 @@ def retrain_row(net: nn.Module, teacher: nn.Module, data: Data, loss: str, epoch
             "train_seconds": log.seconds, "losses": log.losses}
 
 
+def save_weights(save_dir: str, backbone: nn.Module, splitting, meta: dict) -> str:
+    """Write one weights file into ``save_dir`` (created if needed) named by ``meta["d"]``
+    (:func:`splitopt.torch.split_weights.weights_file`); returns its name."""
+    from splitopt.torch import split_weights
+
+    path = split_weights.weights_file(save_dir, meta["d"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    split_weights.save(path, backbone, splitting, meta)
+    return path.name
+
+
 def retrain_table(split: str = DEFAULT_SPLIT, widths: Sequence[int] = DEFAULT_WIDTHS,
                   inits: Sequence[str] = ("split-aware",), loss: str = "kd", epochs: int = 10,
                   base_epochs: int = 20, seed: int = 0, lr: float = 3e-3, temperature: float = 4.0,
                   alpha: float = 0.9, bits: int = TRANSMIT_BITS, progress: bool = True,
-                  base: tuple[nn.Sequential, Data, TrainLog] | None = None) -> dict:
+                  base: tuple[nn.Sequential, Data, TrainLog] | None = None, save_dir: str | None = None) -> dict:
     """The accuracy / bytes table of the splitting module on the digits CNN.
 
     The unsplit model is trained once (``base_epochs`` epochs, seed ``seed``; or given as
@@ -273,11 +284,17 @@ def retrain_table(split: str = DEFAULT_SPLIT, widths: Sequence[int] = DEFAULT_WI
     ``base_train_seconds``, ``settings`` and ``rows``, one per (init, d): ``d``, ``init``,
     ``loss``, ``accuracy_unsplit``, ``accuracy_before``, ``accuracy_after``,
     ``accuracy_after_packed`` (at ``bits``), ``elements`` (d*h*w), ``payload_bytes``,
-    ``header_bytes``, ``train_seconds``, ``losses`` (per epoch)."""
+    ``header_bytes``, ``train_seconds``, ``losses`` (per epoch).
+
+    ``save_dir`` (one init only): also write the weights of the unsplit model and of each
+    retrained split model there (:mod:`splitopt.torch.split_weights`: ``none.pt``,
+    ``d{d}.pt``); each row then names its ``weights_file``."""
     from splitopt.torch.splitting import INITS, SplitNet, block_names, send
 
     if loss not in LOSSES:
         raise InvalidModel(f"loss: unknown loss '{loss}' (choose from {', '.join(LOSSES)})")
+    if save_dir is not None and len(inits) != 1:
+        raise InvalidModel("save: weights are saved for one initialisation at a time")
     for init in inits:
         if init not in INITS:
             raise InvalidModel(f"init: unknown initialisation '{init}' (choose from {', '.join(INITS)})")
@@ -300,12 +317,22 @@ def retrain_table(split: str = DEFAULT_SPLIT, widths: Sequence[int] = DEFAULT_WI
             row = retrain_row(net, model, data, loss, epochs, seed=seed, lr=lr, temperature=temperature, alpha=alpha,
                               bits=bits, progress=progress, sent=lambda: net.transmitted(bits))
             rows.append({"d": d, "init": init, "loss": loss, "accuracy_unsplit": unsplit_acc, **row})
+            if save_dir is not None:
+                rows[-1]["weights_file"] = save_weights(save_dir, net.backbone(), net.splitting_module, {
+                    "model": "digits_cnn", "views": 1, "split": split, "d": d, "init": init, "loss": loss,
+                    "seed": seed, "bits": bits, "accuracy_after_packed": row["accuracy_after_packed"]})
     c, h, w = probe.channels, probe.height, probe.width
     full = nn.Sequential(*list(model.children())[:block_names(model).index(split) + 1])
     with torch.no_grad(), deterministic():
         unsplit_packed_acc = float((model[len(full):](send(full(data.x_test), bits)).argmax(1)
                                     == data.y_test).float().mean())
+    unsplit_file = None
+    if save_dir is not None:
+        unsplit_file = save_weights(save_dir, model, None, {
+            "model": "digits_cnn", "views": 1, "split": split, "d": None, "init": None, "loss": None, "seed": seed,
+            "bits": bits, "accuracy_after_packed": unsplit_packed_acc})
     return {"model": "digits_cnn", "data": "sklearn load_digits, 1437 train / 360 test (stratified, seed 0)",
+            "unsplit_weights_file": unsplit_file,
             "split": split, "channels": c, "height": h, "width": w, "bits": bits,
             "unsplit_accuracy": unsplit_acc, "unsplit_accuracy_packed": unsplit_packed_acc,
             "unsplit_bytes": -(-c * h * w * bits // 8), "base_train_seconds": base_log.seconds,

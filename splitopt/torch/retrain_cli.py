@@ -48,10 +48,11 @@ def retrain_command(
     lr: float = typer.Option(3e-3, "--lr", help="Adam learning rate of the retraining."),
     bits: int = typer.Option(8, "--bits", help="Bits per transmitted element (packing.pack) for the bytes and the packed accuracy."),
     seed: int = typer.Option(0, "--seed", help="Seed of the model init, the shuffling and the splitting module."),
-    views: int = typer.Option(1, "--views", help="Views V (1-4): with V > 1 each sensor sees a column band of the digit; the unsplit model fuses the views by View-Pool (max), the split model by Conv-Reduce per view + View-Fuse (splitopt/torch/multiview_retrain.py)."),
+    views: int = typer.Option(1, "--views", help="Views V (1-4): with V > 1 each sensor sees a column band of the digit; the unsplit model fuses the views by View-Pool (max), the split model by Conv-Reduce per view (one module shared by the views) + View-Fuse (splitopt/torch/multiview_retrain.py)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the table JSON to this file."),
+    save: Optional[Path] = typer.Option(None, "--save", help="Also save the weights (unsplit none.pt, retrained d{d}.pt) into this directory, for `splitopt run INSTANCE PLAN --model digits_cnn --weights DIR`."),
     instance_out: Optional[Path] = typer.Option(None, "--instance-out", help="Also write a one-view multiview instance (wearable -> phone over 1 Mbit/s, assumed hardware) whose compression widths carry the measured accuracies: the solver then chooses d (splitopt/torch/width_instance.py)."),
     min_accuracy: Optional[float] = typer.Option(None, "--min-accuracy", help="With --instance-out: the least test accuracy (fraction) a plan may have (settings.multiview.min_accuracy)."),
 ) -> None:
@@ -77,12 +78,14 @@ def retrain_command(
             raise InvalidModel(f"--min-accuracy: must be a fraction in [0, 1], got {min_accuracy}")
         if views == 1:
             table = retrain_table(split=split, widths=ds, inits=(init,), loss=loss, epochs=epochs,
-                                  base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress)
+                                  base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress,
+                                  save_dir=save)
         else:
             from splitopt.torch.multiview_retrain import multiview_retrain_table
 
             table = multiview_retrain_table(views=views, split=split, widths=ds, init=init, loss=loss, epochs=epochs,
-                                            base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress)
+                                            base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress,
+                                  save_dir=save)
         table["width_options"] = width_options(table)
         if output is not None:
             output.write_text(json.dumps(table, indent=1) + "\n")
@@ -117,6 +120,8 @@ def retrain_command(
     console.print(t)
     if output is not None:
         console.print(f"table written to {output}")
+    if save is not None:
+        console.print(f"weights written to {save}/ (none.pt, d<d>.pt)")
     if instance_out is not None:
         console.print(f"instance written to {instance_out}: `splitopt solve {instance_out}` chooses the cut and d"
                       f"{'' if min_accuracy is None else f' with accuracy >= {min_accuracy:g}'}", highlight=False)

@@ -28,6 +28,8 @@ RUN_INPUT_SEED = 2024
 #: calibration inputs of quantized plans: those of the instances (make_instances.py)
 CALIBRATION_SEED = 1234
 CALIBRATION_IMAGES = 8
+#: the digits CNN of ``splitopt retrain`` (inputs: scikit-learn's digits test images)
+DIGITS = "digits_cnn"
 
 
 def model_names() -> list[str]:
@@ -35,7 +37,7 @@ def model_names() -> list[str]:
     names a user model (:mod:`splitopt.torch.user_model`)."""
     from splitopt.torch.architectures import MODELS, SMALL_MODELS
 
-    return sorted(MODELS) + sorted(SMALL_MODELS)
+    return sorted(MODELS) + sorted(SMALL_MODELS) + [DIGITS]
 
 
 def build_model(name: str, seed: int, inst=None, *, input_shape: str | None = None, input_dtype: str | None = None,
@@ -65,6 +67,10 @@ def build_model(name: str, seed: int, inst=None, *, input_shape: str | None = No
         example = arch.synthetic_images(1, size=size, seed=RUN_INPUT_SEED)
         return (module, rename, example, lambda n: arch.synthetic_images(n, size=size, seed=RUN_INPUT_SEED),
                 lambda n=CALIBRATION_IMAGES: arch.synthetic_images(n, size=size, seed=CALIBRATION_SEED))
+    if name == DIGITS:  # real data: scikit-learn's digits (test images to run, train images to calibrate)
+        x_train, _, x_test, _ = arch.digits_data()
+        return (arch.digits_cnn(seed), None, x_test[:1], lambda n: x_test[:n],
+                lambda n=CALIBRATION_IMAGES: x_train[:n])
     if name in arch.SMALL_MODELS:
         module, rename = arch.SMALL_MODELS[name](seed=seed)
         example = arch.synthetic_tokens(1, seed=RUN_INPUT_SEED)
@@ -72,6 +78,40 @@ def build_model(name: str, seed: int, inst=None, *, input_shape: str | None = No
                 lambda n=CALIBRATION_IMAGES: arch.synthetic_tokens(n, seed=CALIBRATION_SEED))
     raise InvalidModel(f"--model: unknown model '{name}' (choose from {', '.join(model_names())}, "
                        f"or give a user model as PATH.py:FACTORY)")
+
+
+def fusion_text(width: int | None, views: int) -> str:
+    """How the views meet: View-Pool, nothing (one view), Conv-Reduce + View-Fuse/Recover."""
+    if width is None:
+        return "View-Pool" if views > 1 else "no fusion layer"
+    return f"Conv-Reduce d={width} + {'View-Fuse' if views > 1 else 'Conv-Recover'}"
+
+
+def _retrained(directory: Path, model: str, module, inst, plan):
+    """The weights retrained for ``plan``'s width: (module with the backbone loaded, the
+    loaded file, Conv-Reduce, restore conv); InvalidModel (one line) for a file that does
+    not belong to this model, number of views or fusion point."""
+    from splitopt.errors import InvalidModel
+    from splitopt.multiview import data as mv_data
+    from splitopt.torch import split_weights
+    from splitopt.torch.width_instance import split_tensor
+
+    loaded = split_weights.load(split_weights.weights_file(directory, plan.width))
+    meta, views = loaded.meta, mv_data(inst).views
+    if meta.get("model") != model:
+        raise InvalidModel(f"--weights {loaded.path}: weights of model '{meta.get('model')}', not '{model}'")
+    if meta.get("views") != views:
+        raise InvalidModel(f"--weights {loaded.path}: retrained for {meta.get('views')} view(s), the instance has {views}")
+    at = split_tensor([l.name for l in inst.layers], meta["split"])
+    if at != plan.fusion:
+        raise InvalidModel(f"--weights {loaded.path}: retrained after {meta['split']} ('{at}'), but the plan fuses at "
+                           f"'{plan.fusion}'")
+    module = loaded.load_into(module)
+    if plan.width is None:
+        return module, loaded, None, None
+    c = int(inst.layer_by_name[plan.fusion].output_shape[0])
+    reduce, restore = loaded.splitting_modules(c, views)
+    return module, loaded, reduce, restore
 
 
 def run_command(
@@ -85,6 +125,7 @@ def run_command(
     input_shape: Optional[str] = typer.Option(None, "--input-shape", help="User models: input shape with batch 1, e.g. 1,3,32,32 (default: the factory's example input, else the instance's input)."),
     input_dtype: Optional[str] = typer.Option(None, "--input-dtype", help="User models: input dtype, float32 (default) or int64 for token ids (also float64, float16, bfloat16, int32)."),
     input_high: Optional[int] = typer.Option(None, "--input-high", help="User models with integer inputs: exclusive upper bound of the random ids (default: the factory's example input max + 1)."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Multiview instances of digits_cnn: a directory written by `splitopt retrain --save DIR`; the plan runs with the weights retrained for its width on real test digits (--samples of the 360), and the accuracy is reported beside the one the solver used."),
 ) -> None:
     """Cut the MODEL by PLAN into runnable torch modules, run them in sequence on synthetic
     inputs and compare with the unsplit model and the evaluator's bytes.
@@ -96,7 +137,11 @@ def run_command(
     evaluator. Multiview plans: V different synthetic inputs as the views, one part per
     sensor, per-view aggregator parts and the fusion part (Conv-Reduce and the V*d -> c
     conv drawn with split-aware init seeded by --seed), compared with the unsplit
-    multi-view network and, per view, the evaluator's sent bytes. Exit status: 0 the
+    multi-view network and, per view, the evaluator's sent bytes. ``--model digits_cnn``
+    runs on scikit-learn's test digits (multiview: each view masked to its column band);
+    with ``--weights DIR`` the backbone and the splitting module are those retrained by
+    ``splitopt retrain --save DIR`` for the plan's width, and the accuracy of the split run
+    (sent tensors packed at their bits) is reported. Exit status: 0 the
     split matches, 1 it does not, 2 bad input (instance, plan, unknown model, module that
     does not match the instance)."""
     from splitopt.cli import _errors, _print_json, console
@@ -118,14 +163,37 @@ def run_command(
         t0 = time.perf_counter()
         module, rename, example, inputs, calibration = build_model(
             model, seed, inst, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
+        if weights is not None and problem != "multiview":
+            raise NotApplicable("--weights: applies to multiview instances (made by `splitopt retrain --instance-out`)")
         if problem == "multiview":
             from splitopt.torch.partition_multiview import compare_multiview, partition_multiview
 
-            split = partition_multiview(module, example, the_plan, inst, rename=rename, seed=seed)
+            loaded, reduce, restore = None, None, None
+            if weights is not None:
+                module, loaded, reduce, restore = _retrained(weights, model, module, inst, the_plan)
+            split = partition_multiview(module, example, the_plan, inst, rename=rename, seed=seed, reduce=reduce,
+                                        restore=restore)
             build_s = time.perf_counter() - t0
             views = len(split.views)
-            batch = inputs(samples * views)
-            report = compare_multiview(split, batch.reshape(samples, views, *batch.shape[1:]))
+            if model == DIGITS:  # every view sees the same digit through its column band
+                from splitopt.torch.multiview_retrain import view_masks
+
+                batch = inputs(samples)
+                view_batch = batch[:, None] * view_masks(views)[None]
+            else:
+                batch = inputs(samples * views)
+                view_batch = batch.reshape(samples, views, *batch.shape[1:])
+            report = compare_multiview(split, view_batch)
+            if loaded is not None:
+                from splitopt.multiview import data as mv_data
+                from splitopt.torch.architectures import digits_data
+                from splitopt.torch.split_weights import packed_accuracy
+
+                labels = digits_data()[3][:view_batch.shape[0]]
+                report.update({"weights": str(loaded.path), "accuracy": packed_accuracy(split, view_batch, labels),
+                               "accuracy_samples": int(view_batch.shape[0]),
+                               "instance_accuracy": mv_data(inst).accuracy.get((the_plan.fusion, the_plan.width)),
+                               "retrain_accuracy": loaded.meta.get("accuracy_after_packed")})
         else:
             split = partition(module, example, the_plan, inst, rename=rename,
                               calibration=None if problem == "mesh" else calibration())
@@ -138,7 +206,7 @@ def run_command(
         width = report["width"]
         console.print(f"[bold]{inst.name}[/bold] <- {model} (seed {seed}), {samples} sample(s) x {len(report['views'])} "
                       f"views, fusion at {report['fusion']}, "
-                      f"{'View-Pool' if width is None else f'Conv-Reduce d={width} + View-Fuse'}; "
+                      f"{fusion_text(width, len(report['views']))}; "
                       f"built and partitioned in {build_s:.1f} s")
         for v in report["views"]:
             sent = [t["tensor"] for t in v["tensors"]]
@@ -147,6 +215,12 @@ def run_command(
                           f"{v['bytes']:,.1f} B/sample (evaluator {v['evaluator_bytes']:,.1f} B)")
         console.print(f"  max abs difference vs the unsplit multi-view network: {report['max_abs_diff']:.3g} "
                       f"(must be <= {FLOAT_ATOL:g})")
+        if "accuracy" in report:
+            rec = report["instance_accuracy"]
+            console.print(f"  accuracy of the split run with {report['weights']} on {report['accuracy_samples']} test "
+                          f"digits, sent tensors packed: {report['accuracy']:.4f} (retrain measured "
+                          f"{report['retrain_accuracy']:.4f} on 360; the instance says "
+                          f"{'-' if rec is None else f'{rec:.4f}'})", highlight=False)
         console.print("[green]OK[/green]" if report["ok"] else "[red]MISMATCH[/red]")
     else:
         mesh = report["kind"] == "mesh"

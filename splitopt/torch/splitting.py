@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import OrderedDict
 from typing import Sequence
 
 import torch
@@ -206,7 +207,7 @@ class SplitNet(nn.Module):
             raise InvalidModel(f"init: unknown initialisation '{init}' (choose from {', '.join(INITS)})")
         children = list(model.named_children())
         cut = names.index(split) + 1
-        edge = nn.Sequential(*[copy.deepcopy(m) for _, m in children[:cut]])
+        edge = nn.Sequential(OrderedDict((n, copy.deepcopy(m)) for n, m in children[:cut]))
         with torch.no_grad():
             z = edge.eval()(example_input)
         if z.dim() != 4 or z.shape[0] != 1:
@@ -217,8 +218,9 @@ class SplitNet(nn.Module):
             raise InvalidModel(f"width: d must be an integer in [1, {c}] (the channels after '{split}'), got {d!r}")
         g = torch.Generator().manual_seed(seed)
         self.split, self.channels, self.height, self.width, self.d, self.init = split, c, h, w, d, init
-        self.head = nn.Sequential(*edge, ConvReduce(c, d, init, g))
-        self.tail = nn.Sequential(ConvRecover(d, c, init, g), *[copy.deepcopy(m) for _, m in children[cut:]])
+        self.head = nn.Sequential(OrderedDict([*edge.named_children(), ("reduce", ConvReduce(c, d, init, g))]))
+        self.tail = nn.Sequential(OrderedDict([("recover", ConvRecover(d, c, init, g)),
+                                               *((n, copy.deepcopy(m)) for n, m in children[cut:])]))
         self.example_input = example_input.detach().clone()
 
     def forward(self, x: torch.Tensor, bits: int | None = None) -> torch.Tensor:
@@ -227,6 +229,12 @@ class SplitNet(nn.Module):
     @property
     def splitting_module(self) -> tuple[ConvReduce, ConvRecover]:
         return self.head[-1], self.tail[0]
+
+    def backbone(self) -> nn.Sequential:
+        """The network without the splitting module: the (retrained) blocks under their
+        original names, so that it loads into the model it was cut from."""
+        return nn.Sequential(OrderedDict([*list(self.head.named_children())[:-1],
+                                          *list(self.tail.named_children())[1:]]))
 
     @property
     def transmitted_elements(self) -> int:
@@ -247,22 +255,30 @@ class MultiViewSplitNet(nn.Module):
     :class:`ConvReduce` ``c -> d``, their outputs fused by :class:`ViewFuse` into
     ``V * d`` channels, then one cloud ``tail`` whose first layer takes ``V * d``
     channels (no Conv-Recover). ``heads``: V modules mapping a view to (n, c, s, s)
-    (deep-copied); ``forward(views, bits=None)`` takes V tensors, one per view."""
+    (deep-copied); ``forward(views, bits=None)`` takes V tensors, one per view.
+    ``shared``: one head and one Conv-Reduce (copies of ``heads[0]``) serve every view,
+    as when V sensors run the same model (the ``multiview`` problem family); then
+    ``heads`` may be ``[head] * V``."""
 
     def __init__(self, heads: Sequence[nn.Module], c: int, d: int, tail: nn.Module,
-                 init: str = "split-aware", seed: int = 0):
+                 init: str = "split-aware", seed: int = 0, shared: bool = False):
         super().__init__()
         if not heads:
             raise InvalidModel("multi-view split: needs at least one view head")
         if isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= c:
             raise InvalidModel(f"width: d must be an integer in [1, {c}], got {d!r}")
         g = torch.Generator().manual_seed(seed)
-        self.views, self.c, self.d = len(heads), c, d
-        self.heads = nn.ModuleList([nn.Sequential(copy.deepcopy(h), ConvReduce(c, d, init, g)) for h in heads])
+        self.views, self.c, self.d, self.shared = len(heads), c, d, shared
+        own = heads[:1] if shared else heads
+        self.heads = nn.ModuleList([nn.Sequential(copy.deepcopy(h), ConvReduce(c, d, init, g)) for h in own])
         self.fuse = ViewFuse(len(heads))
         self.tail = tail
+
+    def head(self, v: int) -> nn.Module:
+        """View ``v``'s head (ending with its Conv-Reduce)."""
+        return self.heads[0 if self.shared else v]
 
     def forward(self, views: Sequence[torch.Tensor], bits: int | None = None) -> torch.Tensor:
         if len(views) != self.views:
             raise InvalidModel(f"multi-view split: expected {self.views} views, got {len(views)}")
-        return self.tail(self.fuse([send(h(v), bits) for h, v in zip(self.heads, views)]))
+        return self.tail(self.fuse([send(self.head(v)(x), bits) for v, x in enumerate(views)]))
