@@ -50,6 +50,26 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
+def time_split_run(module, split, inputs: torch.Tensor) -> tuple[list[float], list[float], float]:
+    """Wall seconds per sample of the unsplit ``module`` and of the ``split`` model, one
+    sample at a time after one warm-up run each, and the largest absolute output
+    difference over the samples."""
+    unsplit_t, split_t, diff = [], [], 0.0
+    with torch.no_grad():
+        module.eval()(inputs[:1])
+        split.run(inputs[:1])
+        for i in range(inputs.shape[0]):
+            x = inputs[i:i + 1]
+            ref, t = timed(lambda: module(x))
+            unsplit_t.append(t)
+            out, t = timed(lambda: split.run(x))
+            split_t.append(t)
+            ref_t = ref if isinstance(ref, torch.Tensor) else ref[0]
+            out_t = out if isinstance(out, torch.Tensor) else out[0]
+            diff = max(diff, float((out_t.double() - ref_t.double()).abs().max()))
+    return unsplit_t, split_t, diff
+
+
 def bench(model: str, calibration: int, repeats: int, samples: int) -> dict:
     module, rename, example, sampler, calibration_fn = build_model(model, seed=0)
     devices, links = [presets.eyeriss_edge(), presets.tpu_cloud()], [presets.uplink_3mbps()]
@@ -62,20 +82,7 @@ def bench(model: str, calibration: int, repeats: int, samples: int) -> dict:
     half = [l.name for l in inst.layers[: len(inst.layers) // 2]]
     plan = Plan.uniform(inst, half)
     split, partition_s = timed(lambda: partition(module, example, plan, inst, capture=cap))
-    inputs = sampler(samples)
-    unsplit_t, split_t = [], []
-    with torch.no_grad():
-        module.eval()(inputs[:1])  # warm-up
-        split.run(inputs[:1])
-        for i in range(samples):
-            x = inputs[i:i + 1]
-            ref, t = timed(lambda: module(x))
-            unsplit_t.append(t)
-            out, t = timed(lambda: split.run(x))
-            split_t.append(t)
-            ref_t = ref if isinstance(ref, torch.Tensor) else ref[0]
-            out_t = out if isinstance(out, torch.Tensor) else out[0]
-            diff = float((out_t.double() - ref_t.double()).abs().max())
+    unsplit_t, split_t, diff = time_split_run(module, split, sampler(samples))
     return {"model": model, "layers": len(inst.layers), "profile_s": profile_s, "calibration_inputs": calibration,
             "latency_measure_s": latency_s, "latency_repeats": repeats, "partition_s": partition_s,
             "unsplit_ms": 1000 * statistics.median(unsplit_t), "split_ms": 1000 * statistics.median(split_t),
@@ -97,18 +104,7 @@ def bench_mesh(samples: int) -> dict:
         device[layer.name] = "cloud" if after else f"MBS{branch}" if branch else "SBS"
     plan = MeshPlan(device)
     split, partition_s = timed(lambda: partition(module, example, plan, inst, rename=rename))
-    inputs = sampler(samples)
-    unsplit_t, split_t, diff = [], [], 0.0
-    with torch.no_grad():
-        module.eval()(inputs[:1])
-        split.run(inputs[:1])
-        for i in range(samples):
-            x = inputs[i:i + 1]
-            ref, t = timed(lambda: module(x))
-            unsplit_t.append(t)
-            out, t = timed(lambda: split.run(x))
-            split_t.append(t)
-            diff = max(diff, float((out.double() - ref.double()).abs().max()))
+    unsplit_t, split_t, diff = time_split_run(module, split, sampler(samples))
     ours, theirs = split.link_bytes(), evaluator_link_bytes(inst, plan)
     return {"model": "googlenet (mesh, 5 parts)", "layers": len(inst.layers), "partition_s": partition_s,
             "parts": [p.device for p in split.parts], "unsplit_ms": 1000 * statistics.median(unsplit_t),

@@ -155,13 +155,7 @@ def plot_accuracy_front(inst: Instance, front: list[AccuracyPoint], path: str) -
         w = p.result.plan.width
         ax.annotate("no compression" if w is None else f"d={w}", (p.accuracy, p.latency_ms),
                     textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("measured accuracy")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title(f"{inst.name}: latency vs accuracy")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _finish_plot(fig, ax, "measured accuracy", "latency (ms)", f"{inst.name}: latency vs accuracy", path)
 
 
 def plot_front(inst: Instance, front: list[ParetoPoint], path: str, baselines: dict[str, tuple[float, float]] | None = None) -> None:
@@ -184,9 +178,17 @@ def plot_front(inst: Instance, front: list[ParetoPoint], path: str, baselines: d
     for name, (err, lat) in (baselines or {}).items():
         ax.scatter([err], [lat], marker="x")
         ax.annotate(name, (err, lat), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("summed quantization error (relative MSE)")
-    ax.set_ylabel("end-to-end latency (ms)")
-    ax.set_title(f"{inst.name}: latency vs error")
+    _finish_plot(fig, ax, "summed quantization error (relative MSE)", "end-to-end latency (ms)",
+                 f"{inst.name}: latency vs error", path)
+
+
+def _finish_plot(fig, ax, xlabel: str, ylabel: str, title: str, path: str) -> None:
+    """Label the axes, add the legend, write ``path`` and close the figure."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

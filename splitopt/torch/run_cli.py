@@ -80,6 +80,18 @@ def build_model(name: str, seed: int, inst=None, *, input_shape: str | None = No
                        f"or give a user model as PATH.py:FACTORY)")
 
 
+def view_inputs(model: str, inputs, samples: int, views: int):
+    """(samples, views, ...) inputs of a multiview run: for ``digits_cnn`` every view sees
+    the same test digit through its column band (as ``splitopt retrain --views`` trains);
+    otherwise each view gets its own synthetic input."""
+    if model == DIGITS:
+        from splitopt.torch.multiview_retrain import view_masks
+
+        return inputs(samples)[:, None] * view_masks(views)[None]
+    batch = inputs(samples * views)
+    return batch.reshape(samples, views, *batch.shape[1:])
+
+
 def fusion_text(width: int | None, views: int) -> str:
     """How the views meet: View-Pool, nothing (one view), Conv-Reduce + View-Fuse/Recover."""
     if width is None:
@@ -175,14 +187,7 @@ def run_command(
                                         restore=restore)
             build_s = time.perf_counter() - t0
             views = len(split.views)
-            if model == DIGITS:  # every view sees the same digit through its column band
-                from splitopt.torch.multiview_retrain import view_masks
-
-                batch = inputs(samples)
-                view_batch = batch[:, None] * view_masks(views)[None]
-            else:
-                batch = inputs(samples * views)
-                view_batch = batch.reshape(samples, views, *batch.shape[1:])
+            view_batch = view_inputs(model, inputs, samples, views)
             report = compare_multiview(split, view_batch)
             if loaded is not None:
                 from splitopt.multiview import data as mv_data
