@@ -436,9 +436,10 @@ def _solve_cpsat(inst: Instance, options, data: MeshData, start: MeshPlan | None
             if tid in times:
                 model.AddHint(T[key], int(times[tid][0]))
     build_s = time.perf_counter() - t0
+    from splitopt.solvers.cpsat import cpsat_solver, export_model
+
     if options.export_path is not None:
-        model.ExportToFile(str(options.export_path))
-    from splitopt.solvers.cpsat import cpsat_solver
+        export_model(model, options.export_path)
 
     # presolve off where memory rows are large: or-tools #5293
     solver = cpsat_solver(options.time_limit_s, options.threads, options.seed, options.verbose,

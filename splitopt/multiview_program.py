@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from splitopt.errors import NotApplicable
 from splitopt.instance import Instance
@@ -332,12 +331,10 @@ def solve_cpsat(inst: Instance, options) -> BackendOutput:
             for p, lit in y[v].items():
                 m.AddHint(lit, int(p == pts[v]))
     build_s = time.perf_counter() - t0
+    from splitopt.solvers.cpsat import cpsat_solver, export_model
+
     if options.export_path is not None:
-        path = Path(options.export_path)
-        if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
-            raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
-        m.ExportToFile(str(path))
-    from splitopt.solvers.cpsat import cpsat_solver
+        export_model(m, options.export_path)
 
     # presolve on: every row's activity stays below 2**30 (the time unit above), clear of or-tools #5293
     solver = cpsat_solver(options.time_limit_s, options.threads, options.seed, options.verbose, presolve=True)

@@ -155,6 +155,15 @@ def to_cpsat(lp: LinearProgram):
     return model, xs, unit, tol
 
 
+def export_model(model, path) -> None:
+    """Write a CP-SAT model for ``--export-model``: ``.txt``/``.pbtxt`` as text, ``.pb`` as
+    binary; NotApplicable (one line) for another suffix."""
+    path = Path(path)
+    if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
+        raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
+    model.ExportToFile(str(path))
+
+
 def cpsat_solver(time_limit_s: float | None, threads: int, seed: int, verbose: bool, presolve: bool):
     """A CP-SAT solver set up the way every splitopt model runs: proven optimality (no gap
     tolerance), ``threads`` workers, a fixed seed, the log to stderr when ``verbose`` (so
@@ -197,10 +206,7 @@ class CpSatBackend(Backend):
         model, xs, unit, tol = to_cpsat(lp)
         build_s = time.perf_counter() - t0
         if options.export_path is not None:
-            path = Path(options.export_path)
-            if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
-                raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
-            model.ExportToFile(str(path))
+            export_model(model, options.export_path)
         start = feasible_start_plan(inst)
         start_values = fam.encode_plan(inst, lp, start) if start is not None else None
         if start_values is not None:
