@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mesh import run  # noqa: E402  (the same timed, re-evaluated run)
 
-from splitopt.baselines.chain import is_chain_graph  # noqa: E402
-from splitopt.instance import load_instance  # noqa: E402
+from splitopt.families.chain.methods import is_chain_graph  # noqa: E402
+from splitopt.api import load_instance  # noqa: E402
 
 BACKENDS = ["cpsat", "milp-highs", "milp-cbc", "chain-dp", "chain-scan", "best-single-device"]
 

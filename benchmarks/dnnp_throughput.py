@@ -28,7 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from splitopt.dnnp import data_root, expert_rows, load_dnnp  # noqa: E402
+from splitopt.families.maxload.peer_data import data_root, expert_rows
+from splitopt.families.maxload.instance import read_peer_instance as load_dnnp  # noqa: E402
 from splitopt.dnnp_solve import solve_max_load  # noqa: E402
 
 PUBLISHED_DP = "not available"  # the paper's numbers are not in ../shared

@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from splitopt.instance import load_instance  # noqa: E402
+from splitopt.api import load_instance  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.solvers import registry  # noqa: E402
+from splitopt.backends import registry  # noqa: E402
 
 EXTRA_BACKENDS = {
     "heft": "splitopt.baselines.mesh:HeftBackend",

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from splitopt import load_instance  # noqa: E402
-from splitopt.multiview import data  # noqa: E402
+from splitopt.families.multiview.evaluate import data  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.solvers import registry  # noqa: E402
+from splitopt.backends import registry  # noqa: E402
 
 INSTANCES = [
     "splitnets_mobilenetv2_single_bus25",

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from benchmarks.retrain import cpu_name  # noqa: E402
-from splitopt.pareto import accuracy_front  # noqa: E402
+from splitopt.analysis.pareto import accuracy_front  # noqa: E402
 from splitopt.torch.multiview_retrain import multiview_retrain_table  # noqa: E402
 from splitopt.torch.width_instance import widths_instance  # noqa: E402
 

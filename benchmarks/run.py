@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 
 from splitopt import load_instance
-from splitopt.errors import NotApplicable, SplitoptError
+from splitopt.core.errors import NotApplicable, SplitoptError
 from splitopt.instance import TWO_TIER
 from splitopt.solve import solve
-from splitopt.solvers import registry
+from splitopt.backends import registry
 
 HERE = Path(__file__).parent
 

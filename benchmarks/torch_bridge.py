@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from splitopt import presets  # noqa: E402
-from splitopt.plan import Plan  # noqa: E402
+from splitopt.core import presets  # noqa: E402
+from splitopt.core.plan import Plan  # noqa: E402
 from splitopt.torch.partition import partition  # noqa: E402
 from splitopt.torch.profile import measure_layer_latency, profile  # noqa: E402
 from splitopt.torch.run_cli import build_model  # noqa: E402
@@ -92,7 +92,7 @@ def bench(model: str, calibration: int, repeats: int, samples: int) -> dict:
 
 def bench_mesh(samples: int) -> dict:
     import splitopt
-    from splitopt.mesh import MeshPlan
+    from splitopt.families.mesh.evaluate import MeshPlan
     from splitopt.torch.partition import evaluator_link_bytes
 
     module, rename, example, sampler, _ = build_model("googlenet", seed=0)

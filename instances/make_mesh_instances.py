@@ -134,7 +134,7 @@ def threebranch(name: str, memory: dict[str, float] | None = None, description: 
 
 
 def main() -> None:
-    from splitopt.instance import parse_instance
+    from splitopt.api import parse_instance
 
     out = {
         "jmsnas_mesh_googlenet": googlenet(),

@@ -50,8 +50,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 import splitopt  # noqa: E402
-from splitopt import presets  # noqa: E402
-from splitopt.instance import FORMAT, parse_instance  # noqa: E402
+from splitopt.core import presets  # noqa: E402
+from splitopt.api import FORMAT, parse_instance  # noqa: E402
 from splitopt.torch.architectures import BN_IMAGES, BN_SEED, RESNET_RENAME, _finish, LogitsOnly, MODELS  # noqa: E402
 from splitopt.torch.capture import capture  # noqa: E402
 
@@ -183,7 +183,7 @@ def make_instance(name: str, captured: dict[str, Any]) -> dict[str, Any]:
 
 def report(inst: splitopt.Instance) -> None:
     from splitopt.baselines.multiview import AllOnAggregatorBackend, AllOnSensorBackend, CommonSplitBackend
-    from splitopt.solvers.base import SolveOptions
+    from splitopt.core.options import SolveOptions
 
     for cls in (AllOnAggregatorBackend, AllOnSensorBackend, CommonSplitBackend):
         out = cls().solve(inst, SolveOptions())

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from splitopt.instance import save_instance
+from splitopt.core.instance_io import save_instance
 from splitopt.torch.multiview_retrain import multiview_retrain_table
 from splitopt.torch.retrain import retrain_table
 from splitopt.torch.width_instance import widths_instance

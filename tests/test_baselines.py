@@ -13,23 +13,25 @@ import random
 import networkx as nx
 import pytest
 
-from splitopt import NotApplicable, Status, evaluate, parse_instance, presets
-from splitopt.baselines.auto_split import (
-    AutoSplitBackend,
-    activation_bits,
-    candidates,
-    lagrangian_choice,
-    potential_splits,
-)
-from splitopt.baselines.cloud_only import CloudOnlyBackend
-from splitopt.baselines.edge_only import EdgeOnlyBackend
-from splitopt.baselines.neurosurgeon import NeurosurgeonBackend, chain_scan
-from splitopt.baselines.qdmp import QdmpBackend, min_cut
-from splitopt.baselines.u8 import U8Backend
-from splitopt.plan import Plan, check_plan
-from splitopt.solvers.base import SolveOptions
+from splitopt import NotApplicable, Status, evaluate, parse_instance
+from splitopt.backends.registry import get_backend
+from splitopt.core import presets
+from splitopt.families.edge_cloud.baselines.auto_split import activation_bits, candidates, lagrangian_choice, potential_splits
+from splitopt.families.edge_cloud.baselines.neurosurgeon import chain_scan
+from splitopt.families.edge_cloud.baselines.qdmp import min_cut
+from splitopt.core.plan import Plan
+from splitopt.families.edge_cloud.plan import check_plan
+from splitopt.families.registry import family
+from splitopt.core.options import SolveOptions
 
 OPTS = SolveOptions()
+EDGE_CLOUD = family("edge_cloud")
+
+
+def method(name: str, inst):
+    """Run the edge/cloud method ``name`` as a backend (its own output, before the
+    generic layer evaluates it)."""
+    return get_backend(name, EDGE_CLOUD).solve(EDGE_CLOUD, inst, OPTS)
 BW = 8e6  # bits/s: 1,000 bytes = 1 ms
 
 
@@ -88,7 +90,7 @@ def test_neurosurgeon_chain_estimate_picks_worse_split_than_min_cut():
     est = [c.estimate_ms for c in chain_scan(inst)]
     assert est == pytest.approx([55.0, 31.0, 17.2, 13.2, 16.2, 61.0])
 
-    ns = NeurosurgeonBackend().solve(inst, OPTS)
+    ns = method("neurosurgeon", inst)
     assert ns.status is Status.FEASIBLE and ns.objective is None and ns.bound is None
     assert edge_set(inst, ns.plan) == {"a", "b", "c"}
     assert ns.extra["estimate_ms"] == pytest.approx(13.2)
@@ -96,7 +98,7 @@ def test_neurosurgeon_chain_estimate_picks_worse_split_than_min_cut():
     assert m.total_ms == pytest.approx(23.2)  # a's output crosses the cut too
     assert dict(m.sent_tensors) == pytest.approx({"a": 10000.0, "c": 200.0})
 
-    qd = QdmpBackend().solve(inst, OPTS)
+    qd = method("qdmp", inst)
     assert qd.status is Status.FEASIBLE and qd.bound is None
     assert edge_set(inst, qd.plan) == {"a", "b", "c", "d"}
     assert qd.extra["cut_value_ms"] == pytest.approx(16.2)
@@ -115,7 +117,7 @@ def test_neurosurgeon_chain_memory_misses_a_live_skip_tensor():
     ], memory=25000)
     scan = chain_scan(inst)
     assert [c.memory_bytes for c in scan] == pytest.approx([0, 11000, 20000, 20000, 20000])
-    ns = NeurosurgeonBackend().solve(inst, OPTS)
+    ns = method("neurosurgeon", inst)
     assert edge_set(inst, ns.plan) == {"a", "b", "c", "d"}
     assert ns.status is Status.NO_SOLUTION_FOUND
     assert "edge memory 30,000 B" in ns.message
@@ -124,7 +126,7 @@ def test_neurosurgeon_chain_memory_misses_a_live_skip_tensor():
 
 def test_neurosurgeon_respects_its_memory_estimate():
     inst = skip_dag(memory=15000)  # k >= 1 needs x + a = 40,000 B in the chain model
-    ns = NeurosurgeonBackend().solve(inst, OPTS)
+    ns = method("neurosurgeon", inst)
     assert edge_set(inst, ns.plan) == set() and ns.status is Status.FEASIBLE
 
 
@@ -141,7 +143,7 @@ def test_min_cut_pays_a_fanned_out_tensor_once():
     edge, value = min_cut(inst)
     assert edge == {"a"}
     assert value == pytest.approx(14.0)
-    qd = QdmpBackend().solve(inst, OPTS)
+    qd = method("qdmp", inst)
     m = evaluate(inst, qd.plan)
     assert m.total_ms == pytest.approx(14.0)
     assert m.transmitted_bytes == pytest.approx(10000.0)
@@ -149,7 +151,7 @@ def test_min_cut_pays_a_fanned_out_tensor_once():
 
 def test_min_cut_ignores_memory_and_says_so():
     inst = skip_dag(memory=15000)
-    qd = QdmpBackend().solve(inst, OPTS)
+    qd = method("qdmp", inst)
     assert edge_set(inst, qd.plan) == {"a", "b", "c", "d"}
     assert qd.status is Status.NO_SOLUTION_FOUND and "edge memory" in qd.message
 
@@ -209,14 +211,14 @@ def test_min_cut_equals_enumeration_of_closed_edge_sets(seed):
     assert value == pytest.approx(true, rel=1e-9)
     assert value == pytest.approx(best, rel=1e-9)
     # Neurosurgeon scans only prefixes with a chain model: never better than the optimum
-    ns = NeurosurgeonBackend().solve(inst, OPTS)
+    ns = method("neurosurgeon", inst)
     assert evaluate(inst, ns.plan).total_ms >= best * (1 - 1e-9)
 
 
 def test_min_cut_value_misses_only_the_fixed_link_latency():
     for seed in range(10):
         inst = random_dag(seed, link_latency=3.0)
-        qd = QdmpBackend().solve(inst, OPTS)
+        qd = method("qdmp", inst)
         m = evaluate(inst, qd.plan)
         assert qd.objective is None
         assert m.total_ms == pytest.approx(qd.extra["cut_value_ms"] + (3.0 if m.transmitted_bytes > 0 else 0.0))
@@ -260,7 +262,7 @@ def test_auto_split_activation_bits_eq9():
 
 def test_auto_split_hand_case():
     inst = bits_chain()
-    out = AutoSplitBackend().solve(inst, OPTS)
+    out = method("auto-split", inst)
     assert out.status is Status.FEASIBLE and out.bound is None
     assert out.plan.edge_layers(inst) == ["a", "b"]
     assert {n: (out.plan.weight_bits[n], out.plan.activation_bits[n]) for n in "ab"} == {"a": (8, 8), "b": (8, 8)}
@@ -273,7 +275,7 @@ def test_auto_split_honours_the_error_budget():
     """Budget 0.05: every n = 2 candidate has error >= 0.06; n = 1 at W8A8 (error 0.03)
     costs 1 + 2 + 4 = 7 ms, tied with cloud-only, which wins on error."""
     inst = bits_chain(error_budget=0.05)
-    out = AutoSplitBackend().solve(inst, OPTS)
+    out = method("auto-split", inst)
     assert out.status is Status.FEASIBLE
     assert out.plan.edge_layers(inst) == []
     assert evaluate(inst, out.plan).total_ms == pytest.approx(7.0)
@@ -296,7 +298,7 @@ def test_auto_split_never_worse_than_cloud_only_and_meets_budgets(seed):
     rng = random.Random(1000 + seed)
     inst = random_dag(seed, problem="split_bits", memory=rng.choice([3000, 10000, 40000, 1e9]),
                       error_budget=rng.choice([None, 0.02, 0.1, 0.3]))
-    out = AutoSplitBackend().solve(inst, OPTS)
+    out = method("auto-split", inst)
     assert out.status is Status.FEASIBLE
     m = evaluate(inst, out.plan)
     assert m.feasible
@@ -331,7 +333,7 @@ def uniform_case(error_budget=None, memory=1e9):
 ])
 def test_edge_only_picks_the_fastest_uniform_bits_within_budget(budget, bits, status):
     inst = uniform_case(budget)
-    out = EdgeOnlyBackend().solve(inst, OPTS)
+    out = method("edge-only", inst)
     assert out.status is status
     assert set(out.plan.weight_bits.values()) == set(out.plan.activation_bits.values()) == {bits}
     assert edge_set(inst, out.plan) == {"a", "b"}
@@ -342,7 +344,7 @@ def test_edge_only_picks_the_fastest_uniform_bits_within_budget(budget, bits, st
 
 def test_u8_runs_everything_at_8_bits_and_reports_memory():
     inst = bits_chain()  # c alone holds 100,000 weights: 100,000 B at 8 bits > 10,000 B
-    out = U8Backend().solve(inst, OPTS)
+    out = method("u8", inst)
     assert out.status is Status.NO_SOLUTION_FOUND and "edge memory" in out.message
     assert edge_set(inst, out.plan) == {"a", "b", "c"}
     assert set(out.plan.weight_bits.values()) == set(out.plan.activation_bits.values()) == {8}
@@ -353,23 +355,23 @@ def test_u8_not_applicable_without_8_bits():
     inst = make([layer("a", ["x"], 10, werr={2: 0.1, 4: 0.01}, aerr={2: 0.1, 4: 0.01})],
                 problem="split_bits", bit_widths=(2, 4))
     with pytest.raises(NotApplicable, match="8"):
-        U8Backend().solve(inst, OPTS)
+        method("u8", inst)
 
 
 def test_cloud_only_sends_the_raw_input():
     inst = skip_dag()
-    out = CloudOnlyBackend().solve(inst, OPTS)
+    out = method("cloud-only", inst)
     assert out.status is Status.FEASIBLE and edge_set(inst, out.plan) == set()
     assert out.objective == pytest.approx(55.0) == pytest.approx(evaluate(inst, out.plan).total_ms)
 
 
 def test_float_baselines_refuse_split_bits():
     with pytest.raises(NotApplicable, match="split_bits"):
-        QdmpBackend().solve(bits_chain(), OPTS)
+        method("qdmp", bits_chain())
 
 
 # ----- every baseline: a well-formed plan, honest status and objective ------------------------
-ALL = [CloudOnlyBackend, EdgeOnlyBackend, U8Backend, NeurosurgeonBackend, QdmpBackend, AutoSplitBackend]
+ALL = [m for m in EDGE_CLOUD.methods()]
 
 
 @pytest.mark.parametrize("backend", ALL, ids=lambda b: b.name)
@@ -381,12 +383,13 @@ def test_every_baseline_returns_a_valid_plan(backend, case):
         "rand3": lambda: random_dag(3, problem="split_bits", memory=20000, error_budget=0.1),
         "rand7": lambda: random_dag(7, problem="split_bits", memory=5000, error_budget=0.05),
     }[case]()
-    if inst.settings.problem not in backend.problems:
-        if backend.problems != ("split",):
+    problems = backend.problems or EDGE_CLOUD.problems
+    if inst.settings.problem not in problems:
+        if problems != ("split",):
             pytest.skip(f"{backend.name} needs split_bits")
         inst = inst.with_settings(problem="split")
     assert backend.kind == "baseline"
-    out = backend().solve(inst, OPTS)
+    out = method(backend.name, inst)
     check_plan(inst, out.plan)
     m = evaluate(inst, out.plan)
     assert out.bound is None

@@ -14,15 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from splitopt.baselines.chain import is_chain_graph
-from splitopt.chain import evaluate, plan_from_indices
-from splitopt.errors import InvalidInstance, InvalidPlan, NotApplicable
-from splitopt.instance import parse_instance
-from splitopt.result import Status
+from splitopt.families.chain.methods import is_chain_graph
+from splitopt.families.chain.evaluate import evaluate
+from splitopt.families.chain.plan import plan_from_indices
+from splitopt.core.errors import InvalidInstance, InvalidPlan, NotApplicable
+from splitopt.api import parse_instance
+from splitopt.core.result import Status
 from splitopt.solve import solve
-from splitopt.solvers.chain_program import build_chain_program, encode_chain_plan
-from splitopt.solvers.split_program import row_violations
-from splitopt.synthetic import random_chain_instance
+from splitopt.families.chain.program import build_chain_program, encode_chain_plan
+from splitopt.core.program import row_violations
+from splitopt.testing.generators import random_chain_instance
 
 EXACT = ["milp-cbc", "milp-highs", "cpsat"]
 
@@ -238,11 +239,11 @@ def test_bad_chain_plans_name_the_layer():
     inst = parse_instance(three_device_data())
     with pytest.raises(InvalidPlan, match="its input 'a' runs on 'cloud', later in the chain"):
         evaluate(inst, plan_from_indices(inst, {"a": 2, "b": 1, "c": 2}))
-    from splitopt.chain import plan_from_dict
+    from splitopt.families.chain.plan import plan_from_dict
 
     with pytest.raises(InvalidPlan, match=r"plan.layers.b.device: 'tpu' is not a device of settings.chain"):
         plan_from_dict(inst, {"layers": {"a": {"device": "ue"}, "b": {"device": "tpu"}, "c": {"device": "cloud"}}})
-    with pytest.raises(InvalidPlan, match="plan.layers.c: missing"):
+    with pytest.raises(InvalidPlan, match="plan.layers: layer 'c' is missing"):
         plan_from_dict(inst, {"layers": {"a": {"device": "ue"}, "b": {"device": "ue"}}})
 
 
@@ -283,7 +284,7 @@ def test_cli_solves_a_chain_and_prints_the_devices(tmp_path):
 
 
 def test_round_trip_of_a_chain_instance():
-    from splitopt.instance import to_dict
+    from splitopt.core.instance_io import to_dict
 
     inst = parse_instance(three_device_data())
     assert parse_instance(copy.deepcopy(to_dict(inst))) == inst

@@ -135,7 +135,7 @@ def test_plan_not_matching_instance(tmp_path):
 
 
 def test_export_with_wrong_suffix(tmp_path):
-    assert_one_line_error(run("solve", str(TOY), "--export-model", str(tmp_path / "m.xyz")), 2, ".lp or .mps")
+    assert_one_line_error(run("solve", str(TOY), "--export-model", str(tmp_path / "m.xyz")), 2, ".lp, .mps")
 
 
 @pytest.mark.parametrize("solver,marker", [("milp-cbc", "Cbc"), ("milp-highs", "HiGHS"), ("cpsat", "CP-SAT")])

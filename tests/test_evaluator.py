@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from splitopt import InvalidInstance, Plan, evaluate, parse_instance
-from splitopt.latency import analytical_latency_ms, layer_latency_ms, transfer_ms
+from splitopt.core.latency import analytical_latency_ms, layer_latency_ms
+from splitopt.families.edge_cloud.evaluate import transfer_ms
 
 EDGE = {"name": "e", "mac_per_s": 1e9, "offchip_bytes_per_s": None, "onchip_bytes": 1e6,
         "memory_bytes": 1e9, "bit_widths": [2, 3, 4, 6, 8, 16]}

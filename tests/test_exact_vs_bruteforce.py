@@ -1,36 +1,35 @@
-"""The contract every exact backend must pass, and the checks on the reference it is
-held to.
-
-1. Brute force itself: against an independent enumeration (every layer on the cloud or
-   on the edge at every bit pair, malformed plans discarded by the evaluator) and against
-   optima derived by hand.
-2. Every exact backend of the registry (but brute force) through the library call
-   ``splitopt.solve.solve(inst, solver=name)``: status OPTIMAL, a plan feasible under the
-   evaluator, and the objective of brute force, on hand instances and on hundreds of
-   random small instances of both problem families. Backends whose module is not
-   written or whose solver is not installed are skipped, as is the whole contract while
-   ``splitopt/solve.py`` does not exist.
+"""Edge/cloud hand cases: the brute-force reference checked against an independent
+enumeration (every layer on the cloud or on the edge at every bit pair, malformed plans
+discarded by the evaluator) and against optima derived by hand; every exact backend on
+the same hand cases. (Exact backends against brute force on random instances of every
+family: ``tests/test_contracts.py``.)
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
-import json
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 
 from splitopt import InvalidPlan, NotApplicable, Plan, Status, evaluate, parse_instance
-from splitopt.baselines.brute_force import BruteForceBackend, all_plans, count_plans, down_sets
-from splitopt.instance import to_dict
-from splitopt.solvers import registry
-from splitopt.solvers.base import SolveOptions
-from splitopt.synthetic import random_instance
+from splitopt.backends.brute_force import MAX_PLANS, BruteForceBackend
+from splitopt.core.instance_io import to_dict
+from splitopt.core.options import SolveOptions
+from splitopt.families.edge_cloud.enumerate import all_plans, count_plans, down_sets
+from splitopt.families.registry import family
+from splitopt.solve import solve
+from splitopt.testing.contracts import EXACT_BACKENDS
+from splitopt.testing.generators import random_instance
 
-from strategies import instances, split_bits_instances, split_instances
+from splitopt.testing.strategies import instances
 
 REL, ABS = 1e-6, 1e-9  # objective agreement: relative, plus absolute (ms)
+
+
+def brute(inst, limit: int = MAX_PLANS):
+    """The brute-force backend's own output on an edge/cloud instance."""
+    return BruteForceBackend(limit).solve(family("edge_cloud"), inst, SolveOptions())
 
 
 def same_objective(a: float, b: float) -> bool:
@@ -160,7 +159,7 @@ def independent_optimum(inst) -> float:
 @pytest.mark.parametrize("name", sorted(HAND))
 def test_brute_force_matches_an_independent_enumeration(name):
     inst = HAND[name]()
-    out = BruteForceBackend().solve(inst, SolveOptions())
+    out = brute(inst)
     if independent_optimum(inst) == float("inf"):
         assert out.status is Status.INFEASIBLE
         return
@@ -175,7 +174,7 @@ def test_brute_force_matches_an_independent_enumeration(name):
 def test_brute_force_finds_hand_optima(name):
     make, optimum, edge_set = KNOWN[name]
     inst = make()
-    out = BruteForceBackend().solve(inst, SolveOptions())
+    out = brute(inst)
     assert out.status is Status.OPTIMAL
     assert out.objective == pytest.approx(optimum)
     assert tuple(out.plan.edge_layers(inst)) == edge_set
@@ -184,7 +183,7 @@ def test_brute_force_finds_hand_optima(name):
 @settings(max_examples=25)
 @given(instances(problem="split_bits", min_layers=2, max_layers=4, bit_widths=(4, 8)))
 def test_brute_force_matches_an_independent_enumeration_on_random_instances(inst):
-    out = BruteForceBackend().solve(inst, SolveOptions())
+    out = brute(inst)
     expected = independent_optimum(inst)
     if expected == float("inf"):  # possible only with edge_required
         assert inst.settings.edge_required and out.status is Status.INFEASIBLE and out.plan is None
@@ -195,13 +194,13 @@ def test_brute_force_matches_an_independent_enumeration_on_random_instances(inst
 
 def test_brute_force_honours_edge_required():
     inst = skip_chain(edge_required=["b"])  # b and its ancestor a on the edge
-    out = BruteForceBackend().solve(inst, SolveOptions())
+    out = brute(inst)
     assert out.status is Status.OPTIMAL
     assert out.plan.edge_layers(inst)[:2] == ["a", "b"]
     assert same_objective(out.objective, independent_optimum(inst))
     # a needs 500 weights * 4 bits = 250 B plus x 1000 B: 10 B of memory fits nothing
     tiny = skip_chain(edge_required=["a"], edge_memory_bytes=10.0)
-    out = BruteForceBackend().solve(tiny, SolveOptions())
+    out = brute(tiny)
     assert out.status is Status.INFEASIBLE and out.plan is None and out.message
 
 
@@ -209,7 +208,7 @@ def test_brute_force_honours_edge_required():
 def test_brute_force_picks_cloud_only_with_no_error_budget_and_tiny_memory(seed):
     inst = random_instance(seed, 4, bit_widths=[4, 8], edge_required=False).with_settings(
         error_budget=0.0, edge_memory_bytes=1.0)
-    out = BruteForceBackend().solve(inst, SolveOptions())
+    out = brute(inst)
     assert out.status is Status.OPTIMAL
     assert out.plan.edge_layers(inst) == []
     assert out.objective == pytest.approx(evaluate(inst, Plan.edge_cloud(inst, {})).total_ms)
@@ -221,7 +220,7 @@ def test_brute_force_picks_all_edge_when_the_link_is_useless():
     data = to_dict(inst)
     data["links"][0]["bandwidth_bits_per_s"] = 1.0
     inst = parse_instance(data)
-    out = BruteForceBackend().solve(inst, SolveOptions())
+    out = brute(inst)
     assert out.plan.edge_layers(inst) == ["a", "b", "c"]
     # and at the cheapest bits: every latency is compute-only, so any bits tie; the
     # objective is a + b + c on the edge = 0.2 + 0.1 + 3 ms
@@ -252,94 +251,37 @@ def test_count_plans():
 
 def test_brute_force_refuses_too_many_plans():
     with pytest.raises(NotApplicable) as info:
-        BruteForceBackend(max_combinations=84).solve(skip_chain(), SolveOptions())
+        brute(skip_chain(), limit=84)
     msg = str(info.value)
     assert "\n" not in msg and "84" in msg and "brute-force" in msg
-    assert BruteForceBackend(max_combinations=85).solve(skip_chain(), SolveOptions()).status is Status.OPTIMAL
+    assert brute(skip_chain(), limit=85).status is Status.OPTIMAL
     big = random_instance(0, 12, bit_widths=[2, 4, 8])
     with pytest.raises(NotApplicable, match="200,000"):
-        BruteForceBackend().solve(big, SolveOptions())
+        brute(big)
 
 
 def test_brute_force_is_deterministic():
     inst = random_instance(5, 5, bit_widths=[4, 8])
-    a = BruteForceBackend().solve(inst, SolveOptions())
-    b = BruteForceBackend().solve(inst, SolveOptions())
+    a = brute(inst)
+    b = brute(inst)
     assert a.plan.key() == b.plan.key() and a.objective == b.objective
 
 
-# ----- the contract for every exact backend ------------------------------------------------
+# ----- every exact backend on the hand cases (random instances: tests/test_contracts.py) ---------
 
-def exact_backends() -> list:
-    """registry.names("exact") minus brute force. While some registered module does not
-    import yet (names() then raises), every registered backend is tried on its own and
-    one that fails to import is listed as skipped; so is one whose solver is not
-    installed."""
-    try:
-        return [pytest.param(n, marks=pytest.mark.skip(reason=f"{n}: not installed"))
-                if not registry.backend_class(n).is_installed() else n
-                for n in registry.names("exact", problem="split_bits") if n != "brute-force"]
-    except ImportError:
-        pass
-    out = []
-    for name in registry.BACKENDS:
-        if name == "brute-force":
-            continue
-        try:
-            cls = registry.backend_class(name)
-        except ImportError as e:
-            out.append(pytest.param(name, marks=pytest.mark.skip(reason=f"{name}: {e}")))
-            continue
-        if cls.kind != "exact" or "split_bits" not in cls.problems:
-            continue
-        if not cls.is_installed():
-            out.append(pytest.param(name, marks=pytest.mark.skip(reason=f"{name}: not installed")))
-            continue
-        out.append(name)
-    return out
-
-
-EXACT = exact_backends()
-
-
-@pytest.fixture(scope="module")
-def solve():
-    """``splitopt.solve.solve``; skips the contract until the module exists."""
-    try:
-        module = importlib.import_module("splitopt.solve")
-    except ImportError as e:
-        pytest.skip(f"splitopt.solve not importable yet: {e}")
-    return module.solve
-
-
-_BRUTE: dict[str, float | None] = {}
+EXACT = list(EXACT_BACKENDS)
 
 
 def brute_force_optimum(inst) -> float | None:
-    """Brute force's optimum (None: no plan is feasible), cached by the instance's JSON:
-    the examples are the same for every backend (derandomized hypothesis), so each is
-    enumerated once per process."""
-    key = json.dumps(to_dict(inst), sort_keys=True)
-    if key not in _BRUTE:
-        out = BruteForceBackend().solve(inst, SolveOptions())
-        assert out.status in (Status.OPTIMAL, Status.INFEASIBLE)
-        _BRUTE[key] = out.objective if out.status is Status.OPTIMAL else None
-    return _BRUTE[key]
+    """Brute force's optimum (None: no plan is feasible)."""
+    out = brute(inst)
+    assert out.status in (Status.OPTIMAL, Status.INFEASIBLE)
+    return out.objective if out.status is Status.OPTIMAL else None
 
 
-def check_contract(solve, name: str, inst, optimum: float | None, may_refuse: bool = False) -> None:
-    """OPTIMAL with a feasible plan at the optimum; INFEASIBLE when ``optimum`` is None.
-    With ``may_refuse`` (random instances) a backend may refuse an instance it cannot
-    solve safely (NotApplicable, e.g. CP-SAT's coefficient limit): the example is then
-    discarded, and hypothesis fails the test if it has to discard too many."""
-    if inst.settings.problem not in registry.backend_class(name).problems:
-        pytest.skip(f"{name} does not handle {inst.settings.problem}")
-    try:
-        res = solve(inst, solver=name)
-    except NotApplicable:
-        if not may_refuse:
-            raise
-        assume(False)
+def check_contract(name: str, inst, optimum: float | None) -> None:
+    """OPTIMAL with a feasible plan at the optimum; INFEASIBLE when ``optimum`` is None."""
+    res = solve(inst, solver=name)
     where = f"{name} on {inst.name}"
     if optimum is None:
         assert res.status is Status.INFEASIBLE, f"{where}: {res.status}, brute force proves no plan feasible"
@@ -356,27 +298,13 @@ def check_contract(solve, name: str, inst, optimum: float | None, may_refuse: bo
 
 @pytest.mark.parametrize("name", EXACT)
 @pytest.mark.parametrize("case", sorted(KNOWN))
-def test_exact_known_optima(solve, name, case):
+def test_exact_known_optima(name, case):
     make, optimum, _ = KNOWN[case]
-    check_contract(solve, name, make(), optimum)
+    check_contract(name, make(), optimum)
 
 
 @pytest.mark.parametrize("name", EXACT)
 @pytest.mark.parametrize("case", sorted(HAND))
-def test_exact_vs_brute_force_hand(solve, name, case):
+def test_exact_vs_brute_force_hand(name, case):
     inst = HAND[case]()
-    check_contract(solve, name, inst, brute_force_optimum(inst))
-
-
-@pytest.mark.parametrize("name", EXACT)
-@settings(max_examples=100)
-@given(inst=split_instances())
-def test_exact_vs_brute_force_split(solve, name, inst):
-    check_contract(solve, name, inst, brute_force_optimum(inst), may_refuse=True)
-
-
-@pytest.mark.parametrize("name", EXACT)
-@settings(max_examples=100)
-@given(inst=split_bits_instances())
-def test_exact_vs_brute_force_split_bits(solve, name, inst):
-    check_contract(solve, name, inst, brute_force_optimum(inst), may_refuse=True)
+    check_contract(name, inst, brute_force_optimum(inst))

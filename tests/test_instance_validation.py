@@ -174,7 +174,7 @@ def test_negative_or_zero_size(path, value, where):
 
 
 def test_unknown_property():
-    rejects(edited("graph.layers.0.flops", 5), "instance.graph.layers[0]", "'flops'")
+    rejects(edited("graph.layers.0.flops", 5), "instance.graph.layers[0].flops", "unknown field")
 
 
 def test_wrong_format_and_problem():

@@ -11,13 +11,16 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from splitopt.baselines.mesh import BestSingleDeviceBackend, HeftBackend, MeshBruteForceBackend
-from splitopt.errors import InvalidInstance, InvalidPlan, NotApplicable
-from splitopt.instance import load_instance, parse_instance
-from splitopt.mesh import MeshData, MeshPlan, evaluate, plan_from_dict, single_device_plan
-from splitopt.result import Status
-from splitopt.schedule import overlaps
+from splitopt.core.errors import InvalidInstance, InvalidPlan, NotApplicable
+from splitopt.api import load_instance, parse_instance
+from splitopt.families.mesh.data import MeshData
+from splitopt.families.mesh.evaluate import evaluate
+from splitopt.families.mesh.plan import MeshPlan
+from splitopt.families.mesh.plan import plan_from_dict, single_device_plan
+from splitopt.core.result import Status
+from splitopt.core.schedule import overlaps
 from splitopt.solve import solve
+from splitopt.testing.generators import random_mesh_instance
 
 DEVICES = ["UE", "SBS", "MBS1", "MBS2", "MBS3", "cloud"]
 
@@ -66,47 +69,6 @@ def eq2_instance(**mesh):
         latency[dev] = tau
         layers.append(_layer(name, inputs[name], latency, EQ2_OUT[name]))
     return parse_instance(_instance(layers, [_device(d) for d in DEVICES], fig2b_links(), "UE", "cloud", **mesh))
-
-
-def random_mesh_instance(seed: int, n_layers: int, n_devices: int):
-    """A random DAG (each layer reads 1-2 earlier tensors) on a random connected device
-    graph (a path-covering skeleton plus extra links, sometimes two links on a serial
-    or share bus), random latencies (some zero), sizes, memories and options."""
-    rng = random.Random(seed)
-    devs = [f"d{k}" for k in range(n_devices)]
-    links: dict[tuple[str, str], dict] = {}
-
-    def add(u: str, v: str) -> None:
-        if u != v and (u, v) not in links:
-            links[(u, v)] = {"source": u, "target": v, "bandwidth_bits_per_s": rng.choice([1e6, 4e6, 2e7]),
-                             "latency_ms": rng.choice([0.0, 0.0, 0.05])}
-
-    for k in range(1, n_devices):
-        add(devs[rng.randrange(k)], devs[k])
-    for k in range(n_devices - 1):
-        add(devs[k], devs[rng.randrange(k + 1, n_devices)])
-    for _ in range(rng.randrange(3)):
-        add(rng.choice(devs), rng.choice(devs))
-    buses = []
-    if len(links) >= 2 and rng.random() < 0.5:
-        buses.append({"name": "bus0", "bandwidth_bits_per_s": rng.choice([2e6, 1e7]),
-                      "mode": rng.choice(["serial", "serial", "share"])})
-        for pair in rng.sample(sorted(links), 2):
-            links[pair]["bus"] = "bus0"
-            del links[pair]["bandwidth_bits_per_s"]
-    tensors, layers = ["input"], []
-    for i in range(n_layers):
-        inputs = sorted({rng.choice(tensors) for _ in range(1 if rng.random() < 0.6 else 2)}, key=tensors.index)
-        latency = {d: (rng.choice([0.0, 0.1, 0.3, 0.5, 1.0, 2.0]) if rng.random() < 0.9 else 0.0) for d in devs}
-        layers.append(_layer(f"l{i}", inputs, latency, rng.choice([10, 100, 500, 2000]),
-                             float(rng.choice([0, 100, 1000, 5000]))))
-        tensors.append(f"l{i}")
-    total_weights = sum(l["weights"] for l in layers) * 2
-    devices = [_device(d, rng.choice([1e9, 1e9, 0.5 * total_weights + 9000, 12000])) for d in devs]
-    data = _instance(layers, devices, list(links.values()), devs[0], devs[-1], buses,
-                     input_elements=rng.choice([100, 1000, 3000]),
-                     routing=rng.choice(["shortest", "shortest", "direct"]), deliver_outputs=rng.random() < 0.8)
-    return parse_instance(data)
 
 
 # ----- JMSNAS Eq. 2 by hand -------------------------------------------------------------------
@@ -210,7 +172,7 @@ def test_serial_bus_contention_and_orders():
 
 
 def _instance_dict(inst):
-    from splitopt.instance import to_dict
+    from splitopt.core.instance_io import to_dict
 
     return to_dict(inst)
 
@@ -219,7 +181,7 @@ def test_plan_json_round_trip_and_cli(tmp_path):
     from typer.testing import CliRunner
 
     from splitopt.cli import app
-    from splitopt.instance import save_instance
+    from splitopt.core.instance_io import save_instance
 
     inst = eq2_instance()
     result = solve(inst, "cpsat", threads=1)
@@ -314,7 +276,7 @@ def test_infeasible_joint_memory_names_the_device():
     result = solve(inst, "cpsat", threads=1)
     assert result.status is Status.INFEASIBLE
     assert "lifting any one of these alone would allow a plan: 's' (10,000 B), 't' (4,000 B)" in result.message
-    assert MeshBruteForceBackend().solve(inst).status is Status.INFEASIBLE
+    assert solve(inst, "brute-force").status is Status.INFEASIBLE
 
 
 # ----- time limits, baselines, shipped instances -------------------------------------------------
@@ -337,76 +299,31 @@ def test_baselines_and_shipped_instances():
     # memory binds: each of SBS, MBS*, cloud holds at most one branch
     branch_devices = {opt.plan.device[f"branch{b}.conv2"] for b in (1, 2, 3)}
     assert len(branch_devices) == 3
-    for cls in (BestSingleDeviceBackend, HeftBackend):
-        out = cls().solve(inst)
+    for name in ("best-single-device", "mesh-best-single-device", "heft"):
+        out = solve(inst, name)
         m = evaluate(inst, out.plan)
         assert m.makespan_ms >= opt.objective - 1e-6
         assert out.status is (Status.FEASIBLE if m.feasible else Status.NO_SOLUTION_FOUND)
     with pytest.raises(NotApplicable):
-        MeshBruteForceBackend().solve(inst)
-    from splitopt.mesh_program import identical_device_classes
+        solve(inst, "mesh-brute-force")
+    from splitopt.families.mesh.structure import identical_device_classes
 
     # MBS1 carries the SBS -> cloud route (tie broken by device order): only MBS2, MBS3 swap
     assert identical_device_classes(MeshData(inst)) == [["MBS2", "MBS3"]]
 
 
-# ----- every exact backend against brute force ----------------------------------------------------
+# ----- schedules of optimal plans (optima against brute force: tests/test_contracts.py) ------------
 
-SMALL = st.tuples(st.integers(0, 2**31 - 1), st.integers(2, 4), st.integers(2, 3))
-
-
-def _brute_and_instance(args):
-    seed, n_layers, n_devices = args
-    try:
-        inst = random_mesh_instance(seed, n_layers, n_devices)
-    except InvalidInstance:
-        assume(False)
-    try:
-        return inst, MeshBruteForceBackend(max_schedules=20_000).solve(inst)
-    except NotApplicable:
-        assume(False)
-
-
-def _agree(backend: str, args) -> None:
-    inst, ref = _brute_and_instance(args)
-    result = solve(inst, backend, threads=1, diagnose=False)
-    if ref.status is Status.INFEASIBLE:
-        assert result.status is Status.INFEASIBLE
-        return
-    assert result.status is Status.OPTIMAL, result.message
-    tol = 1e-6 * max(ref.objective, 1e-9) + result.extra.get("objective_tolerance_ms", 0.0) + 1e-12
-    assert abs(result.objective - ref.objective) <= tol, (result.objective, ref.objective)
-    assert result.metrics.feasible
-    assert not overlaps(result.metrics.schedule)
-
-
-@settings(max_examples=70, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
-@given(SMALL)
-def test_cpsat_matches_brute_force(args):
-    _agree("cpsat", args)
-
-
-@settings(max_examples=60, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
-@given(SMALL)
-def test_milp_highs_matches_brute_force(args):
-    _agree("milp-highs", args)
-
-
-@settings(max_examples=50, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
-@given(SMALL)
-def test_milp_cbc_matches_brute_force(args):
-    _agree("milp-cbc", args)
+SMALL = st.tuples(st.integers(0, 2**31 - 1), st.integers(2, 5), st.integers(2, 4))
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(SMALL)
-def test_heuristics_never_beat_brute_force(args):
-    inst, ref = _brute_and_instance(args)
-    for cls in (BestSingleDeviceBackend, HeftBackend):
-        out = cls().solve(inst)
-        if out.plan is None:
-            continue
-        m = evaluate(inst, out.plan)
-        if m.feasible:
-            assert ref.status is Status.OPTIMAL
-            assert m.makespan_ms >= ref.objective - 1e-9
+def test_optimal_schedules_never_overlap_on_a_resource(args):
+    seed, n_layers, n_devices = args
+    inst = random_mesh_instance(seed, n_layers, n_devices)
+    for backend in ("cpsat", "milp-highs"):
+        result = solve(inst, backend, threads=1, diagnose=False)
+        if result.plan is not None:
+            assert result.metrics.feasible
+            assert not overlaps(result.metrics.schedule), backend

@@ -28,15 +28,16 @@ pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 import splitopt  # noqa: E402
-from splitopt import presets  # noqa: E402
-from splitopt.chain import plan_on_devices  # noqa: E402
-from splitopt.errors import InvalidModel, InvalidPlan, NotApplicable  # noqa: E402
-from splitopt.instance import parse_instance, to_dict  # noqa: E402
-from splitopt.plan import Plan  # noqa: E402
+from splitopt.core import presets  # noqa: E402
+from splitopt.families.chain.plan import plan_on_devices  # noqa: E402
+from splitopt.core.errors import InvalidModel, InvalidPlan, NotApplicable  # noqa: E402
+from splitopt.api import parse_instance
+from splitopt.core.instance_io import to_dict  # noqa: E402
+from splitopt.core.plan import Plan  # noqa: E402
 from splitopt.torch import architectures as arch  # noqa: E402
 from splitopt.torch.capture import capture  # noqa: E402
-from splitopt.mesh import MeshPlan  # noqa: E402
-from splitopt.multiview import MultiviewPlan  # noqa: E402
+from splitopt.families.mesh.plan import MeshPlan  # noqa: E402
+from splitopt.families.multiview.plan import MultiviewPlan  # noqa: E402
 from splitopt.torch.partition import (  # noqa: E402
     FLOAT_ATOL, compare, evaluator_link_bytes, evaluator_mesh_crossings, evaluator_sent_bytes,
     identity_transmit, mesh_layer_order, mesh_stages, partition,
@@ -619,8 +620,9 @@ def test_run_command(gpt2, tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from splitopt.instance import save_instance
-    from splitopt.torch.run_cli import RUN_INPUT_SEED, run_command
+    from splitopt.core.instance_io import save_instance
+    from splitopt.cli.run import run_command
+    from splitopt.torch.seeds import RUN_INPUT_SEED
 
     app = typer.Typer()
     app.command("run")(run_command)
@@ -645,7 +647,7 @@ def test_run_command(gpt2, tmp_path):
     assert res.exit_code == 2 and "unknown model 'alexnet'" in res.stderr and res.stderr.count("\n") == 1
     # a plan naming layers the instance does not have
     res = runner.invoke(app, ["run", str(INSTANCES / "resnet50_eyeriss.json"), str(plan_path), "--model", "tiny_gpt2"])
-    assert res.exit_code == 2 and "unknown layer" in res.stderr and res.stderr.count("\n") == 1
+    assert res.exit_code == 2 and "the plan is for instance" in res.stderr and res.stderr.count("\n") == 1
     # the instance is not the model's: the model's input has another shape
     inst = splitopt.load_instance(INSTANCES / "resnet50_eyeriss.json")
     cloud_path = tmp_path / "cloud.json"
@@ -661,8 +663,8 @@ def test_run_command_mesh(gpt2, tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from splitopt.instance import save_instance
-    from splitopt.torch.run_cli import run_command
+    from splitopt.core.instance_io import save_instance
+    from splitopt.cli.run import run_command
 
     app = typer.Typer()
     app.command("run")(run_command)
@@ -706,8 +708,8 @@ def test_run_command_multiview(gpt2, tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from splitopt.instance import save_instance
-    from splitopt.torch.run_cli import run_command
+    from splitopt.core.instance_io import save_instance
+    from splitopt.cli.run import run_command
 
     app = typer.Typer()
     app.command("run")(run_command)

@@ -8,9 +8,9 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from splitopt import presets  # noqa: E402
-from splitopt.errors import InvalidInstance  # noqa: E402
-from splitopt.result import Status  # noqa: E402
+from splitopt.core import presets  # noqa: E402
+from splitopt.core.errors import InvalidInstance  # noqa: E402
+from splitopt.core.result import Status  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
 from splitopt.torch.profile import profile  # noqa: E402
 

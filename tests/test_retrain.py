@@ -1,4 +1,4 @@
-"""splitopt.torch.splitting / retrain / retrain_cli: the SplitNets splitting module
+"""splitopt.torch.splitting / retrain and ``splitopt retrain`` (splitopt.cli.retrain): the SplitNets splitting module
 (Conv-Reduce, Conv-Recover, View-Fuse, split-aware initialisation), retraining with
 knowledge distillation on scikit-learn's digits, and ``splitopt retrain``.
 
@@ -17,13 +17,19 @@ import typer  # noqa: E402
 from torch import nn  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from splitopt.errors import InvalidModel  # noqa: E402
+from splitopt.core.errors import InvalidModel  # noqa: E402
 from splitopt.torch import architectures as arch  # noqa: E402
 from splitopt.torch.packing import pack  # noqa: E402
 from splitopt.torch.retrain import (  # noqa: E402
     Data, accuracy, distill, kd_loss, retrain_table, train_digits, width_options,
 )
-from splitopt.torch.retrain_cli import retrain_command  # noqa: E402
+from splitopt.cli.retrain import retrain_command  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from splitopt.families.multiview import data as _mv_data, plan as _mv_plan  # noqa: E402
+
+#: the multiview family's functions these tests call, under short names
+mv = SimpleNamespace(data=_mv_data.data, uniform_plan=_mv_plan.uniform_plan, REDUCE=_mv_data.REDUCE)
 from splitopt.torch.splitting import (  # noqa: E402
     ConvRecover, ConvReduce, MultiViewSplitNet, SplitNet, ViewFuse, init_conv_, init_variance, split_aware_init_,
 )
@@ -217,7 +223,7 @@ def test_cli_retrain(tmp_path):
 
 
 def test_cli_retrain_writes_an_instance_whose_width_the_solver_chooses(tmp_path):
-    from splitopt import load_instance, multiview as mv
+    from splitopt import load_instance
     from splitopt.solve import solve
 
     table_file, inst_file = tmp_path / "table.json", tmp_path / "widths.json"
@@ -291,7 +297,6 @@ def test_multiview_split_model_is_reduce_fuse_then_conv():
 def test_short_multiview_retraining_improves_the_split_model():
     from splitopt.torch.multiview_retrain import multiview_retrain_table
     from splitopt.torch.width_instance import widths_instance
-    from splitopt import multiview as mv
     from splitopt.solve import solve
 
     table = multiview_retrain_table(views=2, widths=[2], epochs=2, base_epochs=3, progress=False)
@@ -311,7 +316,7 @@ def test_retrained_weights_run_the_solved_plan_at_the_measured_accuracy(tmp_path
     for its width on the 360 test digits: the split run's accuracy (sent tensors packed) is
     the accuracy the solver was given."""
     from splitopt.cli import app
-    from splitopt import load_instance, multiview as mv
+    from splitopt import load_instance
     from splitopt.torch.split_weights import load, weights_file
 
     weights, inst_file, plan_file = tmp_path / "w", tmp_path / "inst.json", tmp_path / "plan.json"

@@ -11,11 +11,12 @@ import pytest
 
 from splitopt import Status, evaluate, parse_instance
 from splitopt.solve import solve
-from splitopt.solvers import registry
-from splitopt.solvers.milp import _parse_cbc_log
+from splitopt.testing.contracts import EXACT_BACKENDS
+from splitopt.testing.generators import random_instance
+from splitopt.backends.milp import _parse_cbc_log
 
 DATA = Path(__file__).parent / "data"
-EXACT = [n for n in registry.names("exact", problem="split_bits") if n != "brute-force"]
+EXACT = list(EXACT_BACKENDS)
 
 # Hand numbers for tests/data/toy.json (Eyeriss edge: 34e9 MAC/s, 1e9 B/s off-chip,
 # 192 KiB buffer so nothing spills; TPU cloud: 96e12 MAC/s, 13e9 B/s; 3 Mbit/s uplink).
@@ -106,10 +107,7 @@ def test_infeasible_names_the_binding_budget(toy_data, solver):
 
 
 def test_float_baseline_on_split_bits_runs_the_float_problem(toy_data):
-    pytest.importorskip("splitopt.baselines.cloud_only")
     inst = parse_instance(toy_data)
-    if "neurosurgeon" not in registry.BACKENDS:
-        pytest.skip("neurosurgeon not registered")
     res = solve(inst, "neurosurgeon")
     assert res.problem == "split"
 
@@ -125,8 +123,7 @@ def test_cbc_log_parser_reads_time_limit_and_bound():
 
 @pytest.mark.parametrize("solver", EXACT)
 def test_time_limited_run_returns_a_plan_with_status_and_gap(solver):
-    synthetic = pytest.importorskip("splitopt.synthetic")
-    inst = synthetic.random_instance(seed=3, n_layers=300, problem="split_bits", bit_widths=(2, 4, 6, 8),
+    inst = random_instance(seed=3, n_layers=300, problem="split_bits", bit_widths=(2, 4, 6, 8),
                                      edge_required=False)
     res = solve(inst, solver, time_limit=0.2)
     # stopped early or not, there is always a plan: at worst the start plan (cloud-only)
@@ -151,7 +148,7 @@ def test_export_model(toy_data, tmp_path, solver, suffix):
 
 
 def test_bit_choice_encoding_per_layer(toy_data):
-    from splitopt.solvers.split_program import build_split_program
+    from splitopt.families.edge_cloud.program import build_split_program
 
     inst = parse_instance(toy_data)
     enc = build_split_program(inst).meta["encoding"]

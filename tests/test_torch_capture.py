@@ -14,8 +14,8 @@ from torch import nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import splitopt  # noqa: E402
-from splitopt import presets  # noqa: E402
-from splitopt.instance import FORMAT, parse_instance  # noqa: E402
+from splitopt.core import presets  # noqa: E402
+from splitopt.api import FORMAT, parse_instance  # noqa: E402
 from splitopt.torch import capture, capture_layers  # noqa: E402
 from splitopt.torch.quant_error import (  # noqa: E402
     layer_dicts_with_errors, quantize_activation, quantize_weight, relative_mse, run_layers,
@@ -269,7 +269,7 @@ def test_shipped_instances_load(path):
 def test_every_shipped_instance_loads_and_its_start_plan_evaluates(path):
     inst = splitopt.load_instance(path)
     assert (INSTANCES.parent / inst.source["script"]).exists() if "script" in inst.source else True
-    from splitopt.families import family
+    from splitopt.families.registry import family_of
 
-    start = family(inst.settings.problem).start_plan(inst)
+    start = family_of(inst).start_plan(inst)
     assert splitopt.evaluate(inst, start).objective_ms > 0

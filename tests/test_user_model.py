@@ -15,10 +15,10 @@ torch = pytest.importorskip("torch")
 from typer.testing import CliRunner  # noqa: E402
 
 from splitopt.cli import app  # noqa: E402
-from splitopt.errors import InvalidModel  # noqa: E402
-from splitopt.instance import load_instance  # noqa: E402
-from splitopt.plan import Plan  # noqa: E402
-from splitopt.torch.run_cli import build_model  # noqa: E402
+from splitopt.core.errors import InvalidModel  # noqa: E402
+from splitopt.api import load_instance  # noqa: E402
+from splitopt.core.plan import Plan  # noqa: E402
+from splitopt.torch.models import build_model  # noqa: E402
 from splitopt.torch.user_model import capture_checked, load_user_model, parse_shape  # noqa: E402
 
 MODEL_FILE = textwrap.dedent('''

@@ -17,10 +17,16 @@ import pytest
 
 pytest.importorskip("torch")
 
-from splitopt import Status, evaluate, load_instance, multiview as mv  # noqa: E402
-from splitopt.pareto import accuracy_front  # noqa: E402
+from splitopt import Status, evaluate, load_instance  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from splitopt.families.multiview import data as _mv_data, plan as _mv_plan  # noqa: E402
+
+#: the multiview family's functions these tests call, under short names
+mv = SimpleNamespace(data=_mv_data.data, uniform_plan=_mv_plan.uniform_plan, REDUCE=_mv_data.REDUCE)
+
+from splitopt.analysis.pareto import accuracy_front  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.solvers import registry  # noqa: E402
 from splitopt.torch.width_instance import split_tensor, widths_instance  # noqa: E402
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
@@ -29,12 +35,6 @@ TABLE = {"model": "digits_cnn", "data": "digits", "split": "block2", "channels":
          "bits": 8, "unsplit_accuracy_packed": 0.967,
          "settings": {"loss": "kd", "epochs": 10, "seed": 0},
          "rows": [{"d": d, "init": "split-aware", "accuracy_after_packed": a} for d, a in MEASURED.items()]}
-
-
-@pytest.fixture(autouse=True)
-def _registry(monkeypatch):
-    monkeypatch.setitem(registry.BACKENDS, "multiview-brute-force",
-                        "splitopt.baselines.multiview:MultiviewBruteForceBackend")
 
 
 def test_split_tensor_is_the_blocks_last_layer():
@@ -107,7 +107,7 @@ def test_shipped_instance_and_cli_front(tmp_path):
     assert [p["accuracy"] for p in front] == sorted(p["accuracy"] for p in front)
     assert front[-1]["width"] is None and front[0]["width"] == min(d.widths)
     # a multiview instance without measured accuracies has no front: one line, exit 2
-    from splitopt.instance import to_dict
+    from splitopt.core.instance_io import to_dict
 
     data = to_dict(widths_instance(TABLE, None))
     del data["settings"]["multiview"]["accuracy"]

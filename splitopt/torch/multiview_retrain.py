@@ -34,7 +34,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from splitopt.errors import InvalidModel
+from splitopt.core.errors import InvalidModel
 from splitopt.torch.retrain import (LOSSES, TRANSMIT_BITS, Data, TrainLog, accuracy, check_widths, retrain_row,
                                     save_weights, train)
 

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import torch
 
-from splitopt.errors import InvalidPlan
+from splitopt.core.errors import InvalidPlan
 
 #: bit-widths quantized to unsigned integer codes and bit-packed
 QUANTIZED_BITS = (1, 2, 3, 4, 5, 6, 7, 8)
@@ -267,7 +267,7 @@ def pack_sent_tensors(inst, plan, tensors: Mapping[str, torch.Tensor],
     each tensor's own min/max). Returns ``{tensor: PackedTensor}`` in the evaluator's
     order. Raises InvalidPlan if a sent tensor is missing or its shape differs from the
     instance's."""
-    from splitopt.evaluator import evaluate_two_tier
+    from splitopt.families.edge_cloud.evaluate import evaluate as evaluate_two_tier
 
     metrics = evaluate_two_tier(inst, plan)
     out = {}

@@ -90,7 +90,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch.export.graph_signature import InputKind
 
-from splitopt.errors import InvalidModel, InvalidPlan, SplitoptError
+from splitopt.core.errors import InvalidModel, InvalidPlan, SplitoptError
 from splitopt.torch.capture import BATCH_NORM, CONV, INPUT_NAME, Capture, CapturedLayer, op_name
 from splitopt.torch.quant_error import quantize_activation, quantize_weight, run_layers
 
@@ -201,11 +201,11 @@ class SplitModel:
         its routes once (multicast), which is what the mesh evaluator charges. Links that
         carry nothing are listed with 0. NotApplicable for other plans or without an
         instance."""
-        from splitopt.errors import NotApplicable
+        from splitopt.core.errors import NotApplicable
 
         if self.kind != "mesh" or self.inst is None:
             raise NotApplicable("partition: link bytes need a mesh plan partitioned with its instance")
-        from splitopt.mesh import MeshData
+        from splitopt.families.mesh.evaluate import MeshData
 
         data = MeshData(self.inst)
         out = {f"{u}->{v}": 0.0 for u, v in data.pairs}
@@ -367,7 +367,7 @@ def is_mesh(plan, inst=None) -> bool:
     or, without an instance, the plan is a :class:`splitopt.mesh.MeshPlan`."""
     if inst is not None:
         return inst.settings.problem == "mesh"
-    from splitopt.mesh import MeshPlan
+    from splitopt.families.mesh.evaluate import MeshPlan
 
     return isinstance(plan, MeshPlan)
 
@@ -379,7 +379,7 @@ def device_order(plan, inst=None, devices: Sequence[str] | None = None, layer_na
     otherwise the order of first use by the layers."""
     if devices is not None:
         return list(devices)
-    if inst is not None and inst.is_two_tier:
+    if inst is not None and inst.problem in ("split", "split_bits"):
         return [inst.settings.edge, inst.settings.cloud]
     if inst is not None and inst.settings.chain:
         return list(inst.settings.chain)
@@ -477,7 +477,7 @@ def mesh_layer_order(cap: Capture, plan, inst=None) -> list[str]:
     pos = {n: i for i, n in enumerate(names)}
     rank = dict(pos)
     if inst is not None and getattr(plan, "order", None):
-        from splitopt.mesh import evaluate as mesh_evaluate
+        from splitopt.families.mesh.evaluate import evaluate as mesh_evaluate
 
         starts = {t.label: t.start_ms for t in mesh_evaluate(inst, plan).schedule if t.kind == "compute"}
         ranked = sorted(names, key=lambda n: (starts.get(n, math.inf), pos[n]))
@@ -848,7 +848,7 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
     plan) or NotApplicable (multiview instances:
     :func:`splitopt.torch.partition_multiview.partition_multiview`), each one
     line."""
-    from splitopt.errors import NotApplicable
+    from splitopt.core.errors import NotApplicable
 
     if inst is not None and inst.settings.problem not in ("split", "split_bits", "chain", "mesh"):
         raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported by partition "
@@ -868,7 +868,7 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
     order = device_order(plan, inst, devices, names)
     _check_against(capture, example_input, plan, inst, order, mesh=mesh)
     if mesh and inst is not None:
-        from splitopt.mesh import check_plan as check_mesh_plan
+        from splitopt.families.mesh.evaluate import check_plan as check_mesh_plan
 
         check_mesh_plan(inst, _as_mesh_plan(plan))
     if reference_bits is None:
@@ -937,7 +937,7 @@ def _partition_mesh(capture: Capture, plan, inst, order: list[str], example_inpu
     names = [l.name for l in capture.layers]
     device = {n: plan.device[n] for n in names}
     if inst is not None:
-        from splitopt.mesh import mesh_options
+        from splitopt.families.mesh.data import mesh_options
 
         source = inst.settings.edge
         sink = inst.settings.cloud if mesh_options(inst).deliver_outputs else None
@@ -1033,13 +1033,13 @@ def evaluator_sent_bytes(inst, plan) -> list[float]:
     device but the last; mesh the bytes of :func:`evaluator_mesh_crossings` (per device
     pair, in the order of :class:`SplitModel`'s mesh crossings). Raises NotApplicable for
     other families."""
-    from splitopt.errors import NotApplicable
-    from splitopt.evaluator import evaluate
+    from splitopt.core.errors import NotApplicable
+    from splitopt.api import evaluate
 
     if inst.settings.problem == "mesh":
         return [b for _, _, b in evaluator_mesh_crossings(inst, plan)]
     metrics = evaluate(inst, plan)
-    if inst.is_two_tier:
+    if inst.problem in ("split", "split_bits"):
         return [float(metrics.transmitted_bytes)]
     if inst.settings.problem == "chain":
         return [float(d.sent_bytes) for d in metrics.devices[:-1]]
@@ -1052,7 +1052,7 @@ def evaluator_mesh_crossings(inst, plan) -> list[tuple[str, str, float]]:
     (``MeshData.destinations``: a tensor's readers' devices and, for final outputs, the
     sink; ``MeshData.sent_bytes``): each (tensor, destination) once, whatever the route;
     pairs sorted by the devices' positions in ``instance.devices``."""
-    from splitopt.mesh import MeshData, check_plan as check_mesh_plan
+    from splitopt.families.mesh.evaluate import MeshData, check_plan as check_mesh_plan
 
     data = MeshData(inst)
     plan = _as_mesh_plan(plan)
@@ -1069,7 +1069,7 @@ def evaluator_mesh_crossings(inst, plan) -> list[tuple[str, str, float]]:
 def evaluator_link_bytes(inst, plan) -> dict[str, float]:
     """Mesh plans: bytes per sample over each link ``"u->v"`` as :func:`splitopt.mesh.evaluate`
     charges them (``metrics.links``: every hop of every tensor's multicast tree)."""
-    from splitopt.mesh import evaluate as mesh_evaluate
+    from splitopt.families.mesh.evaluate import evaluate as mesh_evaluate
 
     return {l.link: float(l.bytes) for l in mesh_evaluate(inst, _as_mesh_plan(plan)).links}
 
@@ -1077,7 +1077,7 @@ def evaluator_link_bytes(inst, plan) -> dict[str, float]:
 def _as_mesh_plan(plan):
     """``plan`` itself when it is a mesh plan (device map and task orders), else a mesh
     plan with its device map and the default order."""
-    from splitopt.mesh import MeshPlan
+    from splitopt.families.mesh.evaluate import MeshPlan
 
     return plan if hasattr(plan, "order") else MeshPlan(dict(plan.device))
 

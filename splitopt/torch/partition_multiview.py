@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import torch
 
-from splitopt.errors import InvalidModel
+from splitopt.core.errors import InvalidModel
 from splitopt.torch.capture import INPUT_NAME, Capture
 from splitopt.torch.partition import (FLOAT_ATOL, Crossing, Part, RunStats, Transmit, _close, _Context,
                                       _model_outputs, _PartBuilder, _stack, capture_module, identity_transmit,
@@ -100,7 +100,7 @@ def pointwise_conv(cin: int, cout: int, shape: Sequence[int], seed: int = 0) -> 
     SplitNets' split-aware initialisation (:func:`splitopt.torch.splitting.init_conv_`)
     from a generator seeded with ``seed``: Conv2d for (c, h, w) (:class:`ConvReduce`),
     Conv1d for (c, l), Linear for (c,)."""
-    from splitopt.errors import NotApplicable
+    from splitopt.core.errors import NotApplicable
     from splitopt.torch.splitting import ConvReduce, init_conv_
 
     g = torch.Generator().manual_seed(seed)
@@ -308,8 +308,9 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
     cut at a fusion tensor that is the model output). Everything runs in float
     (multiview plans run every layer at ``cloud_bits``, the reference precision).
     Raises InvalidModel / InvalidPlan / NotApplicable, each one line."""
-    from splitopt.errors import NotApplicable
-    from splitopt.multiview import REDUCE, check_plan as check_mv_plan, data as mv_data
+    from splitopt.core.errors import NotApplicable
+    from splitopt.families.multiview.data import REDUCE
+    from splitopt.families.multiview.evaluate import check_plan as check_mv_plan, data as mv_data
 
     if inst is None or inst.settings.problem != "multiview":
         raise NotApplicable("partition_multiview: needs a multiview instance (problem 'multiview')")
@@ -417,7 +418,7 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
 def evaluator_view_bytes(inst, plan) -> list[tuple[str, tuple[tuple[str, float], ...]]]:
     """Multiview plans: per sensor, the tensors it sends with their bytes per sample as
     :func:`splitopt.multiview.evaluate` counts them (``metrics.views[i].sent``)."""
-    from splitopt.multiview import evaluate as mv_evaluate
+    from splitopt.families.multiview.evaluate import evaluate as mv_evaluate
 
     return [(v.sensor, tuple((t, float(b)) for t, b in v.sent)) for v in mv_evaluate(inst, plan).views]
 

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
-from splitopt.instance import FORMAT, Instance, parse_instance
+from splitopt.api import FORMAT, parse_instance
+from splitopt.core.instance import Instance
 from splitopt.torch.capture import Capture
 from splitopt.torch.quant_error import _placeholder_values, layer_dicts_with_errors
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from splitopt.errors import InvalidModel
+from splitopt.core.errors import InvalidModel
 
 #: losses :func:`retrain_table` knows: knowledge distillation from the unsplit model, or
 #: plain cross-entropy on the labels

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from splitopt.errors import InvalidModel
+from splitopt.core.errors import InvalidModel
 
 FORMAT = "splitopt-split-weights/1"
 

@@ -30,7 +30,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from splitopt.errors import InvalidModel
+from splitopt.core.errors import InvalidModel
 
 #: the initialisations :func:`init_conv_` knows
 INITS = ("split-aware", "kaiming", "xavier")

@@ -44,10 +44,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from splitopt.errors import InvalidModel, SplitoptError
+from splitopt.core.errors import InvalidModel, SplitoptError
 # the seeds and count of the synthetic run and calibration inputs: those of the built-in models
-from splitopt.torch.run_cli import CALIBRATION_IMAGES as CALIBRATION_INPUTS
-from splitopt.torch.run_cli import CALIBRATION_SEED, RUN_INPUT_SEED
+from splitopt.torch.seeds import CALIBRATION_IMAGES as CALIBRATION_INPUTS
+from splitopt.torch.seeds import CALIBRATION_SEED, RUN_INPUT_SEED
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -215,7 +215,7 @@ def check_forward(module: torch.nn.Module, example: torch.Tensor) -> None:
 def load_user_model(spec: str, seed: int = 0, *, input_shape: str | None = None, input_dtype: str | None = None,
                     input_high: int | None = None, inst=None, check: bool = True):
     """``(module, None, example input, run inputs(n), calibration inputs())`` of a user
-    model, the tuple ``run_cli.build_model`` returns (``rename`` None).
+    model, the tuple ``splitopt.torch.models.build_model`` returns (``rename`` None).
 
     Shape: ``input_shape`` if given, else the factory's example input's, else the input
     of ``inst`` (an instance made by ``profile``). Dtype: ``input_dtype``, else the

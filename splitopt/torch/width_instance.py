@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from splitopt.instance import Instance, parse_instance, to_dict
+from splitopt.core.instance import Instance
+from splitopt.api import parse_instance
+from splitopt.core.instance_io import to_dict
 
 SENSOR = "wearable"
 AGGREGATOR = "phone"

@@ -1,0 +1,1 @@
+"""Analyses over solves: Pareto fronts and plots."""

@@ -1,0 +1,140 @@
+"""The latency / quantization-error Pareto front (AUTO-SPLIT Fig. 5) by the
+epsilon-constraint method: minimise latency subject to error <= eps, for a sequence of
+budgets eps.
+
+``exact`` sweep: start with no budget; each step re-solves with the budget just below
+the error of the last plan found (``eps = error * (1 - 1e-5)``), so every point is a
+proven-optimal latency for its budget and consecutive points are the front's corners,
+down to the least-error plan (cloud-only, error 0, unless layers are pinned to the edge).
+``grid`` sweep: ``points`` budgets evenly spaced between 0 and the error of the
+unconstrained optimum.
+
+The latency / accuracy front of a ``multiview`` instance whose compression widths carry
+measured accuracies (``settings.multiview.accuracy``; issue 4) is swept the same way in
+the other direction (:func:`accuracy_front`): minimise latency subject to accuracy >=
+``min_accuracy``, starting from the least measured accuracy and raising the limit each
+step to the next measured level above the last plan's accuracy. The levels are discrete,
+so every corner is found and every point is a proven optimum (or time-limited).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from splitopt.core.instance import Instance
+from splitopt.core.result import SolveResult
+from splitopt.solve import solve
+
+#: relative step below the last point's error in the exact sweep; larger than every
+#: backend's error tolerance (1e-6) so the sweep always moves
+STEP_RTOL = 1e-5
+
+
+@dataclass
+class ParetoPoint:
+    budget: float | None
+    result: SolveResult
+
+    @property
+    def latency_ms(self) -> float:
+        return self.result.objective
+
+    @property
+    def error(self) -> float:
+        return self.result.metrics.error
+
+
+def pareto_front(
+    inst: Instance,
+    solver: str = "milp-cbc",
+    mode: str = "exact",
+    points: int = 50,
+    time_limit: float | None = None,
+    threads: int = 2,
+) -> list[ParetoPoint]:
+    """Pareto points sorted by increasing error (decreasing latency). Points whose solve
+    stopped without proof keep their FEASIBLE status; dominated points are dropped."""
+    out: list[ParetoPoint] = []
+    first = solve(inst.with_settings(error_budget=None), solver, time_limit, threads, diagnose=False)
+    if not first.status.has_plan:
+        return out
+    out.append(ParetoPoint(None, first))
+    if mode == "grid":
+        top = first.metrics.error
+        for k in range(points - 1):
+            eps = top * k / max(1, points - 1)
+            res = solve(inst.with_settings(error_budget=eps), solver, time_limit, threads, diagnose=False)
+            if res.status.has_plan:
+                out.append(ParetoPoint(eps, res))
+    elif mode == "exact":
+        err = first.metrics.error
+        while len(out) < points and err > 0:
+            eps = max(0.0, err * (1 - STEP_RTOL) - 1e-15)
+            res = solve(inst.with_settings(error_budget=eps), solver, time_limit, threads, diagnose=False)
+            if not res.status.has_plan:
+                break
+            out.append(ParetoPoint(eps, res))
+            err = res.metrics.error
+    else:
+        raise ValueError(f"mode must be 'exact' or 'grid', got {mode!r}")
+    return _non_dominated(out)
+
+
+def _non_dominated(points: list[ParetoPoint]) -> list[ParetoPoint]:
+    points = sorted(points, key=lambda p: (p.error, p.latency_ms))
+    front: list[ParetoPoint] = []
+    for p in points:
+        if not front or p.latency_ms < front[-1].latency_ms - 1e-12:
+            front.append(p)
+    return front
+
+
+@dataclass
+class AccuracyPoint:
+    """One point of the latency / accuracy front: the limit solved under and its result."""
+
+    min_accuracy: float
+    result: SolveResult
+
+    @property
+    def latency_ms(self) -> float:
+        return self.result.objective
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.result.metrics.accuracy
+
+
+def accuracy_levels(inst: Instance) -> list[float]:
+    """The distinct measured accuracies of a multiview instance's architectures, ascending."""
+    from splitopt.families.multiview.data import data
+
+    return sorted({a for a in data(inst).accuracy.values() if a is not None})
+
+
+def accuracy_front(inst: Instance, solver: str = "cpsat", time_limit: float | None = None,
+                   threads: int = 2, points: int = 50) -> list[AccuracyPoint]:
+    """Latency-optimal plans for increasing ``min_accuracy`` (a multiview instance with
+    measured accuracies), sorted by increasing accuracy (and latency); dominated points
+    dropped. The sweep starts at the least measured accuracy (so every compressed width
+    needs a record), then sets the limit to the next measured level above the last
+    plan's accuracy, until no plan meets it or the plan's accuracy is not measured
+    (an uncompressed architecture without a record). ValueError without records."""
+    levels = accuracy_levels(inst)
+    if not levels:
+        raise ValueError("no measured accuracy in settings.multiview.accuracy; nothing to trade latency against")
+    out: list[AccuracyPoint] = []
+    limit: float | None = levels[0]
+    while limit is not None and len(out) < points:
+        changed = inst.with_settings(multiview={**inst.settings.multiview, "min_accuracy": limit})
+        res = solve(changed, solver, time_limit, threads, diagnose=False)
+        if not res.status.has_plan:
+            break
+        out.append(AccuracyPoint(limit, res))
+        acc = res.metrics.accuracy
+        limit = None if acc is None else next((l for l in levels if l > acc), None)
+    front: list[AccuracyPoint] = []
+    for p in sorted(out, key=lambda p: (-(p.accuracy if p.accuracy is not None else -1.0), p.latency_ms)):
+        if not front or p.latency_ms < front[-1].latency_ms - 1e-12:
+            front.append(p)
+    return front[::-1]

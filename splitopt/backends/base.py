@@ -1,0 +1,175 @@
+"""The backend boundary. A backend is one small class registered by name in
+``splitopt.backends.registry``; it never names a family.
+
+* :class:`ProgramBackend` (CBC, HiGHS, CP-SAT): as cvxpy's solvers, a program goes in,
+  values and a status come out. The family builds the program (``Family.build_program``
+  of a kind the backend runs, in the backend's order of preference: the family declares
+  what it builds, the backend what it runs), the backend runs it (:meth:`run`, the only
+  solver-specific step: its status and log are read there, once), and the shared
+  template here decodes the values into a plan, converts objective and bound to ms with
+  the program's stated tolerance, keeps the user's wall-clock budget (building
+  included) and falls back on the family's start plan when the solver stops without a
+  plan of its own.
+* Backends that produce plans directly (brute force, a family's own methods) implement
+  :meth:`Backend.solve` themselves.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
+
+from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
+from splitopt.core.options import SolveOptions
+from splitopt.core.program import Program
+from splitopt.core.result import BackendOutput, Status
+
+
+@dataclass
+class RunResult:
+    """What running a program gives: ``status``; ``values`` (for a ``LinearProgram`` one
+    float per variable, for a CP-SAT model the solution vector by ``var.Index()``), when
+    a solution is at hand; ``objective`` and ``bound`` in the model's own units
+    (including a ``LinearProgram``'s constant); ``interrupted``: stopped by the deadline
+    or by Ctrl-C; ``stats``: solve seconds and solver details."""
+
+    status: Status
+    values: Sequence[float] | None = None
+    objective: float | None = None
+    bound: float | None = None
+    message: str = ""
+    interrupted: bool = False
+    #: known error of ``objective`` from the run's own scaling (model units; already
+    #: subtracted from ``bound``), e.g. CP-SAT's integer emission of a LinearProgram
+    tolerance: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    #: registry name, e.g. "milp-cbc"
+    name: ClassVar[str] = ""
+    #: "exact" (proves optimality), "baseline" (a published method) or "heuristic"
+    kind: ClassVar[str] = "exact"
+    #: importable modules it needs; checked without importing them
+    requires: ClassVar[tuple[str, ...]] = ()
+    #: the pip command or extra that installs them
+    install_hint: ClassVar[str] = "pip install -e ."
+    description: ClassVar[str] = ""
+    #: OPTIMAL means: the plan's objective is within this relative tolerance (and
+    #: ``OPTIMAL_ATOL_MS``) of a proven lower bound on the optimum; the bound already
+    #: accounts for the program's stated scaling and feasibility tolerances, so the
+    #: reported gap is honest, and a solver "optimum" whose gap exceeds this is FEASIBLE
+    optimal_rtol: ClassVar[float] = 1e-4
+    #: solver options it accepts (name -> one line); ``check_options`` refuses others
+    options: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def is_installed(cls) -> bool:
+        return all(importlib.util.find_spec(mod) is not None for mod in cls.requires)
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """InvalidOption naming the first option this backend does not accept."""
+        for key in options:
+            if key not in self.options:
+                known = ", ".join(sorted(self.options)) or "none"
+                raise InvalidOption(f"option '{key}': not an option of solver '{self.name}' (options: {known})")
+
+    def handles(self, family: Any, problem: str) -> bool:
+        """Whether this backend can solve ``problem`` of ``family``."""
+        return True
+
+    @abstractmethod
+    def solve(self, family: Any, inst: Any, options: SolveOptions) -> BackendOutput:
+        """Solve ``inst`` (of ``family``) and return the plan (or the reason there is none)."""
+
+
+#: absolute part of the OPTIMAL tolerance (ms): objectives near zero
+OPTIMAL_ATOL_MS = 1e-9
+
+
+def feasible_start_plan(family: Any, inst: Any) -> Any | None:
+    """The family's start plan if its evaluator finds it meets every limit, else None: the
+    only plan a backend may fall back on, and the one that refutes an INFEASIBLE claim."""
+    start = family.start_plan(inst)
+    return start if start is not None and family.evaluate(inst, start).feasible else None
+
+
+class ProgramBackend(Backend):
+    """A backend that runs the programs families build (see the module docstring)."""
+
+    #: program kinds it runs, in order of preference
+    runs: ClassVar[tuple[str, ...]] = ("linear",)
+
+    def handles(self, family: Any, problem: str) -> bool:
+        return any(kind in family.program_kinds for kind in self.runs)
+
+    def kind_for(self, family: Any) -> str:
+        for kind in self.runs:
+            if kind in family.program_kinds:
+                return kind
+        raise NotApplicable(f"solver '{self.name}' runs {', '.join(self.runs)} programs; family '{family.name}' "
+                            f"builds {', '.join(family.program_kinds)}")
+
+    @abstractmethod
+    def run(self, program: Program, options: SolveOptions) -> RunResult:
+        """Run ``program`` within ``options.remaining_s()`` seconds; never raise on a
+        time limit or an interrupt (return what is known)."""
+
+    @abstractmethod
+    def export(self, program: Program, path: Any) -> None:
+        """Write the program as the solver reads it (``--export-model``)."""
+
+    def solve(self, family: Any, inst: Any, options: SolveOptions) -> BackendOutput:
+        self.check_options(options.solver_options)
+        kind = self.kind_for(family)
+        t0 = time.perf_counter()
+        start = feasible_start_plan(family, inst)
+        program = family.build_program(inst, kind, start)
+        build_s = time.perf_counter() - t0
+        if options.export_path is not None:
+            self.export(program, options.export_path)
+        extra: dict[str, Any] = {"build_s": build_s, "program": kind, "optimal_rtol": self.optimal_rtol,
+                                 **program.stats}
+        remaining = options.remaining_s()
+        if remaining is not None and remaining <= 0:
+            return self._stopped(family, inst, start, None, "the time limit ran out while building the program",
+                                 extra, time.perf_counter() - t0 - build_s)
+        t1 = time.perf_counter()
+        raw = self.run(program, options)
+        extra.update(raw.stats)
+        extra["solve_s"] = time.perf_counter() - t1
+        if raw.interrupted:
+            extra["interrupted"] = True
+        bound = None if raw.bound is None else program.to_ms(raw.bound) - program.tolerance_ms
+        if raw.status in (Status.INFEASIBLE, Status.ERROR):
+            return BackendOutput(raw.status, message=raw.message, extra=extra)
+        if not raw.status.has_plan or raw.values is None:
+            return self._stopped(family, inst, start, bound, raw.message, extra, extra["solve_s"])
+        plan = program.decode(raw.values)
+        if plan is None:
+            raise SolverFailure(f"{self.name}: reports {raw.status.value} on a program without solutions")
+        objective = None if raw.objective is None else program.to_ms(raw.objective)
+        status = raw.status
+        if status is Status.FEASIBLE and start is not None:
+            # a stopped solver's plan may be worse than the start plan it was given
+            if family.evaluate(inst, start).objective_ms < family.evaluate(inst, plan).objective_ms:
+                plan, objective = start, None
+                extra["returned"] = "start plan (better than the solver's incumbent)"
+        return BackendOutput(status, plan=plan, objective=objective, bound=bound, message=raw.message,
+                             objective_tolerance_ms=program.tolerance_ms + raw.tolerance * program.unit_ms,
+                             one_sided=program.may_improve_on_decode and status is not Status.OPTIMAL,
+                             extra=extra)
+
+    def _stopped(self, family: Any, inst: Any, start: Any | None, bound: float | None, message: str,
+                 extra: dict[str, Any], solve_s: float) -> BackendOutput:
+        """Stopped without a plan of the solver's own: the start plan (FEASIBLE) with the
+        bound known, or NO_SOLUTION_FOUND."""
+        extra["solve_s"] = solve_s
+        if start is not None:
+            extra["returned"] = "start plan"
+            return BackendOutput(Status.FEASIBLE, plan=start, bound=bound, message=f"{message}; returning the start plan",
+                                 extra=extra)
+        return BackendOutput(Status.NO_SOLUTION_FOUND, bound=bound, message=message, extra=extra)

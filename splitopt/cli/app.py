@@ -1,0 +1,360 @@
+"""The ``splitopt`` command line. Thin: it parses, checks options and output paths before
+any work, calls the library, prints. Nothing in the library imports it. The torch
+bridge's commands (profile, run, retrain) import torch only when they run; without the
+torch extra they say so in one line (exit 3). Exit codes: ``splitopt.cli.common``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from splitopt.cli.common import (
+    EXIT_NO_PLAN,
+    PLOT_SUFFIXES,
+    check_output_path,
+    check_positive_count,
+    console,
+    errors,
+    parse_solver_options,
+    print_json,
+)
+from splitopt.cli.profile import profile_command
+from splitopt.cli.retrain import retrain_command
+from splitopt.cli.run import run_command
+from splitopt.core.errors import InvalidOption, NotApplicable
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    help="Decide how to split a DNN across devices (edge/cloud, chains, meshes, multi-view sensors, the peer "
+         "max-load benchmark) by solving mathematical programs.",
+)
+
+#: what --export-model writes, by backend family of formats
+EXPORT_SUFFIXES = (".lp", ".mps", ".txt", ".pbtxt", ".pb")
+
+
+class Problem(str, Enum):
+    split = "split"
+    split_bits = "split_bits"
+
+
+class SweepMode(str, Enum):
+    exact = "exact"
+    grid = "grid"
+
+
+def _load(path: Path, problem: Optional[Problem] = None, objective: Optional[str] = None):
+    """Load an instance; ``--problem`` (edge/cloud instances) and ``--objective`` override."""
+    from splitopt.api import load_instance
+    from splitopt.families.registry import family_of
+
+    inst = load_instance(path)
+    family = family_of(inst)
+    if problem is not None and problem.value != inst.problem:
+        if family.name != "edge_cloud":
+            raise NotApplicable(f"--problem {problem.value}: applies to edge/cloud instances (split, split_bits), "
+                                f"not to problem '{inst.problem}'")
+        inst = inst.with_settings(problem=problem.value)
+        family.prepare(inst)
+    if objective is not None:
+        if objective not in family.objectives:
+            raise InvalidOption(f"--objective {objective}: problem '{inst.problem}' has objectives "
+                                f"{', '.join(family.objectives)}")
+        inst = inst.with_objective(objective) if hasattr(inst, "with_objective") else \
+            inst.with_settings(objective=objective)
+        family.prepare(inst)
+    return inst
+
+
+def _check_plot_options(gantt: Optional[Path], breakdown: Optional[Path]) -> None:
+    check_output_path(gantt, "--gantt", PLOT_SUFFIXES)
+    check_output_path(breakdown, "--breakdown", PLOT_SUFFIXES)
+
+
+def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> None:
+    """Draw the schedule (Gantt) and the per-device latency breakdown."""
+    if gantt is None and breakdown is None:
+        return
+    from splitopt.analysis import plots
+    from splitopt.core.schedule import makespan_ms
+    from splitopt.families.registry import family_of
+
+    family = family_of(inst)
+    if gantt is not None:
+        tasks = family.schedule(metrics)
+        if not tasks:
+            raise NotApplicable(f"--gantt: this plan of problem '{inst.problem}' has no schedule to draw")
+        plots.plot_gantt(tasks, gantt, title=f"{inst.name}: makespan {makespan_ms(tasks):.3f} ms")
+    if breakdown is not None:
+        rows = family.breakdown(inst, metrics)
+        if not rows:
+            raise NotApplicable(f"--breakdown: problem '{inst.problem}' has no per-device breakdown")
+        plots.plot_breakdown(rows, breakdown, title=f"{inst.name}: per-device latency")
+
+
+def _check_plots_apply(inst, gantt: Optional[Path], breakdown: Optional[Path]) -> None:
+    """Before solving: the family must have schedules if a plot is asked for."""
+    from splitopt.families.registry import family_of
+
+    if (gantt is not None or breakdown is not None) and not family_of(inst).has_schedule:
+        which = "--gantt" if gantt is not None else "--breakdown"
+        raise NotApplicable(f"{which}: problem '{inst.problem}' has no multi-device schedule")
+
+
+@app.command()
+def solve(
+    instance: Path = typer.Argument(..., help="Instance JSON file (splitopt's format or a peer dnn-partitioning file)."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend name; `splitopt solvers` lists them. Default: milp-cbc for split/split_bits, cpsat otherwise."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Wall-clock seconds for the whole solve, building included; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
+    problem: Optional[Problem] = typer.Option(None, "--problem", help="Override the instance's problem: split (float cut) or split_bits (cut + bit-widths)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective: chain: latency or throughput; maxload: throughput (max-load) or latency."),
+    threads: int = typer.Option(2, "--threads", help="Solver threads."),
+    seed: int = typer.Option(0, "--seed", help="Random seed for solvers and heuristics."),
+    option: Optional[list[str]] = typer.Option(None, "--option", help="A solver option NAME=VALUE, passed through (repeatable), e.g. --option mip_gap=0.01; an unknown name is refused."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (the plan in the format `evaluate` reads)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log to stderr."),
+    export_model: Optional[Path] = typer.Option(None, "--export-model", help="Write the built program: .lp/.mps (MILP backends) or .txt/.pb (cpsat)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the plan JSON to this file."),
+    layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table (edge layers, schedule)."),
+    gantt: Optional[Path] = typer.Option(None, "--gantt", help="Draw the plan's schedule (one row per device and link) to this image file (.png/.svg/.pdf)."),
+    breakdown: Optional[Path] = typer.Option(None, "--breakdown", help="Draw the per-device compute/send breakdown to this image file (.png/.svg/.pdf)."),
+) -> None:
+    """Solve INSTANCE and print the plan (cut, devices, bit-widths, schedule), its cost,
+    status and gap. A peer dnn-partitioning file is read as problem maxload (objective
+    from its folder: latency-inputs -> latency, else throughput)."""
+    from splitopt.api import plan_to_dict, result_to_dict
+    from splitopt.cli.report import print_result
+    from splitopt.core.options import SolveOptions
+    from splitopt.solve import solve as run
+
+    with errors():
+        SolveOptions(time_limit_s=time_limit, threads=threads, seed=seed)  # refuse bad values before any work
+        options = parse_solver_options(option)
+        check_output_path(output, "--output")
+        check_output_path(export_model, "--export-model", EXPORT_SUFFIXES)
+        _check_plot_options(gantt, breakdown)
+        inst = _load(instance, problem, objective)
+        _check_plots_apply(inst, gantt, breakdown)
+        result = run(inst, solver=solver, time_limit=time_limit, threads=threads, seed=seed, verbose=verbose,
+                     export_path=export_model, options=options)
+        if output is not None and result.plan is not None:
+            output.write_text(__import__("json").dumps(plan_to_dict(inst, result.plan), indent=1) + "\n")
+        if result.metrics is not None:
+            _plots(inst, result.metrics, gantt, breakdown)
+        if as_json:
+            print_json(result_to_dict(inst, result))
+        else:
+            print_result(console, inst, result, show_layers=layers)
+            if export_model is not None:
+                console.print(f"[bold]Model[/bold]    written to {export_model}", highlight=False)
+    if not result.status.has_plan:
+        raise typer.Exit(EXIT_NO_PLAN)
+
+
+@app.command()
+def evaluate(
+    instance: Path = typer.Argument(..., help="Instance JSON file."),
+    plan: Path = typer.Argument(..., help="Plan JSON file (or the output of `solve --json`; for a peer file, an expert placement file)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective (see `solve`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
+    layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table."),
+    gantt: Optional[Path] = typer.Option(None, "--gantt", help="Draw the plan's schedule to this image file."),
+    breakdown: Optional[Path] = typer.Option(None, "--breakdown", help="Draw the per-device breakdown to this image file."),
+) -> None:
+    """Evaluate PLAN on INSTANCE with the family's independent evaluator."""
+    from splitopt.api import evaluate as run
+    from splitopt.api import load_plan
+    from splitopt.cli.report import print_metrics
+
+    with errors():
+        _check_plot_options(gantt, breakdown)
+        inst = _load(instance, objective=objective)
+        _check_plots_apply(inst, gantt, breakdown)
+        p = load_plan(inst, plan)
+        metrics = run(inst, p)
+        _plots(inst, metrics, gantt, breakdown)
+        if as_json:
+            print_json({"instance": inst.name, "problem": inst.problem, "metrics": metrics.to_dict()})
+        else:
+            console.print(f"[bold]splitopt[/bold] {inst.name} | problem {inst.problem} | evaluate {plan}",
+                          highlight=False)
+            print_metrics(console, inst, p, metrics, show_layers=layers)
+
+
+@app.command()
+def validate(instance: Path = typer.Argument(..., help="Instance JSON file (or a peer dnn-partitioning file).")) -> None:
+    """Check INSTANCE against the JSON Schema, for consistency and by its family."""
+    from splitopt.families.registry import family_of
+
+    with errors():
+        inst = _load(instance)
+        console.print(f"ok: {family_of(inst).summary(inst)}", highlight=False)
+
+
+@app.command()
+def solvers(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """List the backends (generic, then each family's methods) and whether each is installed."""
+    from rich.table import Table
+
+    from splitopt.backends.registry import entries
+
+    rows = entries()
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="splitopt backends")
+    for col in ("name", "kind", "families", "installed", "description"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["kind"], r["families"], "yes" if r["installed"] else "no", r["description"])
+    console.print(table)
+
+
+def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
+                     plot: Path | None) -> None:
+    """The latency / accuracy front of a multiview instance (``splitopt.analysis.pareto``)."""
+    from rich.table import Table
+
+    from splitopt.analysis.pareto import accuracy_front
+    from splitopt.analysis.plots import plot_accuracy_front
+    from splitopt.api import plan_to_dict
+
+    try:
+        front = accuracy_front(inst, solver=solver, time_limit=time_limit, points=points)
+    except ValueError as e:
+        raise NotApplicable(f"pareto: {e}") from None
+    if plot is not None:
+        plot_accuracy_front(inst, front, str(plot))
+    if as_json:
+        print_json([{"min_accuracy": p.min_accuracy, "accuracy": p.accuracy, "latency_ms": p.latency_ms,
+                     "status": p.result.status.value, "gap": p.result.gap, "fusion": p.result.plan.fusion,
+                     "width": p.result.plan.width, "plan": plan_to_dict(inst, p.result.plan)} for p in front])
+        return
+    table = Table(title=f"{inst.name}: latency / accuracy front ({solver})")
+    for col in ("accuracy", "latency ms", "fusion", "width d", "sent B", "status"):
+        table.add_column(col, justify="right")
+    for p in front:
+        plan, m = p.result.plan, p.result.metrics
+        table.add_row("-" if p.accuracy is None else f"{p.accuracy:.4f}", f"{p.latency_ms:.4f}", plan.fusion,
+                      "none" if plan.width is None else str(plan.width),
+                      f"{sum(v.sent_bytes for v in m.views):,.0f}", p.result.status.value)
+    console.print(table)
+    if plot is not None:
+        console.print(f"plot written to {plot}")
+
+
+@app.command()
+def pareto(
+    instance: Path = typer.Argument(..., help="Instance JSON file (split/split_bits: latency vs error; multiview with measured accuracies: latency vs accuracy)."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Exact backend (default: milp-cbc for split/split_bits, cpsat for multiview)."),
+    mode: SweepMode = typer.Option(SweepMode.exact, "--mode", help="exact: every corner of the front; grid: evenly spaced budgets."),
+    points: int = typer.Option(50, "--points", help="Most points to compute (at least 1)."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds per solve."),
+    as_json: bool = typer.Option(False, "--json", help="Print the front as JSON."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a plot of the front (.png/.svg/.pdf)."),
+) -> None:
+    """Latency/quantization-error Pareto front by the epsilon-constraint method (AUTO-SPLIT Fig. 5);
+    on a multiview instance with measured accuracies, the latency/accuracy front over the
+    compression width d (every measured accuracy level; --mode is not used)."""
+    from rich.table import Table
+
+    from splitopt.analysis.pareto import pareto_front
+    from splitopt.analysis.plots import plot_front
+    from splitopt.api import plan_to_dict
+    from splitopt.core.options import check_time_limit
+
+    with errors():
+        check_positive_count(points, "--points")
+        check_time_limit(time_limit, "--time-limit")
+        check_output_path(plot, "--plot", PLOT_SUFFIXES)
+        inst = _load(instance)
+        if inst.problem == "multiview":
+            _accuracy_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot)
+            return
+        if inst.problem not in ("split", "split_bits"):
+            raise NotApplicable(f"pareto: the latency/error front is defined for problems split and split_bits "
+                                f"(and latency/accuracy for multiview), not '{inst.problem}'")
+        solver = solver or "milp-cbc"
+        inst = _load(instance, Problem.split_bits)
+        front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
+        if plot is not None:
+            plot_front(inst, front, str(plot))
+        if as_json:
+            print_json([
+                {"error_budget": p.budget, "error": p.error, "latency_ms": p.latency_ms, "status": p.result.status.value,
+                 "gap": p.result.gap, "edge_layers": len(p.result.plan.edge_layers(inst)),
+                 "plan": plan_to_dict(inst, p.result.plan)}
+                for p in front
+            ])
+            return
+        table = Table(title=f"{inst.name}: latency / error Pareto front ({solver}, {mode.value})")
+        for col in ("error", "latency ms", "edge layers", "edge memory B", "status"):
+            table.add_column(col, justify="right")
+        for p in front:
+            m = p.result.metrics
+            table.add_row(f"{p.error:.6g}", f"{p.latency_ms:.4f}", str(m.edge_layer_count),
+                          f"{m.edge_memory_bytes:,.0f}", p.result.status.value)
+        console.print(table)
+        if plot is not None:
+            console.print(f"plot written to {plot}")
+
+
+@app.command()
+def schema() -> None:
+    """Print the instance JSON Schema."""
+    from splitopt.api import instance_schema
+
+    print_json(instance_schema())
+
+
+@app.command("dnnp-solve", hidden=True)
+def dnnp_solve(
+    file: Path = typer.Argument(..., help="A peer dnn-partitioning input file."),
+    solver: str = typer.Option("cpsat", "--solver", "-s", help="cpsat, milp-highs or milp-cbc."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Wall-clock seconds."),
+    threads: int = typer.Option(2, "--threads", help="Solver threads."),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the solver."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the placement (expert-file layout)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log to stderr."),
+) -> None:
+    """Former name of `splitopt solve FILE` on a peer file (kept so that existing commands work)."""
+    solve(file, solver=solver, time_limit=time_limit, problem=None, objective=None, threads=threads, seed=seed,
+          option=None, as_json=as_json, verbose=verbose, export_model=None, output=output, layers=True, gantt=None,
+          breakdown=None)
+
+
+@app.command("dnnp-eval", hidden=True)
+def dnnp_eval(
+    instance: Path = typer.Argument(..., help="A peer dnn-partitioning input file (throughput- or latency-inputs)."),
+    placement: Path = typer.Argument(..., help="A placement in the peer's expert format (human-experts/*.json)."),
+) -> None:
+    """Former command: check PLACEMENT on a peer INSTANCE; print its max-load, loads, latency
+    and broken rules as JSON (`splitopt evaluate FILE PLACEMENT --json` gives the same)."""
+    from splitopt.api import evaluate as run
+    from splitopt.api import load_plan
+
+    with errors():
+        inst = _load(instance)
+        if inst.problem != "maxload":
+            raise NotApplicable(f"dnnp-eval: {instance} is not a peer dnn-partitioning file")
+        m = run(inst, load_plan(inst, placement))
+        latency = m.latency_ms if m.latency_ms is not None else "undefined"
+        rules = [v for v in m.violations if not v.startswith("latency:")]
+        print_json({"instance": inst.name, "max_load_ms": m.max_load_ms, "loads_ms": dict(m.loads_ms),
+                    "latency_ms": latency, "violations": rules})
+
+
+app.command("profile")(profile_command)
+app.command("run")(run_command)
+app.command("retrain")(retrain_command)
+
+
+def main() -> None:
+    app()

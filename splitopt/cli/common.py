@@ -1,0 +1,150 @@
+"""What every command shares: the console, one-line errors and exit codes, JSON output,
+solver options from ``--option key=value``, and checks of output paths before any work.
+
+Exit codes: 0 a plan was found (OPTIMAL or FEASIBLE) or the command succeeded;
+1 internal solver failure (a bug: please report); 2 bad input (instance, plan, option,
+path, unknown solver); 3 an optional package is not installed (a solver, the torch
+extra); 4 no plan (INFEASIBLE or NO_SOLUTION_FOUND).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import typer
+from rich.console import Console
+
+from splitopt.core.errors import (
+    InvalidInstance,
+    InvalidOption,
+    InvalidPlan,
+    MissingDependency,
+    NotApplicable,
+    SolverFailure,
+    SplitoptError,
+    UnknownSolver,
+)
+
+EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NO_PLAN = 1, 2, 3, 4
+
+console = Console(soft_wrap=True)
+
+
+def error_line(text: str) -> None:
+    """One line on stderr, never wrapped, whatever the terminal width."""
+    sys.stderr.write(" ".join(text.split()) + "\n")
+
+
+@contextmanager
+def errors():
+    """Turn package errors into one line on stderr and an exit code; no traceback."""
+    try:
+        yield
+    except (InvalidInstance, InvalidPlan, InvalidOption, UnknownSolver, NotApplicable) as e:
+        error_line(f"error: {e}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    except MissingDependency as e:
+        error_line(f"error: {e}")
+        raise typer.Exit(EXIT_UNAVAILABLE)
+    except SolverFailure as e:
+        error_line(f"solver failure (a bug in splitopt): {e}")
+        raise typer.Exit(EXIT_FAILURE)
+    except SplitoptError as e:
+        error_line(f"error: {e}")
+        raise typer.Exit(EXIT_FAILURE)
+    except RecursionError:
+        error_line("error: input nested too deeply to process")
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, default=_json_default) + "\n")
+
+
+def _json_default(value: Any) -> Any:
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def require_torch(command: str) -> None:
+    """MissingDependency (exit 3, one line) unless torch is installed: the torch bridge's
+    commands need the extra."""
+    if importlib.util.find_spec("torch") is None:
+        raise MissingDependency(f"splitopt {command}: needs torch, which is not installed; install the torch extra: "
+                                "pip install 'splitopt[torch]' (from a checkout: pip install -e '.[torch]')")
+
+
+def check_output_path(path: Optional[Path], option: str, suffixes: Iterable[str] | None = None) -> None:
+    """Refuse, before any work, an output path that cannot be written: a directory, a
+    missing or unwritable parent directory, or (``suffixes``) a suffix the writer does not
+    know. InvalidOption naming the option and the path."""
+    if path is None:
+        return
+    if suffixes is not None:
+        allowed = tuple(suffixes)
+        if not path.name.lower().endswith(allowed):
+            raise InvalidOption(f"{option} {path}: the file name must end in one of {', '.join(allowed)}")
+    if path.exists() and path.is_dir():
+        raise InvalidOption(f"{option} {path}: is a directory, not a file")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.exists():
+        raise InvalidOption(f"{option} {path}: the directory {parent} does not exist")
+    if not parent.is_dir():
+        raise InvalidOption(f"{option} {path}: {parent} is not a directory")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InvalidOption(f"{option} {path}: the file is not writable")
+    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidOption(f"{option} {path}: the directory {parent} is not writable")
+
+
+def check_output_dir(path: Optional[Path], option: str) -> None:
+    """Refuse, before any work, a directory that cannot be created or written."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise InvalidOption(f"{option} {path}: exists and is not a directory")
+    probe = path if path.exists() else path.parent if str(path.parent) else Path(".")
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise InvalidOption(f"{option} {path}: {probe} is not a writable directory")
+
+
+#: the image formats the plots are written in
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def parse_solver_options(items: Optional[list[str]]) -> dict[str, Any]:
+    """``["mip_gap=0.01", "presolve=off"]`` -> ``{"mip_gap": 0.01, "presolve": "off"}``:
+    values are JSON (numbers, true/false) or else strings. InvalidOption for an item
+    without ``=``, an empty name or a name given twice."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InvalidOption(f"--option {item!r}: must be NAME=VALUE, e.g. --option mip_gap=0.01")
+        name, _, raw = item.partition("=")
+        name = name.strip()
+        if not name:
+            raise InvalidOption(f"--option {item!r}: the option name is empty")
+        if name in out:
+            raise InvalidOption(f"--option {name}: given twice")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidOption(f"--option {name}: must be a finite number, got {raw}")
+        out[name] = value
+    return out
+
+
+def check_positive_count(value: int, option: str, low: int = 1, high: int = 10**6) -> None:
+    """InvalidOption unless ``low <= value <= high``."""
+    if not low <= value <= high:
+        raise InvalidOption(f"{option}: must be an integer in [{low}, {high}], got {value}")

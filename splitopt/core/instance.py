@@ -1,0 +1,301 @@
+"""Problem data: the layer graph, the devices and links, and the problem settings.
+
+An :class:`Instance` is built from JSON by ``splitopt.core.instance_io`` (schema and
+consistency checks) and checked further by its problem's family when loaded
+(``splitopt.loading``). Everything downstream (evaluators, programs, baselines) reads
+this immutable model and never the raw JSON; data a family derives from it is cached on
+the instance (:meth:`Instance.derived`).
+
+Units: latency in ms, sizes in bytes, bit-widths in bits, compute in MAC/s, off-chip
+bandwidth in bytes/s, link bandwidth in bits/s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Mapping
+
+from splitopt.core.errors import InvalidInstance
+
+OBJECTIVES = ("latency", "throughput")
+
+
+@dataclass(frozen=True)
+class InputTensor:
+    """A raw graph input captured on the edge (an image, a sensor frame)."""
+
+    name: str
+    shape: tuple[int, ...]
+    bits: int
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One fused layer; it produces one output tensor named like the layer."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    macs: float
+    weights: float
+    output_shape: tuple[int, ...]
+    weight_error: Mapping[int, float] = field(default_factory=dict)
+    activation_error: Mapping[int, float] = field(default_factory=dict)
+    latency_ms: Mapping[str, Any] = field(default_factory=dict)
+    fused: tuple[str, ...] = ()
+
+    @property
+    def output_elements(self) -> int:
+        return math.prod(self.output_shape)
+
+
+@dataclass(frozen=True)
+class Device:
+    """A processor with its compute rate (MAC/s), off-chip bandwidth (bytes/s), on-chip
+    buffer (bytes), memory for the model (bytes) and supported bit-widths."""
+
+    name: str
+    mac_per_s: float
+    offchip_bytes_per_s: float | None
+    onchip_bytes: float
+    memory_bytes: float
+    bit_widths: tuple[int, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A directed link: bandwidth in bits/s plus a fixed latency in ms per transfer. A
+    link on a shared ``bus`` takes its bandwidth from the bus (see :class:`Bus`)."""
+
+    source: str
+    target: str
+    bandwidth_bits_per_s: float
+    latency_ms: float = 0.0
+    bus: str | None = None
+
+
+@dataclass(frozen=True)
+class Bus:
+    """A medium shared by several links (e.g. the sensors' bus of a head-mounted device).
+
+    ``mode`` says how the links share it: ``"serial"``: one transfer at a time, each at
+    the full ``bandwidth_bits_per_s``; ``"share"``: every link on the bus owns a fixed
+    equal share, ``bandwidth_bits_per_s / links``, at all times (time-division), so
+    transfers on different links overlap and never wait for each other."""
+
+    name: str
+    bandwidth_bits_per_s: float
+    mode: str = "serial"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to optimise and under which limits.
+
+    ``edge_memory_bytes`` bounds edge weight bytes plus the peak activation working set;
+    ``error_budget`` bounds the summed quantization error of edge layers (None: no
+    bound); ``bit_widths`` are the candidate edge bit-widths of the ``split_bits``
+    problem; ``cloud_bits`` is the reference precision (cloud layers, and every layer in
+    the float ``split`` problem); ``transmit_bits`` (None: the producer's activation
+    bit-width) is the precision of transmitted layer outputs; ``edge_required`` lists
+    layers that must run on the edge (their ancestors follow by closure)."""
+
+    problem: str
+    edge: str
+    cloud: str
+    edge_memory_bytes: float
+    error_budget: float | None
+    bit_widths: tuple[int, ...]
+    cloud_bits: int = 16
+    transmit_bits: int | None = None
+    objective: str = "latency"
+    edge_required: tuple[str, ...] = ()
+    #: problem "chain": device names in chain order (input arrives at the first)
+    chain: tuple[str, ...] = ()
+    #: problem "mesh" / "multiview": that family's options, checked by its module
+    mesh: Mapping[str, Any] = field(default_factory=dict)
+    multiview: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    inputs: tuple[InputTensor, ...]
+    layers: tuple[Layer, ...]
+    devices: tuple[Device, ...]
+    links: tuple[Link, ...]
+    settings: Settings
+    description: str = ""
+    source: Mapping[str, Any] = field(default_factory=dict)
+    buses: tuple[Bus, ...] = ()
+
+    # ----- lookups -------------------------------------------------------------------
+    @cached_property
+    def layer_by_name(self) -> dict[str, Layer]:
+        return {layer.name: layer for layer in self.layers}
+
+    @cached_property
+    def input_by_name(self) -> dict[str, InputTensor]:
+        return {t.name: t for t in self.inputs}
+
+    @cached_property
+    def device_by_name(self) -> dict[str, Device]:
+        return {d.name: d for d in self.devices}
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Index of each layer in the execution order (the file's order)."""
+        return {layer.name: i for i, layer in enumerate(self.layers)}
+
+    @cached_property
+    def consumers(self) -> dict[str, tuple[str, ...]]:
+        """Tensor name (graph input or layer) -> layers that read it, in execution order,
+        each once even if it reads the tensor twice."""
+        out: dict[str, list[str]] = {t.name: [] for t in self.inputs}
+        out.update({layer.name: [] for layer in self.layers})
+        for layer in self.layers:
+            for src in dict.fromkeys(layer.inputs):
+                out[src].append(layer.name)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @property
+    def problem(self) -> str:
+        """The problem name (``settings.problem``); ``splitopt.families.registry`` maps
+        it to its family."""
+        return self.settings.problem
+
+    def derived(self, key: Any, build: Callable[[], Any]) -> Any:
+        """``build()`` computed once per instance and kept with it (instances are
+        immutable): the family's prepared data, latency tables, ...; ``key`` names it."""
+        cache = self.__dict__.setdefault("_derived_cache", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
+    @cached_property
+    def graph(self):
+        """Layer DAG (graph inputs excluded, a ``networkx.DiGraph``); node attribute
+        ``layer`` holds the Layer."""
+        import networkx as nx  # imported when first needed: it costs 0.6 s at start-up
+
+        g = nx.DiGraph()
+        for layer in self.layers:
+            g.add_node(layer.name, layer=layer)
+        for layer in self.layers:
+            for src in layer.inputs:
+                if src in self.layer_by_name:
+                    g.add_edge(src, layer.name)
+        return g
+
+    @cached_property
+    def bus_by_name(self) -> dict[str, Bus]:
+        return {b.name: b for b in self.buses}
+
+    @cached_property
+    def link_between(self) -> dict[tuple[str, str], Link]:
+        """(source device, target device) -> the link."""
+        return {(l.source, l.target): l for l in self.links}
+
+    def link_rate_bits_per_s(self, link: Link) -> float:
+        """Bandwidth (bits/s) a transfer on ``link`` gets: the link's own, or on a bus the
+        full bus rate (serial) or the link's equal share of it (share)."""
+        if link.bus is None:
+            return link.bandwidth_bits_per_s
+        bus = self.bus_by_name[link.bus]
+        if bus.mode == "share":
+            return bus.bandwidth_bits_per_s / sum(1 for l in self.links if l.bus == bus.name)
+        return bus.bandwidth_bits_per_s
+
+    def link_transfer_ms(self, link: Link, nbytes: float) -> float:
+        """Time (ms) to send ``nbytes`` in one transfer over ``link``; zero for nothing."""
+        if nbytes <= 0:
+            return 0.0
+        return link.latency_ms + 1000.0 * nbytes * 8.0 / self.link_rate_bits_per_s(link)
+
+    @property
+    def edge_device(self) -> Device:
+        return self.device_by_name[self.settings.edge]
+
+    @property
+    def cloud_device(self) -> Device:
+        return self.device_by_name[self.settings.cloud]
+
+    @cached_property
+    def uplink(self) -> Link:
+        """The link from the edge device to the cloud device."""
+        for link in self.links:
+            if link.source == self.settings.edge and link.target == self.settings.cloud:
+                return link
+        raise InvalidInstance(
+            f"links: no link from edge device '{self.settings.edge}' to cloud device "
+            f"'{self.settings.cloud}'"
+        )
+
+    @cached_property
+    def required_on_edge(self) -> frozenset[str]:
+        """``settings.edge_required`` with all their ancestors."""
+        import networkx as nx
+
+        out: set[str] = set()
+        for name in self.settings.edge_required:
+            out.add(name)
+            out.update(nx.ancestors(self.graph, name))
+        return frozenset(out)
+
+    def candidate_bits(self) -> tuple[int, ...]:
+        """Edge bit-widths a plan may use: the candidate set for ``split_bits``, the
+        reference precision alone for ``split``."""
+        if self.settings.problem == "split":
+            return (self.settings.cloud_bits,)
+        return self.settings.bit_widths
+
+    def sent_bits(self, tensor: str, activation_bits: int) -> int:
+        """Bits per element at which ``tensor`` crosses the cut: a raw input at its own
+        bits, a layer output at ``settings.transmit_bits`` if set, else at the bits it was
+        produced at (``activation_bits``)."""
+        if tensor in self.input_by_name:
+            return self.input_by_name[tensor].bits
+        if self.settings.transmit_bits is not None:
+            return self.settings.transmit_bits
+        return activation_bits
+
+    def tensor_elements(self, tensor: str) -> int:
+        if tensor in self.input_by_name:
+            return self.input_by_name[tensor].elements
+        return self.layer_by_name[tensor].output_elements
+
+    def summary(self) -> str:
+        """One line: size of the graph, problem, edge and cloud devices."""
+        s = self.settings
+        macs = sum(l.macs for l in self.layers)
+        weights = sum(l.weights for l in self.layers)
+        return (f"{self.name}: {len(self.layers)} layers, {macs / 1e9:.3f} GMAC, {weights / 1e6:.3f} M weights, "
+                f"problem {s.problem}, edge '{s.edge}', cloud '{s.cloud}'")
+
+    def with_settings(self, **changes: Any) -> "Instance":
+        """A copy with some settings replaced (e.g. ``problem="split"``, ``error_budget=None``).
+        Numbers are coerced as the parser does; the family's checks run again when the
+        copy is prepared for solving or evaluation (``splitopt.families``), and derived
+        data is not carried over."""
+        known = {f.name for f in dataclasses.fields(Settings)}
+        for key, value in changes.items():
+            if key not in known:
+                raise InvalidInstance(f"instance.settings.{key}: unknown setting (known: {', '.join(sorted(known))})")
+            if key in ("edge_memory_bytes",) or (key == "error_budget" and value is not None):
+                value = float(value)
+            elif key in ("bit_widths", "edge_required", "chain"):
+                value = tuple(sorted(value)) if key == "bit_widths" else tuple(value)
+            elif key in ("mesh", "multiview"):
+                value = dict(value)
+            changes[key] = value
+        return dataclasses.replace(self, settings=dataclasses.replace(self.settings, **changes))
+
+

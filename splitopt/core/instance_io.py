@@ -1,0 +1,311 @@
+"""The instance's JSON form: parse (schema and consistency checks), serialise, save.
+
+``splitopt.loading`` is the entry point that reads files (and the peer formats) and runs
+the family's checks; this module knows only the core model (``splitopt.core.instance``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from splitopt.core.errors import InvalidInstance
+from splitopt.core.instance import Bus, Device, InputTensor, Instance, Layer, Link, Settings
+
+FORMAT = "splitopt-instance/1"
+
+
+def _json_path(path) -> str:
+    out = "instance"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _reject_non_finite(value: Any, path: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInstance(f"{path}: must be a finite number, got {value}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _reject_non_finite(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _reject_non_finite(v, f"{path}[{i}]")
+
+
+def core_schema() -> dict[str, Any]:
+    """The JSON Schema of the instance format without the families' parts (a fresh copy;
+    ``splitopt.loading.instance_schema`` completes it with every registered family's
+    problem names and settings)."""
+    text = resources.files("splitopt.core").joinpath("schema/instance.schema.json").read_text()
+    return json.loads(text)
+
+
+def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
+    """Raise InvalidInstance naming the first violation of ``schema`` (field and value)."""
+    import jsonschema
+
+    _reject_non_finite(data, "instance")
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.path), list(map(str, e.path))))
+    if errors:
+        err = errors[0]
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            known = sorted(err.schema.get("properties", {}))
+            extra = sorted(k for k in err.instance if k not in known)
+            if extra:
+                raise InvalidInstance(f"{_json_path(list(err.path) + [str(extra[0])[:60]])}: unknown field "
+                                      f"(fields: {', '.join(known)})")
+        value = json.dumps(err.instance)
+        if len(value) > 60:
+            value = value[:57] + "..."
+        raise InvalidInstance(f"{_json_path(err.path)}: {err.message.splitlines()[0][:200]} (got {value})")
+
+
+def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
+    """Build an Instance from JSON-like data checked against ``schema`` and for the
+    consistency every family relies on; raises InvalidInstance on any defect. The
+    family's own checks are not run here (``splitopt.loading.parse_instance`` runs both)."""
+    check_schema(data, schema)
+    g = data["graph"]
+    inputs = tuple(InputTensor(t["name"], tuple(t["shape"]), t["bits"]) for t in g["inputs"])
+    layers = tuple(_parse_layer(i, raw) for i, raw in enumerate(g["layers"]))
+    devices = tuple(
+        Device(
+            name=d["name"],
+            mac_per_s=float(d["mac_per_s"]),
+            offchip_bytes_per_s=None if d["offchip_bytes_per_s"] is None else float(d["offchip_bytes_per_s"]),
+            onchip_bytes=float(d["onchip_bytes"]),
+            memory_bytes=float(d["memory_bytes"]),
+            bit_widths=tuple(sorted(d["bit_widths"])),
+            description=d.get("description", ""),
+        )
+        for d in data["devices"]
+    )
+    buses = tuple(
+        Bus(b["name"], float(b["bandwidth_bits_per_s"]), b.get("mode", "serial")) for b in data.get("buses", [])
+    )
+    bus_names = {b.name for b in buses}
+    links = []
+    for i, l in enumerate(data["links"]):
+        bus = l.get("bus")
+        if bus is not None and bus not in bus_names:
+            raise InvalidInstance(f"instance.links[{i}].bus: unknown bus '{bus}' (buses: {', '.join(sorted(bus_names)) or 'none'})")
+        if bus is None and "bandwidth_bits_per_s" not in l:
+            raise InvalidInstance(f"instance.links[{i}]: 'bandwidth_bits_per_s' is required for a link on no bus")
+        rate = float(l["bandwidth_bits_per_s"]) if "bandwidth_bits_per_s" in l else float("nan")
+        links.append(Link(l["source"], l["target"], rate, float(l.get("latency_ms", 0.0)), bus))
+    links = tuple(links)
+    s = dict(data["settings"])
+    dev_names = {d.name for d in devices}
+    chain = tuple(s.get("chain", ()))
+    for i, name in enumerate(chain):
+        if name not in dev_names:
+            raise InvalidInstance(
+                f"instance.settings.chain[{i}]: unknown device '{name}' (devices: {', '.join(sorted(dev_names))})"
+            )
+    if chain:  # a line of devices: the input arrives at the first, the result leaves the last
+        s.setdefault("edge", chain[0])
+        s.setdefault("cloud", chain[-1])
+    for key in ("edge", "cloud"):
+        if key not in s:
+            raise InvalidInstance(f"instance.settings.{key}: required for problem '{s['problem']}'")
+        if s[key] not in dev_names:
+            raise InvalidInstance(
+                f"instance.settings.{key}: unknown device '{s[key]}' (devices: {', '.join(sorted(dev_names))})"
+            )
+    edge = next(d for d in devices if d.name == s["edge"])
+    memory = s.get("edge_memory_bytes")
+    settings = Settings(
+        problem=s["problem"],
+        edge=s["edge"],
+        cloud=s["cloud"],
+        edge_memory_bytes=float(edge.memory_bytes if memory is None else memory),
+        error_budget=None if s.get("error_budget") is None else float(s["error_budget"]),
+        bit_widths=tuple(sorted(s.get("bit_widths", edge.bit_widths))),
+        cloud_bits=int(s.get("cloud_bits", 16)),
+        transmit_bits=s.get("transmit_bits"),
+        objective=s.get("objective", "latency"),
+        edge_required=tuple(s.get("edge_required", ())),
+        chain=chain,
+        mesh=dict(s.get("mesh", {})),
+        multiview=dict(s.get("multiview", {})),
+    )
+    inst = Instance(
+        name=data["name"],
+        inputs=inputs,
+        layers=layers,
+        devices=devices,
+        links=links,
+        settings=settings,
+        description=data.get("description", ""),
+        source=data.get("source", {}),
+        buses=buses,
+    )
+    _check_consistency(inst)
+    return inst
+
+
+def _parse_layer(index: int, raw: Mapping[str, Any]) -> Layer:
+    def table(key: str) -> dict[int, float]:
+        return {int(b): float(v) for b, v in raw.get(key, {}).items()}
+
+    return Layer(
+        name=raw["name"],
+        op=raw["op"],
+        inputs=tuple(raw["inputs"]),
+        macs=float(raw["macs"]),
+        weights=float(raw["weights"]),
+        output_shape=tuple(raw["output_shape"]),
+        weight_error=table("weight_error"),
+        activation_error=table("activation_error"),
+        latency_ms=dict(raw.get("latency_ms", {})),
+        fused=tuple(raw.get("fused", ())),
+    )
+
+
+def _check_consistency(inst: Instance) -> None:
+    import networkx as nx
+
+    where = "instance.graph"
+    names: dict[str, str] = {}
+    for i, t in enumerate(inst.inputs):
+        if t.name in names:
+            raise InvalidInstance(f"{where}.inputs[{i}].name: duplicate name '{t.name}'")
+        names[t.name] = "input"
+    for i, layer in enumerate(inst.layers):
+        if layer.name in names:
+            raise InvalidInstance(f"{where}.layers[{i}].name: duplicate name '{layer.name}'")
+        names[layer.name] = "layer"
+    for i, layer in enumerate(inst.layers):
+        if not layer.inputs:
+            raise InvalidInstance(f"{where}.layers[{i}].inputs: layer '{layer.name}' has no inputs")
+        for src in layer.inputs:
+            if src not in names:
+                raise InvalidInstance(
+                    f"{where}.layers[{i}].inputs: layer '{layer.name}' reads unknown tensor '{src}' (dangling edge)"
+                )
+    # cycles before order, so that a cycle is reported as such
+    g = inst.graph
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = nx.find_cycle(g)
+        path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+        raise InvalidInstance(f"{where}.layers: the layer graph has a cycle: {path}")
+    pos = inst.position
+    for i, layer in enumerate(inst.layers):
+        for src in layer.inputs:
+            if src in pos and pos[src] >= i:
+                raise InvalidInstance(
+                    f"{where}.layers[{i}]: layer '{layer.name}' is listed before its input '{src}'; "
+                    "layers must be listed in an execution (topological) order"
+                )
+    unused = [t.name for t in inst.inputs if not inst.consumers[t.name]]
+    if unused:
+        raise InvalidInstance(f"{where}.inputs: input '{unused[0]}' is read by no layer")
+
+    seen: set[str] = set()
+    for i, d in enumerate(inst.devices):
+        if d.name in seen:
+            raise InvalidInstance(f"instance.devices[{i}].name: duplicate name '{d.name}'")
+        seen.add(d.name)
+    for i, link in enumerate(inst.links):
+        for end in ("source", "target"):
+            if getattr(link, end) not in inst.device_by_name:
+                raise InvalidInstance(f"instance.links[{i}].{end}: unknown device '{getattr(link, end)}'")
+    for i, link in enumerate(inst.links):
+        if link.source == link.target:
+            raise InvalidInstance(f"instance.links[{i}]: link from device '{link.source}' to itself")
+    seen_pairs: set[tuple[str, str]] = set()
+    for i, link in enumerate(inst.links):
+        if (link.source, link.target) in seen_pairs:
+            raise InvalidInstance(f"instance.links[{i}]: a second link from '{link.source}' to '{link.target}'")
+        seen_pairs.add((link.source, link.target))
+    seen_buses: set[str] = set()
+    for i, bus in enumerate(inst.buses):
+        if bus.name in seen_buses:
+            raise InvalidInstance(f"instance.buses[{i}].name: duplicate name '{bus.name}'")
+        seen_buses.add(bus.name)
+
+
+def to_dict(inst: Instance) -> dict[str, Any]:
+    """The JSON form of an instance (inverse of parse_instance)."""
+
+    def layer_dict(layer: Layer) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": layer.name,
+            "op": layer.op,
+            "inputs": list(layer.inputs),
+            "macs": layer.macs,
+            "weights": layer.weights,
+            "output_shape": list(layer.output_shape),
+        }
+        if layer.weight_error:
+            out["weight_error"] = {str(b): v for b, v in sorted(layer.weight_error.items())}
+        if layer.activation_error:
+            out["activation_error"] = {str(b): v for b, v in sorted(layer.activation_error.items())}
+        if layer.latency_ms:
+            out["latency_ms"] = dict(layer.latency_ms)
+        if layer.fused:
+            out["fused"] = list(layer.fused)
+        return out
+
+    s = inst.settings
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "name": inst.name,
+        "description": inst.description,
+        "source": dict(inst.source),
+        "graph": {
+            "inputs": [{"name": t.name, "shape": list(t.shape), "bits": t.bits} for t in inst.inputs],
+            "layers": [layer_dict(layer) for layer in inst.layers],
+        },
+        "devices": [
+            {
+                "name": d.name,
+                "description": d.description,
+                "mac_per_s": d.mac_per_s,
+                "offchip_bytes_per_s": d.offchip_bytes_per_s,
+                "onchip_bytes": d.onchip_bytes,
+                "memory_bytes": d.memory_bytes,
+                "bit_widths": list(d.bit_widths),
+            }
+            for d in inst.devices
+        ],
+        "links": [
+            {"source": l.source, "target": l.target, "bandwidth_bits_per_s": l.bandwidth_bits_per_s, "latency_ms": l.latency_ms}
+            for l in inst.links
+        ],
+        "settings": {
+            "problem": s.problem,
+            "objective": s.objective,
+            "edge": s.edge,
+            "cloud": s.cloud,
+            "edge_memory_bytes": s.edge_memory_bytes,
+            "error_budget": s.error_budget,
+            "bit_widths": list(s.bit_widths),
+            "cloud_bits": s.cloud_bits,
+            "transmit_bits": s.transmit_bits,
+            "edge_required": list(s.edge_required),
+        },
+    }
+    if s.chain:
+        data["settings"]["chain"] = list(s.chain)
+    if s.mesh:
+        data["settings"]["mesh"] = dict(s.mesh)
+    if s.multiview:
+        data["settings"]["multiview"] = dict(s.multiview)
+    if inst.buses:
+        data["buses"] = [{"name": b.name, "bandwidth_bits_per_s": b.bandwidth_bits_per_s, "mode": b.mode} for b in inst.buses]
+    for entry, link in zip(data["links"], inst.links):
+        if link.bus is not None:
+            entry["bus"] = link.bus
+            del entry["bandwidth_bits_per_s"]
+    return data
+
+
+def save_instance(inst: Instance, path: str | Path) -> None:
+    """Write ``inst`` as JSON to ``path``."""
+    Path(path).write_text(json.dumps(to_dict(inst), indent=1) + "\n")

@@ -1,0 +1,62 @@
+"""Per-layer latency on a device: measured values from the instance, or the analytical
+accelerator model documented in ``formulations/device_model.md``.
+
+Analytical model for layer i on device d at weight bit-width ``wb`` and activation
+bit-width ``ab`` (the bits of the layer's output tensor)::
+
+    compute_s  = macs_i / mac_per_s                     # fixed-rate MAC units: bits do not speed up MACs
+    weight_B   = weights_i * wb / 8                     # weights streamed from off-chip once
+    out_B      = out_elements_i * ab / 8
+    spill_B    = out_B * (1 + readers_i)  if out_B > onchip_bytes / 2 else 0
+                                                        # an output that does not fit half the buffer
+                                                        # is written off-chip and read back by each reader
+    input_B    = sum of raw graph inputs read by i (elements * bits / 8) that exceed onchip_bytes / 2
+    latency_ms = 1000 * (compute_s + (weight_B + spill_B + input_B) / offchip_bytes_per_s)
+
+``readers_i`` is the number of layers that read layer i's output in the graph (at least
+one: the result or the transmission reads it). A device with ``offchip_bytes_per_s``
+null models compute only (SplitNets App. G: latency = OPs / Comp). Every term depends only on the layer's
+own bit-widths, so the latency of a plan is a sum of per-layer table entries.
+"""
+
+from __future__ import annotations
+
+from splitopt.core.errors import InvalidInstance
+from splitopt.core.instance import Device, Instance, Layer
+
+
+def layer_latency_ms(inst: Instance, layer: Layer, device: Device, weight_bits: int, activation_bits: int) -> float:
+    """Latency (ms) of ``layer`` on ``device`` at the given bit-widths."""
+    override = layer.latency_ms.get(device.name)
+    if override is not None:
+        if isinstance(override, (int, float)):
+            return float(override)
+        key = f"w{weight_bits}a{activation_bits}"
+        if key not in override:
+            raise InvalidInstance(
+                f"layer '{layer.name}'.latency_ms.{device.name}: no entry '{key}' "
+                f"(has {', '.join(sorted(override))})"
+            )
+        return float(override[key])
+    return analytical_latency_ms(inst, layer, device, weight_bits, activation_bits)
+
+
+def analytical_latency_ms(inst: Instance, layer: Layer, device: Device, weight_bits: int, activation_bits: int) -> float:
+    """The analytical accelerator model (see module docstring), in ms."""
+    compute_s = layer.macs / device.mac_per_s
+    if device.offchip_bytes_per_s is None:
+        return 1000.0 * compute_s
+    half_buffer = device.onchip_bytes / 2.0
+    weight_bytes = layer.weights * weight_bits / 8.0
+    out_bytes = layer.output_elements * activation_bits / 8.0
+    readers = max(1, len(inst.consumers[layer.name]))
+    spill_bytes = out_bytes * (1 + readers) if out_bytes > half_buffer else 0.0
+    input_bytes = 0.0
+    for src in dict.fromkeys(layer.inputs):
+        raw = inst.input_by_name.get(src)
+        if raw is not None:
+            raw_bytes = raw.elements * raw.bits / 8.0
+            if raw_bytes > half_buffer:
+                input_bytes += raw_bytes
+    traffic = weight_bytes + spill_bytes + input_bytes
+    return 1000.0 * (compute_s + traffic / device.offchip_bytes_per_s)

@@ -1,0 +1,73 @@
+"""What the user asks of a solve beyond the instance: time limit, threads, seed, solver
+options. Checked once, here, so that every backend receives sane values and a bad one
+is one line naming it (CLI exit 2) before any work starts."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from splitopt.core.errors import InvalidOption
+
+#: the most worker threads a backend is given (CP-SAT and HiGHS take an int32)
+MAX_THREADS = 1024
+#: seeds are passed to solvers as 32-bit signed integers
+MAX_SEED = 2**31 - 1
+#: a time limit beyond this (about 31 years) is refused rather than passed to solvers
+#: that store seconds in 32-bit or float fields
+MAX_TIME_LIMIT_S = 1e9
+
+
+def check_time_limit(value: Any, name: str = "time_limit") -> float | None:
+    """``value`` as a time limit in seconds (None: no limit); InvalidOption unless a finite
+    number > 0 and <= MAX_TIME_LIMIT_S."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidOption(f"{name}: must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0 or value > MAX_TIME_LIMIT_S:
+        raise InvalidOption(f"{name}: must be a finite number of seconds in (0, {MAX_TIME_LIMIT_S:g}], got {value!r}")
+    return float(value)
+
+
+def check_int(value: Any, name: str, low: int, high: int) -> int:
+    """``value`` as an integer in [low, high]; InvalidOption naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidOption(f"{name}: must be an integer in [{low}, {high}], got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Options every backend receives.
+
+    ``time_limit_s``: the user's wall-clock budget in seconds for the whole solve,
+    building the program included (None: none); ``deadline`` is the same budget as a
+    ``time.monotonic()`` instant, set when the solve starts: a backend reads what is
+    left with :meth:`remaining_s`. ``threads``: worker threads; ``seed``: fixes
+    randomness (same seed, same plan); ``verbose``: stream the solver's own log to
+    stderr; ``export_path``: write the built program there (.lp/.mps for MILP,
+    .txt/.pb for CP-SAT); ``solver_options``: passed through to the backend, which
+    refuses names it does not know (InvalidOption)."""
+
+    time_limit_s: float | None = None
+    threads: int = 1
+    seed: int = 0
+    verbose: bool = False
+    export_path: Path | None = None
+    solver_options: Mapping[str, Any] = field(default_factory=dict)
+    deadline: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "time_limit_s", check_time_limit(self.time_limit_s))
+        check_int(self.threads, "threads", 1, MAX_THREADS)
+        check_int(self.seed, "seed", 0, MAX_SEED)
+        if self.deadline is None and self.time_limit_s is not None:
+            object.__setattr__(self, "deadline", time.monotonic() + self.time_limit_s)
+
+    def remaining_s(self) -> float | None:
+        """Seconds left of the time limit (None: no limit; may be <= 0: time is up)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()

@@ -1,0 +1,120 @@
+"""A per-layer plan: the device of every layer and its weight and activation bit-widths,
+the plan type of the edge/cloud and chain families (``splitopt.families``), and the
+reading of the ``layers`` object that every per-layer plan format shares.
+
+JSON form (``splitopt-plan/1``; what ``splitopt solve --json`` prints under ``plan`` and
+``splitopt evaluate`` reads)::
+
+    {"format": "splitopt-plan/1", "instance": "resnet50_eyeriss",
+     "layers": {"conv1": {"device": "eyeriss", "weight_bits": 8, "activation_bits": 6},
+                "fc":    {"device": "tpu"}}}
+
+Each family parses and checks it (which devices and bit-widths are allowed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from splitopt.core.errors import InvalidPlan
+from splitopt.core.instance import Instance
+
+FORMAT = "splitopt-plan/1"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``device[layer]`` for every layer; ``weight_bits``/``activation_bits`` for every
+    layer (cloud layers carry the cloud precision)."""
+
+    device: Mapping[str, str]
+    weight_bits: Mapping[str, int]
+    activation_bits: Mapping[str, int]
+
+    # ----- constructors for the two-tier (edge/cloud) problems ------------------------
+    @classmethod
+    def edge_cloud(cls, inst: Instance, edge_bits: Mapping[str, tuple[int, int]]) -> "Plan":
+        """Layers in ``edge_bits`` run on the edge at (weight bits, activation bits);
+        every other layer on the cloud at ``cloud_bits``."""
+        s = inst.settings
+        device, wb, ab = {}, {}, {}
+        for layer in inst.layers:
+            if layer.name in edge_bits:
+                device[layer.name] = s.edge
+                wb[layer.name], ab[layer.name] = edge_bits[layer.name]
+            else:
+                device[layer.name] = s.cloud
+                wb[layer.name] = ab[layer.name] = s.cloud_bits
+        return cls(device, wb, ab)
+
+    @classmethod
+    def uniform(cls, inst: Instance, edge_layers, bits: int | None = None) -> "Plan":
+        """Edge layers ``edge_layers`` all at ``bits`` (default: the reference precision)."""
+        b = inst.settings.cloud_bits if bits is None else bits
+        return cls.edge_cloud(inst, {name: (b, b) for name in edge_layers})
+
+    def edge_layers(self, inst: Instance) -> list[str]:
+        """Edge layers in execution order."""
+        return [l.name for l in inst.layers if self.device[l.name] == inst.settings.edge]
+
+    def key(self) -> tuple:
+        """Hashable identity, for comparing plans."""
+        return tuple(sorted((n, self.device[n], self.weight_bits[n], self.activation_bits[n]) for n in self.device))
+
+    # ----- JSON ------------------------------------------------------------------------
+    def to_dict(self, inst: Instance) -> dict[str, Any]:
+        layers: dict[str, Any] = {}
+        for layer in inst.layers:
+            n = layer.name
+            entry: dict[str, Any] = {"device": self.device[n]}
+            if self.device[n] == inst.settings.edge:
+                entry["weight_bits"] = self.weight_bits[n]
+                entry["activation_bits"] = self.activation_bits[n]
+            layers[n] = entry
+        return {"format": FORMAT, "instance": inst.name, "layers": layers}
+
+
+def check_plan_header(data: Any, instance_name: str, where: str, fmt: str) -> None:
+    """A plan document must be an object in format ``fmt`` (when it names one) made for
+    the instance ``instance_name`` (when it names one); raises InvalidPlan naming the field."""
+    if not isinstance(data, dict):
+        raise InvalidPlan(f"{where}: must be a JSON object, got {type(data).__name__}")
+    if data.get("format", fmt) != fmt:
+        raise InvalidPlan(f"{where}.format: expected '{fmt}', got {str(data.get('format'))[:60]!r}")
+    named = data.get("instance", instance_name)
+    if named != instance_name:
+        raise InvalidPlan(f"{where}.instance: the plan is for instance {str(named)[:80]!r}, not '{instance_name}'")
+
+
+def plan_layers(inst: Instance, data: Any, where: str = "plan", fmt: str = FORMAT) -> dict[str, dict[str, Any]]:
+    """The ``layers`` object of a plan in format ``fmt`` (default ``splitopt-plan/1``),
+    checked to name only the instance's layers, each with an object holding a string
+    ``device`` (a bare device name is accepted for an entry); raises InvalidPlan naming
+    the field."""
+    check_plan_header(data, inst.name, where, fmt)
+    layers = data.get("layers")
+    if not isinstance(layers, dict):
+        raise InvalidPlan(f"{where}.layers: must be an object mapping layer name to its placement")
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in layers.items():
+        if name not in inst.layer_by_name:
+            raise InvalidPlan(f"{where}.layers.{name}: unknown layer (instance '{inst.name}' has no such layer)")
+        if isinstance(entry, str):
+            entry = {"device": entry}
+        if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
+            raise InvalidPlan(f"{where}.layers.{name}: must be an object with a 'device' name (string), "
+                              f"got {str(entry)[:60]}")
+        out[name] = entry
+    for layer in inst.layers:
+        if layer.name not in out:
+            raise InvalidPlan(f"{where}.layers: layer '{layer.name}' is missing")
+    return out
+
+
+def check_plan_fields(entry: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """Refuse fields a family's plans do not have (e.g. bit-widths in a mesh plan), so
+    that nothing in a plan file is silently ignored."""
+    for key in entry:
+        if key not in allowed:
+            raise InvalidPlan(f"{where}.{key}: not a field of this problem's plans (fields: {', '.join(allowed)})")

@@ -1,0 +1,1 @@
+"""Problem families: one folder per family behind ``base.Family``; ``registry`` names them."""

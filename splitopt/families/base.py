@@ -1,0 +1,192 @@
+"""The family protocol: what every problem family offers the rest of splitopt.
+
+A family owns one kind of decision (an edge/cloud cut with bit-widths, a chain of
+devices, a mesh schedule, multi-view sensors, the peer max-load placement): its settings,
+checks, derived data, plans and their JSON form, the one evaluator, the programs it
+builds for the exact backends, its own methods (published baselines, special exact
+algorithms), the enumeration brute force
+walks, the search space heuristics walk, the infeasibility diagnosis and the report.
+Nothing outside a family's folder knows its internals: the generic layers (``solve``,
+the backends, the CLI, the contract tests) go through this class only.
+
+Adding a family: one folder under ``splitopt/families/`` with a subclass of
+:class:`Family`, and one line in ``splitopt/families/registry.py``.
+``tests/test_family_protocol.py`` checks that every registered family provides every
+member, and the contract suites of ``splitopt.testing.contracts`` run on it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
+
+from splitopt.core.program import Program
+from splitopt.core.result import BackendOutput, Status
+from splitopt.search.space import SearchSpace
+
+
+@dataclass(frozen=True)
+class Method:
+    """A method a family offers as a backend (``splitopt solve --solver NAME``) besides
+    the generic programs: a published baseline (``kind="baseline"``, proves nothing) or an
+    exact special-purpose algorithm (``kind="exact"``, e.g. a dynamic program).
+
+    ``run(inst, options) -> BackendOutput`` returns the method's plan; the generic layer
+    evaluates it, so a method never judges itself. ``problems``: the problems it runs on
+    (None: all of the family's); asked to run on another problem of the family it runs
+    on the instance's ``fallback_problem`` when that is set (a float method on
+    ``split_bits`` runs the float ``split`` problem). ``aliases``: older names kept so
+    that existing commands still work."""
+
+    name: str
+    description: str
+    run: Callable[[Any, Any], BackendOutput]
+    kind: str = "baseline"
+    problems: tuple[str, ...] | None = None
+    fallback_problem: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+def plan_output(plan: Any, objective: float | None = None, **extra: Any) -> BackendOutput:
+    """What a baseline returns: its plan, FEASIBLE until the evaluator says otherwise
+    (``objective``: the method's own value in ms, only when it equals the evaluator's by
+    construction)."""
+    return BackendOutput(Status.FEASIBLE, plan=plan, objective=objective, extra=dict(extra))
+
+
+class Family(ABC):
+    """One problem family. Subclasses set the class attributes and implement every
+    abstract method; ``prepare`` caches the family's derived data on the instance."""
+
+    #: registry name, e.g. "edge_cloud"
+    name: ClassVar[str] = ""
+    #: the problem names (``settings.problem`` or the imported format's problem) it handles
+    problems: ClassVar[tuple[str, ...]] = ()
+    #: whether its instances are splitopt's layer-graph instances (``splitopt.core``);
+    #: False for a family that imports its own format (``reads``/``read``)
+    core_instance: ClassVar[bool] = True
+    #: the values ``settings.objective`` may take
+    objectives: ClassVar[tuple[str, ...]] = ("latency",)
+    #: the settings object the family owns (``settings.<key>``), with its JSON Schema
+    settings_key: ClassVar[str | None] = None
+    settings_schema: ClassVar[Mapping[str, Any] | None] = None
+    #: the ``format`` of its plan files
+    plan_format: ClassVar[str] = ""
+    #: program kinds it builds for the exact backends (``splitopt.core.program.PROGRAM_KINDS``)
+    program_kinds: ClassVar[tuple[str, ...]] = ("linear",)
+    #: the backend ``solve`` uses when the user names none
+    default_backend: ClassVar[str] = "cpsat"
+    #: whether its plans have a schedule to draw (``--gantt``, ``--breakdown``)
+    has_schedule: ClassVar[bool] = True
+    #: one line for ``splitopt solvers`` and the README
+    description: ClassVar[str] = ""
+
+    # ----- foreign formats -----------------------------------------------------------------
+    def reads(self, data: Any) -> bool:
+        """Whether parsed JSON that is not a splitopt instance is in a format this family
+        imports (e.g. the peer benchmark's files); False by default."""
+        return False
+
+    def read(self, data: Any, path: Any) -> Any:
+        """Import such data (read from ``path``) as an instance of this family."""
+        raise NotImplementedError(f"family '{self.name}' imports no foreign format")
+
+    # ----- data --------------------------------------------------------------------------
+    @abstractmethod
+    def check(self, inst: Any) -> None:
+        """Raise InvalidInstance (one line naming the field and value) unless ``inst`` is
+        a consistent instance of this family."""
+
+    def build_data(self, inst: Any) -> Any:
+        """The family's derived data of ``inst`` (tables, routes, ...); None if it needs
+        none. Called once per instance through :meth:`prepare`."""
+        return None
+
+    def prepare(self, inst: Any) -> Any:
+        """Check ``inst`` and return its derived data, both once per instance."""
+
+        def build() -> Any:
+            self.check(inst)
+            return self.build_data(inst)
+
+        return inst.derived(("family", self.name), build)
+
+    # ----- plans ---------------------------------------------------------------------------
+    @abstractmethod
+    def plan_from_dict(self, inst: Any, data: Any, where: str = "plan") -> Any:
+        """Parse and check a plan in this family's JSON form; InvalidPlan names the field."""
+
+    def plan_to_dict(self, inst: Any, plan: Any) -> dict[str, Any]:
+        """The JSON form of ``plan`` (what :meth:`plan_from_dict` reads back)."""
+        return plan.to_dict(inst)
+
+    @abstractmethod
+    def evaluate(self, inst: Any, plan: Any) -> Any:
+        """The one independent evaluator: the plan's metrics (``objective_ms``,
+        ``feasible``, ``violations``, ``to_dict()``); InvalidPlan if malformed."""
+
+    @abstractmethod
+    def start_plan(self, inst: Any) -> Any | None:
+        """A cheap well-formed plan, meeting every limit where the family knows how (None
+        when it has none): when the evaluator finds it feasible it is the warm start of
+        the exact backends, their fallback when a time limit stops them before any plan,
+        and the refutation of a wrong INFEASIBLE claim."""
+
+    @abstractmethod
+    def diagnose(self, inst: Any, resolve: Callable[[Any], bool]) -> str:
+        """One line naming the limit no plan can meet (called on INFEASIBLE).
+        ``resolve(changed_instance) -> bool`` re-solves a variant with some limit lifted
+        (with the same backend and time limit) and says whether it has a plan."""
+
+    # ----- what the backends run -------------------------------------------------------------
+    @abstractmethod
+    def build_program(self, inst: Any, kind: str, start: Any | None) -> Program:
+        """The exact program of ``kind`` (one of :attr:`program_kinds`) for ``inst``;
+        ``start`` (a feasible plan or None) may set its horizon and hint."""
+
+    @abstractmethod
+    def methods(self) -> Sequence[Method]:
+        """The family's own methods offered as backends: published baselines and exact
+        special-purpose algorithms."""
+
+    @abstractmethod
+    def enumerate_plans(self, inst: Any, limit: int) -> Iterator[Any]:
+        """Every plan of ``inst`` (up to symmetries the evaluator cannot tell apart), for
+        the brute-force backend; raises NotApplicable before starting if there are more
+        than ``limit``."""
+
+    @abstractmethod
+    def space(self, inst: Any) -> SearchSpace:
+        """The genes heuristic search varies, with encode/decode/repair to plans."""
+
+    # ----- output ------------------------------------------------------------------------------
+    @abstractmethod
+    def report(self, console: Any, inst: Any, plan: Any, metrics: Any, show_layers: bool = True) -> None:
+        """Print the plan and its metrics for people (a ``rich`` console)."""
+
+    def schedule(self, metrics: Any) -> tuple | None:
+        """The plan's schedule (``splitopt.core.schedule.Task``s) for Gantt and breakdown
+        plots, or None if the family's plans have none."""
+        return getattr(metrics, "schedule", None)
+
+    def breakdown(self, inst: Any, metrics: Any) -> list[tuple[str, float, float]] | None:
+        """Per device (device, compute ms, communication ms) for the breakdown plot; by
+        default from the schedule (None without one)."""
+        from splitopt.core.schedule import breakdown
+
+        tasks = self.schedule(metrics)
+        return None if tasks is None else breakdown(tasks)
+
+    def summary(self, inst: Any) -> str:
+        """One line describing ``inst`` (for ``splitopt validate``)."""
+        return inst.summary()
+
+
+#: every member a family must provide (checked for each registered family by the tests)
+PROTOCOL_MEMBERS = (
+    "reads", "read", "name", "core_instance", "problems", "objectives", "settings_key", "settings_schema", "plan_format", "program_kinds",
+    "default_backend", "has_schedule", "description", "check", "build_data", "prepare", "plan_from_dict", "plan_to_dict",
+    "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "report",
+    "schedule", "breakdown", "summary",
+)

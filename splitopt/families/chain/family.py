@@ -1,0 +1,84 @@
+"""The chain family (problem ``chain``, JMSNAS Eq. 1, HiveMind): devices in a line (UE ->
+small cell -> macro cell -> cloud, ``settings.chain``), each layer on one device, the
+device index never decreasing along a DAG edge; objective ``latency`` (sum of stage
+times) or ``throughput`` (the bottleneck stage of a pipelined stream). Formulation:
+``formulations/chain_split.md``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+from splitopt.core.errors import NotApplicable
+from splitopt.core.instance import Instance
+from splitopt.core.plan import FORMAT, Plan
+from splitopt.core.program import Program
+from splitopt.families.base import Family, Method
+from splitopt.families.chain import methods
+from splitopt.families.chain.checks import check_chain
+from splitopt.families.chain.enumerate import enumerate_plans
+from splitopt.families.chain.evaluate import ChainMetrics, evaluate
+from splitopt.families.chain.plan import plan_from_dict
+from splitopt.families.chain.program import build_chain_program, decode_chain_plan, encode_chain_plan
+from splitopt.families.chain.report import report
+from splitopt.families.chain.space import chain_space
+from splitopt.families.chain.start import diagnose, start_plan
+from splitopt.search.space import SearchSpace
+
+METHODS = (
+    Method("chain-dp", "exact DP over contiguous segments for chain-shaped graphs (DNNPipe/PipeDream style)",
+           methods.chain_dp, kind="exact"),
+    Method("chain-scan", "HiveMind-style linear search: one split point per device, greedy along the chain",
+           methods.chain_scan),
+    Method("best-single-device", "all layers on the one device that is best (the input forwarded to it)",
+           methods.best_single_device),
+)
+
+
+class ChainFamily(Family):
+    name = "chain"
+    problems = ("chain",)
+    objectives = ("latency", "throughput")
+    plan_format = FORMAT
+    program_kinds = ("linear",)
+    default_backend = "cpsat"
+    description = "layers over devices in a line (JMSNAS Eq. 1): latency or pipelined throughput"
+
+    def check(self, inst: Instance) -> None:
+        check_chain(inst)
+
+    def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> Plan:
+        return plan_from_dict(inst, data, where)
+
+    def evaluate(self, inst: Instance, plan: Plan) -> ChainMetrics:
+        self.prepare(inst)
+        return evaluate(inst, plan)
+
+    def start_plan(self, inst: Instance) -> Plan | None:
+        self.prepare(inst)
+        return start_plan(inst)
+
+    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+        return diagnose(inst)
+
+    def build_program(self, inst: Instance, kind: str, start: Plan | None) -> Program:
+        if kind != "linear":
+            raise NotApplicable(f"problem 'chain' builds a linear program, not '{kind}'")
+        lp = build_chain_program(inst)
+        return Program(
+            kind="linear", model=lp, decode=lambda values: decode_chain_plan(inst, lp, values),
+            hint=None if start is None else encode_chain_plan(inst, lp, start),
+            encode=lambda plan: encode_chain_plan(inst, lp, plan),
+            stats={"variables": len(lp.variables), "rows": len(lp.rows)},
+        )
+
+    def methods(self) -> Sequence[Method]:
+        return METHODS
+
+    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Plan]:
+        return enumerate_plans(inst, limit)
+
+    def space(self, inst: Instance) -> SearchSpace:
+        return chain_space(inst)
+
+    def report(self, console, inst: Instance, plan: Plan, metrics: ChainMetrics, show_layers: bool = True) -> None:
+        report(console, inst, plan, metrics, show_layers)

@@ -1,0 +1,173 @@
+"""Methods of the chain family (problem ``chain``) besides the generic programs:
+
+* ``chain-dp``: the exact dynamic program over contiguous segments (DNNPipe /
+  PipeDream style) for a layer graph that is a chain, where contiguous segments are
+  every valid placement; memory limits included (``formulations/chain_split.md``);
+* ``chain-scan``: HiveMind-style linear search: device by device, the split point that
+  is best if everything after it ran on the next device (and whose devices decided so far
+  fit their memory), kept and never revisited;
+* ``best-single-device``: all layers on the one device that is best (the cloud is
+  JMSNAS's "cloud computing" baseline).
+
+The last two run on any DAG (segments in file order are valid placements); ``chain-dp``
+refuses a graph that is not a chain.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from splitopt.core.errors import NotApplicable
+from splitopt.core.instance import Instance
+from splitopt.core.options import SolveOptions
+from splitopt.core.result import BackendOutput, Status
+from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
+from splitopt.families.chain.evaluate import evaluate
+from splitopt.families.chain.plan import plan_from_indices
+
+
+# ----- contiguous segments in file order ------------------------------------------------------
+
+def _prefix_compute(inst: Instance) -> np.ndarray:
+    """P[m, c]: compute (ms) of the first c layers on device m."""
+    table = compute_table(inst)
+    M = len(inst.settings.chain)
+    P = np.zeros((M, len(inst.layers) + 1))
+    for i, layer in enumerate(inst.layers):
+        P[:, i + 1] = P[:, i] + np.array(table[layer.name])
+    return P
+
+
+def _cross_ms(inst: Instance) -> np.ndarray:
+    """T[m, c]: time (ms) of link m when the first c layers run at positions <= m and
+    the rest after: every tensor produced before c and read at or after c."""
+    tensors = chain_tensors(inst)
+    N = len(inst.layers)
+    nbytes = np.zeros(N + 1)
+    for t in tensors.names:
+        if not tensors.consumers[t]:
+            continue
+        start = 0 if tensors.producer[t] is None else inst.position[t] + 1
+        nbytes[start:tensors.last_step[t] + 1] += tensors.sent_bytes[t]
+    links = chain_links(inst)
+    M = len(inst.settings.chain)
+    T = np.zeros((M, N + 1))
+    for m, link in enumerate(links):
+        T[m] = [inst.link_transfer_ms(link, b) for b in nbytes]
+    return T
+
+
+def _segments_plan(inst: Instance, cuts: list[int]):
+    """Plan from cuts c_0 <= ... <= c_{M-2}: device m runs file positions [c_{m-1}, c_m)."""
+    bounds = [0] + list(cuts) + [len(inst.layers)]
+    index = {}
+    for m in range(len(bounds) - 1):
+        for i in range(bounds[m], bounds[m + 1]):
+            index[inst.layers[i].name] = m
+    return plan_from_indices(inst, index)
+
+
+def is_chain_graph(inst: Instance) -> str | None:
+    """None if the layer graph is a chain (one raw input, each layer reads only the
+    previous tensor), else the first layer that breaks it."""
+    if len(inst.inputs) != 1:
+        return inst.layers[0].name
+    previous = inst.inputs[0].name
+    for layer in inst.layers:
+        if set(layer.inputs) != {previous} or len(inst.consumers[previous]) != 1:
+            return layer.name
+        previous = layer.name
+    return None
+
+
+def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
+    """exact DP over contiguous segments for chain-shaped graphs (DNNPipe/PipeDream style)."""
+    broken = is_chain_graph(inst)
+    if broken is not None:
+        raise NotApplicable(
+            f"chain-dp: the layer graph is not a chain (at layer '{broken}'); use milp-cbc, milp-highs or cpsat"
+        )
+    t0 = time.perf_counter()
+    s = inst.settings
+    M, N = len(s.chain), len(inst.layers)
+    P, T = _prefix_compute(inst), _cross_ms(inst)
+    tensors = chain_tensors(inst)
+    # h[j]: bytes of out(j-1), j = 0..N (j = 0: the raw input); pair[k] = h[k] + h[k+1]
+    h = np.array([tensors.held_bytes[inst.inputs[0].name]] + [tensors.held_bytes[l.name] for l in inst.layers])
+    pair = h[:-1] + h[1:]
+    W = np.concatenate([[0.0], np.cumsum([l.weights * s.cloud_bits / 8.0 for l in inst.layers])])
+    limits = [inst.device_by_name[d].memory_bytes * (1 + 1e-9) for d in s.chain]
+    throughput = s.objective == "throughput"
+
+    f_prev = np.full(N + 1, np.inf)
+    f_prev[0] = 0.0
+    choice = np.zeros((M, N + 1), dtype=int)
+    for m in range(M):
+        f = np.full(N + 1, np.inf)
+        last = m == M - 1
+        for b in range(N + 1) if not last else [N]:
+            a = np.arange(b + 1)
+            # memory of segment [a, b) on device m
+            if b > 0:
+                peak = np.maximum.accumulate(pair[:b][::-1])[::-1]  # peak[a] = max pair[a..b-1]
+                mem = np.empty(b + 1)
+                mem[:b] = W[b] - W[:b] + peak
+                mem[b] = h[b]  # empty segment: the tensor passing through
+            else:
+                mem = np.array([h[0]])
+            ok = mem <= limits[m]
+            stage = P[m, b] - P[m, a] + (0.0 if last else T[m, b])
+            cost = np.maximum(f_prev[a], stage) if throughput else f_prev[a] + stage
+            cost = np.where(ok, cost, np.inf)
+            j = int(np.argmin(cost))
+            f[b], choice[m, b] = cost[j], j
+        f_prev = f
+    solve_s = time.perf_counter() - t0
+    if not np.isfinite(f_prev[N]):
+        return BackendOutput(Status.INFEASIBLE, message="chain-dp: no placement meets the memory limits",
+                             extra={"solve_s": solve_s})
+    cuts, b = [], N
+    for m in range(M - 1, 0, -1):
+        b = int(choice[m, b])
+        cuts.append(b)
+    plan = _segments_plan(inst, cuts[::-1])
+    value = float(f_prev[N])
+    return BackendOutput(Status.OPTIMAL, plan=plan, objective=value, bound=value, extra={"solve_s": solve_s})
+
+
+def chain_scan(inst: Instance, options: SolveOptions) -> BackendOutput:
+    """HiveMind-style linear search: one split point per device, greedy along the chain."""
+    M, N = len(inst.settings.chain), len(inst.layers)
+    P, T = _prefix_compute(inst), _cross_ms(inst)
+    throughput = inst.settings.objective == "throughput"
+    cuts: list[int] = []
+    for m in range(M - 1):
+        low = cuts[-1] if cuts else 0
+        scored = []
+        for c in range(low, N + 1):
+            trial = cuts + [c] + [N] * (M - 2 - m)
+            bounds = [0] + trial + [N]
+            stages = [P[d, bounds[d + 1]] - P[d, bounds[d]] + (T[d, bounds[d + 1]] if d < M - 1 else 0.0)
+                      for d in range(M)]
+            scored.append((max(stages) if throughput else sum(stages), c))
+        scored.sort()
+        chosen = None
+        decided = range(M) if m == M - 2 else range(m + 1)  # the last choice decides every device
+        for _, c in scored:  # the best split point whose decided devices fit their memory
+            loads = evaluate(inst, _segments_plan(inst, cuts + [c] + [N] * (M - 2 - m))).devices
+            if all(loads[d].memory_bytes <= loads[d].memory_limit * (1 + 1e-9) for d in decided):
+                chosen = c
+                break
+        cuts.append(chosen if chosen is not None else scored[0][1])
+    return BackendOutput(Status.FEASIBLE, plan=_segments_plan(inst, cuts))
+
+
+def best_single_device(inst: Instance, options: SolveOptions) -> BackendOutput:
+    """all layers on the one device that is best (the input forwarded to it)."""
+    M, N = len(inst.settings.chain), len(inst.layers)
+    plans = [_segments_plan(inst, [0] * m + [N] * (M - 1 - m)) for m in range(M)]
+    scored = [(not evaluate(inst, p).feasible, evaluate(inst, p).objective_ms, i) for i, p in enumerate(plans)]
+    best = min(scored)
+    return BackendOutput(Status.FEASIBLE, plan=plans[best[2]])

@@ -1,0 +1,56 @@
+"""A chain plan to start from (and fall back on), and why an instance has none."""
+
+from __future__ import annotations
+
+from splitopt.core.instance import Instance
+from splitopt.core.plan import Plan
+from splitopt.families.chain.data import chain_tensors
+from splitopt.families.chain.evaluate import evaluate
+from splitopt.families.chain.plan import plan_from_indices
+
+
+def start_plan(inst: Instance) -> Plan:
+    """A plan for time-limited solves to fall back on and CP-SAT to start from: the best
+    single-device plan that meets the memory limits (the last device is JMSNAS's cloud
+    computing baseline); failing that, layers packed backwards from the last device,
+    each device filled while its memory allows; failing that (no plan found), all on the
+    last device."""
+    chain, N = inst.settings.chain, len(inst.layers)
+    singles = [plan_from_indices(inst, {l.name: m for l in inst.layers}) for m in range(len(chain))]
+    scored = [(evaluate(inst, p), p) for p in singles]
+    feasible = [(m.objective_ms, i) for i, (m, _) in enumerate(scored) if m.feasible]
+    if feasible:
+        return scored[min(feasible)[1]][1]
+    names = [l.name for l in inst.layers]
+    index: dict[str, int] = {}
+    end = N
+    for m in range(len(chain) - 1, 0, -1):
+        def fits(i: int) -> bool:  # positions [i, end) on m fit its memory (monotone in i)
+            trial = dict(index, **{n: m - 1 for n in names[:i]}, **{n: m for n in names[i:end]})
+            d = evaluate(inst, plan_from_indices(inst, trial)).devices[m]
+            return d.memory_bytes <= d.memory_limit
+        low, high = 0, end  # the smallest i that fits lies in [low, high]
+        while low < high:
+            mid = (low + high) // 2
+            if fits(mid):
+                high = mid
+            else:
+                low = mid + 1
+        index.update({n: m for n in names[low:end]})
+        end = low
+    index.update({n: 0 for n in names[:end]})
+    packed = plan_from_indices(inst, index)
+    return packed if evaluate(inst, packed).feasible else singles[-1]
+
+
+def diagnose(inst: Instance) -> str:
+    """Name the memory limit that no chain plan can meet."""
+    tensors = chain_tensors(inst)
+    first = inst.settings.chain[0]
+    raw = max((tensors.held_bytes[t.name] for t in inst.inputs), default=0.0)
+    limit = inst.device_by_name[first].memory_bytes
+    if raw > limit:
+        return (f"infeasible: the raw input ({raw:,.0f} B) does not fit the memory of the first chain device "
+                f"'{first}' ({limit:,.0f} B), where it arrives")
+    return ("infeasible: no placement meets every device memory limit "
+            f"({', '.join(f'{m} {inst.device_by_name[m].memory_bytes:,.0f} B' for m in inst.settings.chain)})")

@@ -1,0 +1,1 @@
+"""The edge/cloud family's baselines: one module per published method."""

@@ -1,0 +1,87 @@
+"""The edge/cloud family (problems ``split`` and ``split_bits``): one cut between an edge
+device and a cloud device, with per-layer weight and activation bit-widths on the edge
+(AUTO-SPLIT Eq. 1-5; ``split`` is the float cut of Neurosurgeon, DADS, QDMP, SplitNets
+Eq. 1). Formulation: ``formulations/edge_cloud_split.md``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+from splitopt.core.errors import NotApplicable
+from splitopt.core.instance import Instance
+from splitopt.core.plan import FORMAT, Plan
+from splitopt.core.program import Program
+from splitopt.families.base import Family, Method
+from splitopt.families.edge_cloud.baselines import auto_split, cloud_only, edge_only, neurosurgeon, qdmp, u8
+from splitopt.families.edge_cloud.checks import check_edge_cloud
+from splitopt.families.edge_cloud.diagnose import diagnose
+from splitopt.families.edge_cloud.enumerate import enumerate_plans
+from splitopt.families.edge_cloud.evaluate import Metrics, evaluate
+from splitopt.families.edge_cloud.plan import plan_from_dict
+from splitopt.families.edge_cloud.program import build_split_program, decode_split_plan, encode_plan, start_plan
+from splitopt.families.edge_cloud.report import report
+from splitopt.families.edge_cloud.space import edge_cloud_space
+from splitopt.search.space import SearchSpace
+
+BASELINES = (
+    Method("cloud-only", "CLOUD16: all layers on the cloud, raw input sent (AUTO-SPLIT Sec. 5.3)", cloud_only.run),
+    Method("edge-only", "EDGE-ONLY: all layers on the edge (split_bits: best uniform bit-width)", edge_only.run),
+    Method("u8", "U8: all layers on the edge at 8-bit weights and activations (AUTO-SPLIT Sec. 5.3)", u8.run,
+             problems=("split_bits",)),
+    Method("neurosurgeon", "Neurosurgeon: linear scan over the execution order with a chain cost model (float)",
+             neurosurgeon.run, problems=("split",), fallback_problem="split"),
+    Method("qdmp", "DADS/QDMP: s-t min-cut on the layer DAG with fan-out nodes (float; ignores edge memory)",
+             qdmp.run, problems=("split",), fallback_problem="split"),
+    Method("auto-split", "AUTO-SPLIT Algorithm 1: potential splits (Eq. 6) x grid of memory budgets (Eq. 8, 9)",
+             auto_split.run, problems=("split_bits",)),
+)
+
+
+class EdgeCloudFamily(Family):
+    name = "edge_cloud"
+    problems = ("split", "split_bits")
+    objectives = ("latency",)
+    plan_format = FORMAT
+    program_kinds = ("linear",)
+    default_backend = "milp-cbc"
+    has_schedule = False
+    description = "one edge/cloud cut; split_bits adds per-layer weight/activation bit-widths (AUTO-SPLIT)"
+
+    def check(self, inst: Instance) -> None:
+        check_edge_cloud(inst)
+
+    def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> Plan:
+        return plan_from_dict(inst, data, where)
+
+    def evaluate(self, inst: Instance, plan: Plan) -> Metrics:
+        self.prepare(inst)
+        return evaluate(inst, plan)
+
+    def start_plan(self, inst: Instance) -> Plan | None:
+        return start_plan(inst)
+
+    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+        return diagnose(inst, resolve)
+
+    def build_program(self, inst: Instance, kind: str, start: Plan | None) -> Program:
+        if kind != "linear":
+            raise NotApplicable(f"problem '{inst.problem}' builds a linear program, not '{kind}'")
+        lp = build_split_program(inst)
+        return Program(
+            kind="linear", model=lp, decode=lambda values: decode_split_plan(inst, lp, values),
+            hint=None if start is None else encode_plan(inst, lp, start),
+            encode=lambda plan: encode_plan(inst, lp, plan),
+            stats={"variables": len(lp.variables), "rows": len(lp.rows)},
+        )
+
+    def methods(self) -> Sequence[Method]:
+        return BASELINES
+
+    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Plan]:
+        return enumerate_plans(inst, limit)
+
+    def space(self, inst: Instance) -> SearchSpace:
+        return edge_cloud_space(inst)
+
+    def report(self, console, inst: Instance, plan: Plan, metrics: Metrics, show_layers: bool = True) -> None:
+        report(console, inst, plan, metrics, show_layers)

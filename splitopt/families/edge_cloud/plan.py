@@ -1,0 +1,79 @@
+"""Edge/cloud plans: parsing a ``splitopt-plan/1`` document and the well-formedness rule
+(every layer on the edge or the cloud device, edge bit-widths among the candidates, cloud
+layers at the reference precision, the edge set closed under predecessors). The plan
+type is ``splitopt.core.plan.Plan``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from splitopt.core.errors import InvalidPlan
+from splitopt.core.instance import Instance
+from splitopt.core.plan import Plan, check_plan_fields, plan_layers
+
+#: the fields of a layer's entry
+FIELDS = ("device", "weight_bits", "activation_bits")
+
+
+def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
+    """Parse and check a plan against its instance; raises InvalidPlan naming the field."""
+    layers = plan_layers(inst, data, where)
+    s = inst.settings
+    device, wb, ab = {}, {}, {}
+    for layer in inst.layers:
+        n = layer.name
+        entry = layers[n]
+        check_plan_fields(entry, FIELDS, f"{where}.layers.{n}")
+        dev = entry["device"]
+        if dev not in (s.edge, s.cloud):
+            raise InvalidPlan(f"{where}.layers.{n}.device: '{dev}' is neither edge '{s.edge}' nor cloud '{s.cloud}'")
+        device[n] = dev
+        for key, store in (("weight_bits", wb), ("activation_bits", ab)):
+            value = entry.get(key, s.cloud_bits if dev == s.cloud else None)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidPlan(f"{where}.layers.{n}.{key}: must be an integer number of bits, got {value!r}")
+            store[n] = value
+    plan = Plan(device, wb, ab)
+    check_plan(inst, plan, where)
+    return plan
+
+
+def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
+    """Raise InvalidPlan unless the plan is well-formed for the instance: every layer on
+    the edge or cloud device, edge bit-widths among the candidates, cloud layers at the
+    cloud precision, and the edge set closed under predecessors (data flows edge -> cloud
+    only). Budgets (memory, error) are not checked here: the evaluator reports them."""
+    s = inst.settings
+    allowed = inst.candidate_bits()
+    missing = [l.name for l in inst.layers if l.name not in plan.device]
+    if missing:
+        raise InvalidPlan(f"{where}.layers: layer '{missing[0]}' is missing")
+    for layer in inst.layers:
+        for key, bits in (("weight_bits", plan.weight_bits), ("activation_bits", plan.activation_bits)):
+            if layer.name not in bits:
+                raise InvalidPlan(f"{where}.layers.{layer.name}.{key}: missing")
+    for layer in inst.layers:
+        n = layer.name
+        dev = plan.device[n]
+        if dev == s.edge:
+            for key, bits in (("weight_bits", plan.weight_bits[n]), ("activation_bits", plan.activation_bits[n])):
+                if bits not in allowed:
+                    raise InvalidPlan(
+                        f"{where}.layers.{n}.{key}: {bits} bits is not a candidate of problem "
+                        f"'{s.problem}' (candidates {list(allowed)})"
+                    )
+        elif dev == s.cloud:
+            for key, bits in (("weight_bits", plan.weight_bits[n]), ("activation_bits", plan.activation_bits[n])):
+                if bits != s.cloud_bits:
+                    raise InvalidPlan(
+                        f"{where}.layers.{n}.{key}: {bits} bits, but cloud layers run at cloud_bits={s.cloud_bits}"
+                    )
+        else:
+            raise InvalidPlan(f"{where}.layers.{n}.device: unknown device '{dev}'")
+        if dev == s.edge:
+            for src in layer.inputs:
+                if src in plan.device and plan.device[src] != s.edge:
+                    raise InvalidPlan(
+                        f"{where}.layers.{n}: runs on the edge but its input '{src}' runs on the cloud "
+                        "(the edge set must be closed under predecessors)"
+                    )

@@ -1,0 +1,379 @@
+"""The edge/cloud split program (problems ``split`` and ``split_bits``) as a ``LinearProgram``.
+
+The mathematics, with every symbol, is in ``formulations/edge_cloud_split.md``; this
+module follows it section by section. Each layer's bit-width choice is encoded by
+*selectors*: linear forms ``wsel[i][w]`` ("layer i is on the edge with weight bits w")
+and ``asel[i][a]`` ("... with activation bits a"), each summing to ``e[i]``:
+
+* family 1 (one pair, the reference precision): both selectors are ``e[i]`` itself;
+* a layer whose edge latency table is separable, ``Le[w,a] = Lw[w] + La[a]`` (the
+  analytical model always is; measured tables may be): binaries ``u[i,w]`` and
+  ``v[i,a]``; a weightless layer has no ``u`` (its weight bits change nothing);
+* any other layer: pair binaries ``x[i,(w,a)]``, with ``wsel``/``asel`` their sums.
+
+Memory, error and transmission are separable by construction, so only latency decides
+between the two encodings; the separable one has the same LP bound with |B| + |B|
+instead of |B|^2 binaries per layer.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+
+import networkx as nx
+
+from splitopt.core.instance import Instance
+from splitopt.core.latency import layer_latency_ms
+from splitopt.core.plan import Plan
+from splitopt.core.program import LinearProgram
+from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, MEMORY_RTOL
+
+Form = dict[int, float]
+
+
+def _add_form(target: Form, form: Form, scale: float) -> None:
+    for idx, c in form.items():
+        target[idx] = target.get(idx, 0.0) + scale * c
+
+
+def _separable(table: dict[tuple[int, int], float], bits) -> bool:
+    """Le[w,a] == Le[w,a0] + Le[w0,a] - Le[w0,a0] for all w, a (to 1e-12 relative)."""
+    w0, a0 = bits[0], bits[0]
+    for w in bits:
+        for a in bits:
+            pred = table[w, a0] + table[w0, a] - table[w0, a0]
+            if abs(pred - table[w, a]) > 1e-12 * max(1.0, abs(table[w, a])):
+                return False
+    return True
+
+
+def _least_error(layer, bits, cloud_bits: int) -> float:
+    """The least quantization error layer ``layer`` can have on the edge."""
+    werr = min((layer.weight_error[b] if b < cloud_bits else 0.0) for b in bits) if layer.weights > 0 else 0.0
+    aerr = min((layer.activation_error[b] if b < cloud_bits else 0.0) for b in bits)
+    return werr + aerr
+
+
+def build_split_program(inst: Instance) -> LinearProgram:
+    """The program of ``formulations/edge_cloud_split.md`` (objective in ms, memory rows in
+    bits, the error row dimensionless)."""
+    s = inst.settings
+    lp = LinearProgram()
+    layers = inst.layers
+    n = len(layers)
+    pos = inst.position
+    bits = list(inst.candidate_bits())
+    edge_dev, cloud_dev = inst.edge_device, inst.cloud_device
+    link = inst.uplink
+    ms_per_byte = 1000.0 * 8.0 / link.bandwidth_bits_per_s
+    cons = inst.consumers
+    # last reader position of each tensor; tensors nobody reads never cross the cut
+    last = {t: max(pos[c] for c in readers) for t, readers in cons.items() if readers}
+
+    # ---- (1) variables and selectors ---------------------------------------------------
+    e = {l.name: lp.var(f"e[{l.name}]") for l in layers}
+    choice_vars: dict[str, dict[tuple[int, int], list[int]]] = {}  # (w, a) -> binaries set to 1
+    wsel: dict[str, dict[int, Form]] = {}
+    asel: dict[str, dict[int, Form]] = {}
+    latency: dict[str, Form] = {}  # edge latency (ms) of layer i as a linear form
+    encoding: dict[str, str] = {}
+    for l in layers:
+        name = l.name
+        table = {(w, a): layer_latency_ms(inst, l, edge_dev, w, a) for w, a in product(bits, bits)}
+        if len(bits) == 1:
+            b = bits[0]
+            wsel[name], asel[name] = {b: {e[name]: 1.0}}, {b: {e[name]: 1.0}}
+            latency[name] = {e[name]: table[b, b]}
+            encoding[name] = "single"
+            choice_vars[name] = {(b, b): []}
+        elif _separable(table, bits):
+            w0 = a0 = bits[0]
+            lw = {w: table[w, a0] - table[w0, a0] for w in bits}
+            la = {a: table[w0, a] for a in bits}
+            v = {a: lp.var(f"v[{name},a{a}]") for a in bits}
+            lp.add({**{v[a]: 1.0 for a in bits}, e[name]: -1.0}, "==", 0.0, name=f"abits[{name}]")
+            asel[name] = {a: {v[a]: 1.0} for a in bits}
+            latency[name] = {v[a]: la[a] for a in bits}
+            if l.weights > 0 or any(abs(c) > 0 for c in lw.values()):
+                u = {w: lp.var(f"u[{name},w{w}]") for w in bits}
+                lp.add({**{u[w]: 1.0 for w in bits}, e[name]: -1.0}, "==", 0.0, name=f"wbits[{name}]")
+                wsel[name] = {w: {u[w]: 1.0} for w in bits}
+                _add_form(latency[name], {u[w]: lw[w] for w in bits}, 1.0)
+                encoding[name] = "separable"
+                choice_vars[name] = {(wb, ab): [u[wb], v[ab]] for wb in bits for ab in bits}
+            else:  # weightless and weight bits change no latency: no weight choice to make
+                wsel[name] = {bits[0]: {e[name]: 1.0}}
+                encoding[name] = "activation"
+                choice_vars[name] = {(wb, ab): [v[ab]] for wb in bits for ab in bits}
+        else:
+            x = {p: lp.var(f"x[{name},w{p[0]}a{p[1]}]") for p in product(bits, bits)}
+            lp.add({**{x[p]: 1.0 for p in x}, e[name]: -1.0}, "==", 0.0, name=f"pair[{name}]")
+            wsel[name] = {w: {x[p]: 1.0 for p in x if p[0] == w} for w in bits}
+            asel[name] = {a: {x[p]: 1.0 for p in x if p[1] == a} for a in bits}
+            latency[name] = {x[p]: table[p] for p in x}
+            encoding[name] = "pairs"
+            choice_vars[name] = {p: [x[p]] for p in x}
+    act_bits = bits
+
+    # (2b) layers that must run on the edge (settings.edge_required, with ancestors)
+    for name in sorted(inst.required_on_edge):
+        lp.add({e[name]: 1.0}, ">=", 1.0, name=f"required[{name}]")
+
+    # (2) closure: a layer on the edge needs its producers on the edge
+    for l in layers:
+        for src in dict.fromkeys(l.inputs):
+            if src in e:
+                lp.add({e[l.name]: 1.0, e[src]: -1.0}, "<=", 0.0, name=f"closure[{src}->{l.name}]")
+
+    # (3) cut indicators s[t]: tensor t is produced on the edge and read on the cloud
+    sent: dict[str, int] = {}
+    for t, readers in cons.items():
+        if not readers:
+            continue
+        sent[t] = lp.var(f"s[{t}]", binary=False)
+        produced = e.get(t)  # None for a raw input: always on the edge
+        for c in readers:
+            row = {sent[t]: 1.0, e[c]: 1.0}
+            if produced is not None:
+                row[produced] = -1.0
+            lp.add(row, ">=", 0.0 if produced is not None else 1.0, name=f"cut[{t}->{c}]")
+        # exactness: s = e_t AND (some reader on the cloud)
+        if produced is not None:
+            lp.add({sent[t]: 1.0, produced: -1.0}, "<=", 0.0, name=f"cut_ub1[{t}]")
+        row = {sent[t]: 1.0, **{e[c]: 1.0 for c in readers}}
+        lp.add(row, "<=", float(len(readers)), name=f"cut_ub2[{t}]")
+
+    # (4) q[t,b]: layer tensor t is sent and was produced at activation bits b
+    q: dict[tuple[str, int], int] = {}
+    for t in sent:
+        if t in inst.input_by_name:
+            continue
+        for b in act_bits:
+            if len(act_bits) == 1:
+                q[t, b] = sent[t]  # s_t <= e_t makes q = s
+                continue
+            q[t, b] = lp.var(f"q[{t},a{b}]", binary=False)
+            zt = asel[t][b]
+            lp.add({q[t, b]: 1.0, sent[t]: -1.0, **{k: -v for k, v in zt.items()}}, ">=", -1.0, name=f"q_lb[{t},{b}]")
+            for c in cons[t]:  # disaggregated cut: produced at b bits and read on the cloud
+                lp.add({q[t, b]: 1.0, **{k: -v for k, v in zt.items()}, e[c]: 1.0}, ">=", 0.0, name=f"q_cut[{t},{b}->{c}]")
+            lp.add({q[t, b]: 1.0, sent[t]: -1.0}, "<=", 0.0, name=f"q_ub1[{t},{b}]")
+            lp.add({q[t, b]: 1.0, **{k: -v for k, v in zt.items()}}, "<=", 0.0, name=f"q_ub2[{t},{b}]")
+
+        if len(act_bits) > 1:  # a sent tensor is sent at exactly one width
+            lp.add({**{q[t, b]: 1.0 for b in act_bits}, sent[t]: -1.0}, "==", 0.0, name=f"q_sum[{t}]")
+
+    # (5) a: the edge runs at least one layer; r[t]: raw input t is held for sending
+    a = lp.var("a", binary=False)
+    for l in layers:
+        lp.add({a: 1.0, e[l.name]: -1.0}, ">=", 0.0, name=f"a_lb[{l.name}]")
+    lp.add({a: 1.0, **{e[l.name]: -1.0 for l in layers}}, "<=", 0.0, name="a_ub")
+    r: dict[str, int] = {}
+    for t in inst.input_by_name:
+        if t in sent:
+            r[t] = lp.var(f"r[{t}]", binary=False)
+            lp.add({r[t]: 1.0, a: -1.0, sent[t]: -1.0}, ">=", -1.0, name=f"r_lb[{t}]")
+            lp.add({r[t]: 1.0, a: -1.0}, "<=", 0.0, name=f"r_ub1[{t}]")
+            lp.add({r[t]: 1.0, sent[t]: -1.0}, "<=", 0.0, name=f"r_ub2[{t}]")
+
+    # ---- objective (ms) ----------------------------------------------------------------
+    for l in layers:
+        cloud_ms = layer_latency_ms(inst, l, cloud_dev, s.cloud_bits, s.cloud_bits)
+        lp.objective_constant += cloud_ms
+        lp.add_objective(e[l.name], -cloud_ms)
+        for idx, c in latency[l.name].items():
+            lp.add_objective(idx, c)
+
+    def bits_of(t: str) -> int:
+        return inst.input_by_name[t].bits
+
+    for t in sent:
+        if t in inst.input_by_name:
+            lp.add_objective(sent[t], ms_per_byte * inst.tensor_elements(t) * bits_of(t) / 8.0)
+        else:
+            for b in act_bits:
+                lp.add_objective(q[t, b], ms_per_byte * inst.tensor_elements(t) * inst.sent_bits(t, b) / 8.0)
+    y: int | None = None
+    if link.latency_ms > 0 and sent:
+        y = lp.var("y", binary=False)  # (6) anything sent pays the link's fixed latency once
+        for t in sent:
+            lp.add({y: 1.0, sent[t]: -1.0}, ">=", 0.0, name=f"y_lb[{t}]")
+        lp.add({y: 1.0, **{sent[t]: -1.0 for t in sent}}, "<=", 0.0, name="y_ub")
+        lp.add_objective(y, link.latency_ms)
+
+    # ---- (7) edge memory: weights + working set at every step, in bits ------------------
+    total_w_bits = sum(l.weights * max(bits) for l in layers)
+    w = lp.var("W", binary=False, lb=0.0, ub=total_w_bits)
+    row: Form = {w: -1.0}
+    for l in layers:
+        if l.weights > 0:
+            for wb, form in wsel[l.name].items():
+                _add_form(row, form, l.weights * wb)
+    lp.add(row, "==", 0.0, "bits", "weights")
+
+    # (7b) closure bounds: a layer on the edge brings all its ancestors, so W is at least
+    # their weights at the fewest bits; e[i] = 0 when even that exceeds the limit
+    limit_bits = s.edge_memory_bytes * 8.0
+    closure = {l.name: nx.ancestors(inst.graph, l.name) | {l.name} for l in layers}
+    for l in layers:
+        least = sum(inst.layer_by_name[j].weights for j in closure[l.name]) * min(bits)
+        if least > limit_bits * (1 + MEMORY_RTOL):
+            lp.add({e[l.name]: 1.0}, "<=", 0.0, name=f"too_heavy[{l.name}]")
+        elif least > 0:
+            lp.add({w: 1.0, e[l.name]: -least}, ">=", 0.0, "bits", f"w_lb[{l.name}]", optional=True)
+
+    def held_terms(t: str) -> Form:
+        """Bits of tensor t while held for sending (cut case)."""
+        if t in inst.input_by_name:
+            return {r[t]: float(inst.tensor_elements(t) * bits_of(t))}
+        return {q[t, b]: float(inst.tensor_elements(t) * b) for b in act_bits}
+
+    # H[k] = bits held for sending of tensors whose readers all run before step k
+    dead_after: dict[int, list[str]] = {}
+    for t, k in last.items():
+        if t in sent:
+            dead_after.setdefault(k, []).append(t)
+    total_bits = sum(inst.tensor_elements(t) * (bits_of(t) if t in inst.input_by_name else max(act_bits)) for t in cons)
+    held: list[int | None] = [None] * n
+    for k in range(1, n):
+        newly = dead_after.get(k - 1, [])
+        if not newly:
+            held[k] = held[k - 1]
+            continue
+        hk = lp.var(f"H[{k}]", binary=False, lb=0.0, ub=total_bits)
+        row = {hk: -1.0}
+        if held[k - 1] is not None:
+            row[held[k - 1]] = 1.0
+        for t in newly:
+            _add_form(row, held_terms(t), 1.0)
+        lp.add(row, "==", 0.0, "bits", f"held[{k}]")
+        held[k] = hk
+
+    # live-by-structure: tensors born at or before k with a reader at or after k
+    born = {t.name: -1 for t in inst.inputs}
+    born.update({l.name: pos[l.name] for l in layers})
+    for k, l in enumerate(layers):
+        row = {w: 1.0}
+        for t, b0 in born.items():
+            if b0 > k:
+                continue
+            if t == l.name or last.get(t, -2) >= k:
+                if t in inst.input_by_name:
+                    row[a] = row.get(a, 0.0) + inst.tensor_elements(t) * bits_of(t)
+                else:
+                    for ab, form in asel[t].items():
+                        _add_form(row, form, inst.tensor_elements(t) * ab)
+        if held[k] is not None:
+            row[held[k]] = 1.0
+        lp.add(row, "<=", limit_bits, "bits", f"memory[{l.name}]")
+
+    # ---- (8) quantization error ----------------------------------------------------------
+    err: int | None = None
+    if s.error_budget is not None:
+        row = {}
+        for l in layers:
+            if l.weights > 0:
+                for wb, form in wsel[l.name].items():
+                    if wb < s.cloud_bits:
+                        _add_form(row, form, l.weight_error[wb])
+            for ab, form in asel[l.name].items():
+                if ab < s.cloud_bits:
+                    _add_form(row, form, l.activation_error[ab])
+        if s.transmit_bits is not None:
+            tb = s.transmit_bits
+            for (t, b), idx in q.items():
+                if tb < b:
+                    base = inst.layer_by_name[t].activation_error[b] if b < s.cloud_bits else 0.0
+                    extra = inst.layer_by_name[t].activation_error[tb] - base
+                    if extra > 0:
+                        row[idx] = row.get(idx, 0.0) + extra
+        row = {k: v for k, v in row.items() if v != 0}
+        if s.error_budget > 0:
+            lp.add(row, "<=", s.error_budget, "error", "error")
+            # (8b) closure bounds: the least error of a layer's ancestors and itself
+            least_err = {}
+            for l in layers:
+                least_err[l.name] = sum(
+                    _least_error(inst.layer_by_name[j], bits, s.cloud_bits) for j in closure[l.name]
+                )
+            err = lp.var("Err", binary=False, lb=0.0, ub=max(sum(row.values()), s.error_budget), implied_integer=False)
+            lp.add({**row, err: -1.0}, "==", 0.0, "error", "error_total", optional=True)
+            for l in layers:
+                if least_err[l.name] > s.error_budget * (1 + ERROR_RTOL):
+                    lp.add({e[l.name]: 1.0}, "<=", 0.0, name=f"too_lossy[{l.name}]")
+                elif least_err[l.name] > 0:
+                    lp.add({err: 1.0, e[l.name]: -least_err[l.name]}, ">=", 0.0, "error", f"err_lb[{l.name}]",
+                           optional=True)
+        else:  # a zero budget forbids every choice with positive error, exactly
+            for idx, c in row.items():
+                if c > 0:
+                    lp.add({idx: 1.0}, "<=", 0.0, name="zero_error")
+
+    lp.meta.update(e=e, wsel=wsel, asel=asel, encoding=encoding, choice_vars=choice_vars, sent=sent, q=q, a=a,
+                   r=r, held=held, W=w, Err=err, y=y, bits=bits)
+    return lp
+
+
+def encode_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[float]:
+    """The program's variable values for ``plan`` (a warm start, and the check that the
+    program and the evaluator agree on every plan). Weight bits of a layer whose
+    encoding has no weight choice are ignored."""
+    m = lp.meta
+    s = inst.settings
+    values = [0.0] * len(lp.variables)
+    on_edge = {l.name for l in inst.layers if plan.device[l.name] == s.edge}
+    for l in inst.layers:
+        if l.name not in on_edge:
+            continue
+        values[m["e"][l.name]] = 1.0
+        options = m["choice_vars"][l.name]
+        key = (plan.weight_bits[l.name], plan.activation_bits[l.name])
+        if key not in options:  # no weight choice: any weight bits with this activation
+            key = next(k for k in options if k[1] == key[1])
+        for idx in options[key]:
+            values[idx] = 1.0
+    sent = {t for t in m["sent"] if (t in inst.input_by_name or t in on_edge)
+            and any(c not in on_edge for c in inst.consumers[t])}
+    for t, idx in m["sent"].items():
+        values[idx] = 1.0 if t in sent else 0.0
+    for (t, b), idx in m["q"].items():
+        if t in sent and plan.activation_bits[t] == b:
+            values[idx] = 1.0
+    values[m["a"]] = 1.0 if on_edge else 0.0
+    for t, idx in m["r"].items():
+        values[idx] = 1.0 if (on_edge and t in sent) else 0.0
+    if m["y"] is not None:
+        values[m["y"]] = 1.0 if sent else 0.0
+    # auxiliary sums follow from their defining rows
+    for row in lp.rows:
+        if row.name == "weights":
+            values[m["W"]] = sum(c * values[i] for i, c in row.coeffs.items() if i != m["W"])
+        elif row.name.startswith("held["):
+            target = next(i for i, c in row.coeffs.items() if c == -1.0 and lp.variables[i].name.startswith("H["))
+            values[target] = sum(c * values[i] for i, c in row.coeffs.items() if i != target)
+        elif row.name == "error_total" and m["Err"] is not None:
+            values[m["Err"]] = sum(c * values[i] for i, c in row.coeffs.items() if i != m["Err"])
+    return values
+
+
+def start_plan(inst: Instance) -> Plan | None:
+    """A plan every instance without pinned edge layers admits: cloud-only (no edge
+    memory, no error). Backends start from it, and return it when a time limit stops
+    them before they find a better one."""
+    if inst.settings.edge_required:
+        return None
+    return Plan.uniform(inst, [])
+
+
+def decode_split_plan(inst: Instance, lp: LinearProgram, values: list[float]) -> Plan:
+    """Plan from solver values (binaries rounded at 0.5)."""
+    e, wsel, asel = lp.meta["e"], lp.meta["wsel"], lp.meta["asel"]
+
+    def chosen(selectors: dict[int, Form]) -> int:
+        return max(selectors, key=lambda b: sum(c * values[i] for i, c in selectors[b].items()))
+
+    edge_bits = {}
+    for l in inst.layers:
+        if values[e[l.name]] > 0.5:
+            edge_bits[l.name] = (chosen(wsel[l.name]), chosen(asel[l.name]))
+    return Plan.edge_cloud(inst, edge_bits)

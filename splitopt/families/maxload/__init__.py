@@ -1,0 +1,1 @@
+"""The maxload family (problem ``maxload``): the peer dnn-partitioning placement benchmark."""

@@ -1,0 +1,131 @@
+"""The maxload family (problem ``maxload``): the peer benchmark's device placement of DNN
+graph operators (Tarnawski et al., NeurIPS 2020; ``../shared/peer-instances/
+dnn-partitioning``): every node on one of ``k`` identical accelerators or ``l`` CPU
+cores, colour classes together, accelerator memory, contiguous device sets; objective
+``throughput`` (the max-load: the time per sample of a pipeline) or ``latency`` (one
+sample). Its instances are the peer's own files, read by the importer in
+``splitopt.families.maxload.instance``. Model: ``formulations/dnnp_models.md``;
+max-load program: ``formulations/dnnp_maxload.md``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from splitopt.core.errors import NotApplicable
+from splitopt.core.program import Program
+from splitopt.families.base import Family, Method
+from splitopt.families.maxload import methods
+from splitopt.families.maxload.cpsat import to_cpsat
+from splitopt.families.maxload.diagnose import diagnose
+from splitopt.families.maxload.enumerate import enumerate_plans
+from splitopt.families.maxload.evaluate import MaxloadMetrics, evaluate
+from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.instance import (OBJECTIVES, PROBLEM, MaxloadInstance, is_peer_data,
+                                              objective_of_path, parse_peer_instance)
+from splitopt.families.maxload.plan import PLAN_FORMAT, MaxloadPlacement, parse_expert
+from splitopt.families.maxload.program import (MILP_REL_TOL, build_max_load_program, decode_placement,
+                                             simple_infeasibility)
+from splitopt.families.maxload.report import report
+from splitopt.families.maxload.space import maxload_space
+from splitopt.search.space import SearchSpace
+
+METHODS = (
+    Method("all-on-cpu", "every node on cpu0 (meets every placement rule when maxCPUs >= 1)", methods.all_on_cpu),
+)
+
+
+def _infeasible_program(kind: str, reason: str) -> Program:
+    """A program with no solution (the binding limit is known before building)."""
+    if kind == "cpsat":
+        from ortools.sat.python import cp_model
+
+        model = cp_model.CpModel()
+        model.AddBoolOr([])
+        return Program(kind="cpsat", model=model, decode=lambda values: None, stats={"infeasible": reason})
+    from splitopt.core.program import LinearProgram
+
+    lp = LinearProgram()
+    never = lp.var("infeasible", binary=False, lb=0.0, ub=0.0)
+    lp.add({never: 1.0}, ">=", 1.0, name="infeasible")
+    return Program(kind="linear", model=lp, decode=lambda values: None, stats={"infeasible": reason})
+
+
+class MaxloadFamily(Family):
+    name = "maxload"
+    problems = (PROBLEM,)
+    core_instance = False
+    objectives = OBJECTIVES
+    plan_format = PLAN_FORMAT
+    program_kinds = ("cpsat", "linear")
+    default_backend = "cpsat"
+    description = "peer dnn-partitioning placement: max-load (throughput) or latency over accelerators and CPUs"
+
+    # ----- the peer format ------------------------------------------------------------------
+    def reads(self, data: Any) -> bool:
+        """Whether parsed JSON is in the format this family imports (the peer files)."""
+        return is_peer_data(data)
+
+    def read(self, data: Any, path: str | Path | None) -> MaxloadInstance:
+        """Import a peer file's data (its objective from its folder, see
+        ``objective_of_path``; data without a path: "throughput")."""
+        if path is None:
+            return parse_peer_instance(data, name="peer-instance")
+        path = Path(path)
+        return parse_peer_instance(data, name=f"{path.parent.name}/{path.stem}", source=str(path),
+                                   objective=objective_of_path(path))
+
+    # ----- the protocol -----------------------------------------------------------------------
+    def check(self, inst: MaxloadInstance) -> None:
+        pass  # the importer checks everything
+
+    def plan_from_dict(self, inst: MaxloadInstance, data: Any, where: str = "plan") -> MaxloadPlacement:
+        return parse_expert(inst, data, source=where)
+
+    def evaluate(self, inst: MaxloadInstance, plan: MaxloadPlacement) -> MaxloadMetrics:
+        return evaluate(inst, plan)
+
+    def start_plan(self, inst: MaxloadInstance) -> MaxloadPlacement | None:
+        return methods.all_on_cpu_placement(inst)
+
+    def diagnose(self, inst: MaxloadInstance, resolve: Callable[[Any], bool]) -> str:
+        return diagnose(inst)
+
+    def build_program(self, inst: MaxloadInstance, kind: str, start: MaxloadPlacement | None) -> Program:
+        if inst.objective != "throughput":
+            raise NotApplicable(f"problem 'maxload': no exact program for objective '{inst.objective}' yet")
+        reason = simple_infeasibility(inst, groups_of(inst))
+        if reason is not None:
+            return _infeasible_program(kind, reason)
+        lp = build_max_load_program(inst)
+        stats = {"variables": len(lp.variables), "rows": len(lp.rows), "groups": len(lp.meta["groups"].members)}
+        if kind == "cpsat":
+            model, xs, unit, tol = to_cpsat(lp)
+
+            def decode_cpsat(values) -> MaxloadPlacement:
+                return decode_placement(inst, lp, [float(values[x.Index()]) for x in xs])
+
+            # presolve off: or-tools #5293 (the memory and time rows pass 2**31)
+            return Program(kind="cpsat", model=model, decode=decode_cpsat, unit_ms=unit, tolerance_ms=tol,
+                           presolve=False, stats={**stats, "time_unit_ms": unit})
+        if kind == "linear":
+            tol = MILP_REL_TOL * max(1.0, lp.variables[lp.meta["T"]].ub)
+            return Program(kind="linear", model=lp, decode=lambda values: decode_placement(inst, lp, values),
+                           tolerance_ms=tol, stats=stats)
+        raise NotApplicable(f"problem 'maxload' builds no program of kind '{kind}'")
+
+    def methods(self) -> Sequence[Method]:
+        return METHODS
+
+    def enumerate_plans(self, inst: MaxloadInstance, limit: int) -> Iterator[MaxloadPlacement]:
+        return enumerate_plans(inst, limit)
+
+    def space(self, inst: MaxloadInstance) -> SearchSpace:
+        return maxload_space(inst)
+
+    def report(self, console, inst: MaxloadInstance, plan: MaxloadPlacement, metrics: MaxloadMetrics,
+               show_layers: bool = True) -> None:
+        report(console, inst, plan, metrics, show_layers)
+
+    def breakdown(self, inst: MaxloadInstance, metrics: MaxloadMetrics) -> list[tuple[str, float, float]]:
+        return metrics.breakdown()

@@ -1,0 +1,215 @@
+"""The mesh family's CP-SAT model (``formulations/mesh_schedule.md``): assignment
+``x[i,d]``, multicast transfers over fixed routes, store-and-forward hops, optional
+interval variables with one task at a time per device / link / serial bus, memory per
+device, makespan objective.
+
+Time scaling. CP-SAT works on integer durations ``ceil(ms / unit)`` with
+``unit = H / 2**24`` ms (``2**(30 - ceil(log2(D + 2)))`` units for ``D > 62`` devices), where
+``H`` is the makespan of the start plan or, without one, the sum of all durations. Every
+linear constraint then sums to less than ``2**31``, clear of the presolve overflow of
+OR-Tools 9.15 (or-tools #5293); memory rows in bits that could pass ``2**31`` switch
+presolve off. Rounding up makes every integer schedule a valid schedule in ms, and a
+plan's integer makespan exceeds its true one by at most ``K`` units, ``K`` the largest
+number of tasks a plan can have: the program's tolerance is ``K * unit`` (the reported
+bound is ``bound_int * unit - K * unit``). The decoded plan is the device per layer plus
+the solver's order on every resource; its semi-active schedule on the integer durations
+never exceeds CP-SAT's makespan (checked).
+"""
+
+from __future__ import annotations
+
+import math
+
+from splitopt.core.errors import SolverFailure
+from splitopt.core.instance import Instance
+from splitopt.core.program import Program
+from splitopt.families.mesh.data import MeshData, transfer_id
+from splitopt.families.mesh.evaluate import evaluate
+from splitopt.families.mesh.plan import MeshPlan
+from splitopt.families.mesh.structure import (Structure, bool_or, canonical_plan, identical_device_classes,
+                                              last_hops, memory_rows_cpsat, order_from_times)
+from splitopt.families.mesh.tasks import build_tasks, schedule_makespan, semi_active_times
+
+#: CP-SAT time units in the horizon (at most; fewer for many devices)
+TIME_UNITS = 2**24
+
+
+def scale_units(data: MeshData) -> int:
+    n = len(data.devices)
+    if n <= 62:
+        return TIME_UNITS
+    return 2 ** (30 - math.ceil(math.log2(n + 2)))
+
+
+def build_cpsat(inst: Instance, data: MeshData, start: MeshPlan | None) -> Program:
+    """The CP-SAT model of the mesh schedule (optional intervals per device and per link
+    or serial bus, store-and-forward hops, memory, makespan), time in integer units."""
+    from ortools.sat.python import cp_model
+
+    classes = identical_device_classes(data)
+    if start is not None:
+        start = canonical_plan(data, start, classes)
+        horizon_ms = evaluate(inst, start, data).makespan_ms
+    else:
+        horizon_ms = sum(max(data.compute_ms[(n, d)] for d in data.devices) for n in data.layers)
+        horizon_ms += sum(data.transfer_ms.values())
+    if horizon_ms <= 0:  # the start plan takes no time at all: it is optimal (an empty model says so)
+        return Program(kind="cpsat", model=cp_model.CpModel(), decode=lambda values: start,
+                       stats={"horizon_ms": 0.0})
+    unit = horizon_ms / scale_units(data)
+    dur = {}
+    for (n, d), ms in data.compute_ms.items():
+        dur[("c", n, d)] = 0 if ms <= 0 else max(1, math.ceil(ms / unit - 1e-9))
+    for (t, pair), ms in data.transfer_ms.items():
+        dur[("t", t, pair)] = 0 if ms <= 0 else max(1, math.ceil(ms / unit - 1e-9))
+    if start is not None:
+        H = int(round(schedule_makespan(data, start.device, start.order, durations=dur)))
+    else:
+        H = sum(max(dur[("c", n, d)] for d in data.devices) for n in data.layers)
+        H += sum(v for k, v in dur.items() if k[0] == "t")
+    st = Structure(data, max_compute={(n, d): dur[("c", n, d)] <= H for n in data.layers for d in data.devices})
+    K = st.max_tasks
+    model = cp_model.CpModel()
+    x, S, E, g, z, T = {}, {}, {}, {}, {}, {}
+    dev_intervals: dict[str, list] = {d: [] for d in data.devices}
+    for n in data.layers:
+        S[n] = model.NewIntVar(0, H, f"S[{n}]")
+        E[n] = model.NewIntVar(0, H, f"E[{n}]")
+        if not st.allowed[n]:
+            model.AddBoolOr([])  # no device can hold this layer: infeasible
+            continue
+        for d in st.allowed[n]:
+            x[(n, d)] = model.NewBoolVar(f"x[{n},{d}]")
+            c = dur[("c", n, d)]
+            if c > 0:
+                dev_intervals[d].append(model.NewOptionalFixedSizeIntervalVar(S[n], c, x[(n, d)], f"I[{n},{d}]"))
+        model.AddExactlyOne(x[(n, d)] for d in st.allowed[n])
+        model.Add(E[n] == S[n] + sum(dur[("c", n, d)] * x[(n, d)] for d in st.allowed[n] if dur[("c", n, d)]))
+    for t, a, n, b in st.forbidden:
+        if (t, a) in x and (n, b) in x:
+            model.AddBoolOr([x[(t, a)].Not(), x[(n, b)].Not()])
+    # w[t, b]: t needed on b
+    w = {}
+    for t in data.tensors:
+        for b in st.needs[t]:
+            if b in st.fixed_need[t]:
+                var = model.NewBoolVar(f"w[{t},{b}]")
+                model.Add(var == 1)
+                w[(t, b)] = var
+                continue
+            lits = [x[(c, b)] for c in data.readers[t] if (c, b) in x]
+            var = model.NewBoolVar(f"w[{t},{b}]")
+            bool_or(model, var, lits)
+            w[(t, b)] = var
+    for t, a, v in st.g:
+        need = [w[(t, b)] for b in sorted(data.subtree[a][v], key=data.dev_index.__getitem__) if (t, b) in w]
+        var = model.NewBoolVar(f"g[{t},{a},{v}]")
+        if data.is_raw[t]:
+            bool_or(model, var, need)
+        else:
+            any_need = model.NewBoolVar(f"n[{t},{a},{v}]")
+            bool_or(model, any_need, need)
+            # var == x[t,a] and any_need
+            model.AddImplication(var, x[(t, a)])
+            model.AddImplication(var, any_need)
+            model.AddBoolOr([x[(t, a)].Not(), any_need.Not(), var])
+        g[(t, a, v)] = var
+    res_intervals: dict[str, list] = {}
+    for key in st.z:
+        t, pair = key
+        var = model.NewBoolVar(f"z[{t},{pair[0]}->{pair[1]}]")
+        bool_or(model, var, [g[k] for k in st.z_of[key]])
+        z[key] = var
+        T[key] = model.NewIntVar(0, H, f"T[{t},{pair[0]}->{pair[1]}]")
+        d_t = dur[("t", t, pair)]
+        if d_t > 0:
+            res_intervals.setdefault(data.resource_of[pair], []).append(
+                model.NewOptionalFixedSizeIntervalVar(T[key], d_t, var, f"J[{t},{pair[0]}->{pair[1]}]"))
+            model.Add(T[key] + d_t <= H).OnlyEnforceIf(var)
+        if d_t > H:
+            model.Add(var == 0)
+        if not data.is_raw[t]:
+            model.Add(T[key] >= E[t]).OnlyEnforceIf(var)
+    # hop chains: a hop into v leaves u after t arrived on u (u not the producer)
+    for t, a, v in st.g:
+        u = data.parent[a][v]
+        if u == a:
+            continue
+        prev = (t, (data.parent[a][u], u))
+        model.Add(T[(t, (u, v))] >= T[prev] + dur[("t", t, prev[1])]).OnlyEnforceIf(g[(t, a, v)])
+    # a layer starts after its inputs are on its device
+    for n in data.layers:
+        for t in data.layer_inputs[n]:
+            if not data.is_raw[t]:
+                model.Add(S[n] >= E[t])
+    for n, t, d, a, key in last_hops(data, st, T):
+        cond = [x[(n, d)]] if data.is_raw[t] else [x[(n, d)], x[(t, a)]]
+        model.Add(S[n] >= T[key] + dur[("t", t, key[1])]).OnlyEnforceIf(cond)
+    for d, ivs in dev_intervals.items():
+        if len(ivs) > 1:
+            model.AddNoOverlap(ivs)
+    for r, ivs in res_intervals.items():
+        if len(ivs) > 1:
+            model.AddNoOverlap(ivs)
+    big_memory = memory_rows_cpsat(model, data, st, x)
+    symmetry_cpsat(model, data, st, x, classes)
+    cmax = model.NewIntVar(0, H, "makespan")
+    for n in data.layers:
+        model.Add(cmax >= E[n])
+    for key, var in z.items():
+        model.Add(cmax >= T[key] + dur[("t", key[0], key[1])]).OnlyEnforceIf(var)
+    model.Minimize(cmax)
+    if start is not None:  # hint: the start plan's integer schedule
+        times = semi_active_times(build_tasks(data, start.device, dur), start.order)
+        for (n, d), var in x.items():
+            model.AddHint(var, start.device[n] == d)
+        for n in data.layers:
+            model.AddHint(S[n], int(times[n][0]))
+        for key in st.z:
+            tid = transfer_id(*key)
+            if tid in times:
+                model.AddHint(T[key], int(times[tid][0]))
+
+    def decode(values) -> MeshPlan:
+        value = values.__getitem__
+
+        def is_true(var) -> bool:
+            return value(var.Index()) > 0.5
+
+        device_map = {n: next(d for d in st.allowed[n] if is_true(x[(n, d)])) for n in data.layers}
+        starts, ends = {}, {}
+        for n in data.layers:
+            starts[n], ends[n] = value(S[n].Index()), value(E[n].Index())
+        for key, var in z.items():
+            if is_true(var):
+                tid = transfer_id(*key)
+                starts[tid] = value(T[key].Index())
+                ends[tid] = starts[tid] + dur[("t", key[0], key[1])]
+        plan = MeshPlan(device_map, order_from_times(data, device_map, starts, ends))
+        rounded = schedule_makespan(data, device_map, plan.order, durations=dur)
+        if rounded > value(cmax.Index()) + 1e-9:
+            raise SolverFailure(f"cpsat: the decoded schedule ({rounded} units) is longer than CP-SAT's "
+                                f"({value(cmax.Index())})")
+        return plan
+
+    return Program(
+        kind="cpsat", model=model, decode=decode, unit_ms=unit, tolerance_ms=K * unit, presolve=not big_memory,
+        may_improve_on_decode=True,
+        stats={"time_unit_ms": unit, "horizon_units": H, "max_tasks": K, "presolve": not big_memory,
+               "symmetry_classes": [list(c) for c in classes]},
+    )
+
+
+def symmetry_cpsat(model, data: MeshData, st: Structure, x, classes) -> None:
+    """Within a class of interchangeable devices d1 < d2 < ...: a layer may run on
+    d(k+1) only if an earlier layer runs on d(k)."""
+    for cls in classes:
+        for dk, dn in zip(cls, cls[1:]):
+            for j, n in enumerate(data.layers):
+                if (n, dn) not in x:
+                    continue
+                before = [x[(m, dk)] for m in data.layers[:j] if (m, dk) in x]
+                if not before:
+                    model.Add(x[(n, dn)] == 0)
+                else:
+                    model.AddBoolOr(before).OnlyEnforceIf(x[(n, dn)])

@@ -1,0 +1,96 @@
+"""The mesh family (problem ``mesh``, JMSNAS Eq. 2 generalised): a layer DAG on any
+directed device graph, tensors routed over links, latency the makespan of a schedule in
+which branches on different devices overlap. Model: ``splitopt.families.mesh.data``;
+formulation: ``formulations/mesh_schedule.md``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+from splitopt.core.errors import NotApplicable
+from splitopt.core.instance import Instance
+from splitopt.core.program import Program
+from splitopt.families.base import Family, Method
+from splitopt.families.mesh import methods
+from splitopt.families.mesh.checks import check_mesh
+from splitopt.families.mesh.cpsat import build_cpsat
+from splitopt.families.mesh.data import mesh_data
+from splitopt.families.mesh.enumerate import enumerate_plans
+from splitopt.families.mesh.evaluate import MeshMetrics, evaluate
+from splitopt.families.mesh.milp import build_milp
+from splitopt.families.mesh.plan import PLAN_FORMAT, MeshPlan, plan_from_dict
+from splitopt.families.mesh.report import report
+from splitopt.families.mesh.space import mesh_space
+from splitopt.families.mesh.start import diagnose, start_plan
+from splitopt.search.space import SearchSpace
+
+METHODS = (
+    Method("heft", "HEFT-style list scheduling: earliest finish time per layer", methods.heft),
+    Method("best-single-device", "all layers on one device, the device of least makespan that fits",
+           methods.best_single_device, aliases=("mesh-best-single-device",)),
+)
+
+SETTINGS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "routing": {"enum": ["shortest", "direct"],
+                    "description": "shortest: fewest hops over the links (breadth-first tree); direct: one link only."},
+        "deliver_outputs": {"type": "boolean", "description": "final outputs must reach settings.cloud (default true)."},
+    },
+    "description": "Problem mesh: routing and output delivery (formulations/mesh_schedule.md).",
+}
+
+
+class MeshFamily(Family):
+    name = "mesh"
+    problems = ("mesh",)
+    objectives = ("latency",)
+    settings_key = "mesh"
+    settings_schema = SETTINGS_SCHEMA
+    plan_format = PLAN_FORMAT
+    program_kinds = ("cpsat", "linear")
+    default_backend = "cpsat"
+    description = "layers over a device graph; latency is the makespan of the schedule (JMSNAS Eq. 2)"
+
+    def check(self, inst: Instance) -> None:
+        check_mesh(inst)
+
+    def build_data(self, inst: Instance) -> Any:
+        return mesh_data(inst)
+
+    def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> MeshPlan:
+        self.prepare(inst)
+        return plan_from_dict(inst, data, where)
+
+    def evaluate(self, inst: Instance, plan: MeshPlan) -> MeshMetrics:
+        return evaluate(inst, plan, self.prepare(inst))
+
+    def start_plan(self, inst: Instance) -> MeshPlan | None:
+        return start_plan(inst, self.prepare(inst))
+
+    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+        self.prepare(inst)
+        return diagnose(inst)
+
+    def build_program(self, inst: Instance, kind: str, start: MeshPlan | None) -> Program:
+        data = self.prepare(inst)
+        if kind == "cpsat":
+            return build_cpsat(inst, data, start)
+        if kind == "linear":
+            return build_milp(inst, data, start)
+        raise NotApplicable(f"problem 'mesh' builds no program of kind '{kind}'")
+
+    def methods(self) -> Sequence[Method]:
+        return METHODS
+
+    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[MeshPlan]:
+        self.prepare(inst)
+        return enumerate_plans(inst, limit)
+
+    def space(self, inst: Instance) -> SearchSpace:
+        self.prepare(inst)
+        return mesh_space(inst)
+
+    def report(self, console, inst: Instance, plan: MeshPlan, metrics: MeshMetrics, show_layers: bool = True) -> None:
+        report(console, inst, plan, metrics, show_layers)

@@ -1,0 +1,1 @@
+"""The multi-view shared-bus family (problem ``multiview``, SplitNets)."""

@@ -1,0 +1,60 @@
+"""The family registry: family name -> its class, problem name -> family.
+
+Entries are import paths, so that naming the families imports none of them. Adding a
+family: its folder, and one line in ``FAMILIES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from typing import Any
+
+from splitopt.core.errors import InvalidInstance
+from splitopt.families.base import Family
+
+#: family name -> "module:Class"
+FAMILIES: dict[str, str] = {
+    "edge_cloud": "splitopt.families.edge_cloud.family:EdgeCloudFamily",
+    "chain": "splitopt.families.chain.family:ChainFamily",
+    "mesh": "splitopt.families.mesh.family:MeshFamily",
+    "multiview": "splitopt.families.multiview.family:MultiviewFamily",
+    "maxload": "splitopt.families.maxload.family:MaxloadFamily",
+}
+
+
+@lru_cache(maxsize=None)
+def family(name: str) -> Family:
+    """The family registered as ``name`` (one shared object per process)."""
+    if name not in FAMILIES:
+        raise KeyError(f"unknown family '{name}' (families: {', '.join(FAMILIES)})")
+    module, cls = FAMILIES[name].split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def families() -> list[Family]:
+    """Every registered family, in registry order."""
+    return [family(name) for name in FAMILIES]
+
+
+@lru_cache(maxsize=None)
+def problem_families() -> dict[str, str]:
+    """Problem name -> family name."""
+    out: dict[str, str] = {}
+    for fam in families():
+        for problem in fam.problems:
+            out[problem] = fam.name
+    return out
+
+
+def family_for_problem(problem: str) -> Family:
+    """The family of ``problem``; InvalidInstance (one line) for an unknown problem."""
+    names = problem_families()
+    if problem not in names:
+        raise InvalidInstance(f"instance.settings.problem: unknown problem {problem!r} (problems: {', '.join(names)})")
+    return family(names[problem])
+
+
+def family_of(inst: Any) -> Family:
+    """The family of an instance (``inst.problem``)."""
+    return family_for_problem(inst.problem)

@@ -1,0 +1,185 @@
+"""Contract suites: what every registered family and every backend must satisfy, written
+once and run over the registries (as optuna ships its sampler tests). A new family
+(``splitopt.families.registry``) or backend (``splitopt.backends.registry``) gets every
+check below by registering; ``tests/test_contracts.py`` parametrises them.
+
+Each ``check_*`` takes a family name and a seed (and a backend where it applies), draws
+a small random instance of the family (``splitopt.testing.generators.
+random_family_instance``), and asserts:
+
+* ``check_protocol``: the family provides every member of the protocol;
+* ``check_exact_matches_brute_force``: an exact backend finds the brute-force optimum
+  (OPTIMAL within its stated tolerance, a bound that is a true lower bound, INFEASIBLE
+  exactly when brute force finds no plan, and then a message naming a limit);
+* ``check_program_agrees_with_evaluator``: on random plans, the family's linear program
+  (where it offers an encoding) has the evaluator's objective and meets its rows exactly
+  when the evaluator finds the plan feasible;
+* ``check_methods_never_beat_the_optimum``: the family's baselines (and exact methods)
+  never return a feasible plan better than the optimum, and an exact method finds it;
+* ``check_plan_json_round_trip``: a plan's JSON form parses back to an equal plan;
+* ``check_start_plan``: a start plan, when the family gives one, meets every limit;
+* ``check_same_seed_same_plan``: two solves with the same seed give the same plan;
+* ``check_search_space``: every sampled genome decodes to a plan the evaluator accepts,
+  and (where the space represents every plan) decoding a plan's genome gives the plan.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from splitopt.api import evaluate, plan_from_dict, plan_to_dict
+from splitopt.backends.registry import get_backend
+from splitopt.core.errors import NotApplicable
+from splitopt.core.program import row_violations
+from splitopt.core.result import Status
+from splitopt.families.base import PROTOCOL_MEMBERS
+from splitopt.families.registry import family, family_of
+from splitopt.solve import solve
+from splitopt.testing.generators import random_family_instance
+
+#: the generic exact backends every family's programs run on
+EXACT_BACKENDS = ("cpsat", "milp-highs", "milp-cbc")
+#: words one of which an INFEASIBLE message must contain (it names the binding limit)
+LIMIT_WORDS = ("memory", "budget", "required", "min_accuracy", "maxSizePerFPGA", "supportedOnFpga", "device",
+               "limit", "route", "link")
+
+
+def _reference(inst: Any):
+    """The brute-force optimum of ``inst`` (None if brute force does not apply)."""
+    try:
+        return solve(inst, "brute-force")
+    except NotApplicable:
+        return None
+
+
+def check_protocol(family_name: str) -> None:
+    fam = family(family_name)
+    missing = [m for m in PROTOCOL_MEMBERS if not hasattr(fam, m)]
+    assert not missing, f"family '{family_name}' lacks {missing}"
+    assert fam.problems and fam.plan_format and fam.program_kinds and fam.objectives
+    for m in fam.methods():
+        assert m.kind in ("baseline", "exact", "heuristic") and m.name and m.description
+    for kind in fam.program_kinds:
+        assert kind in ("linear", "cpsat"), kind
+
+
+def check_exact_matches_brute_force(family_name: str, backend: str, seed: int) -> None:
+    inst = random_family_instance(family_name, seed)
+    ref = _reference(inst)
+    if ref is None:
+        return
+    res = solve(inst, backend)
+    if ref.status is Status.INFEASIBLE:
+        assert res.status is Status.INFEASIBLE, (backend, res.status, res.message)
+        assert any(w in res.message for w in LIMIT_WORDS), res.message
+        return
+    assert ref.status is Status.OPTIMAL
+    assert res.status is Status.OPTIMAL, (backend, res.status, res.message)
+    assert res.metrics.feasible
+    rtol = get_backend(backend).optimal_rtol
+    best = ref.objective
+    assert res.objective <= best * (1 + rtol) + 1e-9, (backend, res.objective, best)
+    assert res.objective >= best * (1 - 1e-9) - 1e-12, (backend, res.objective, best, "beats the brute force")
+    assert res.bound is not None and res.bound <= best * (1 + 1e-9) + 1e-12, (backend, res.bound, best)
+    assert res.gap is not None and res.gap <= rtol + 1e-12
+
+
+def check_program_agrees_with_evaluator(family_name: str, seed: int, plans: int = 5) -> None:
+    inst = random_family_instance(family_name, seed)
+    fam = family_of(inst)
+    if "linear" not in fam.program_kinds:
+        return
+    program = fam.build_program(inst, "linear", fam.start_plan(inst))
+    if program.encode is None:
+        return
+    space = fam.space(inst)
+    rng = random.Random(seed)
+    for _ in range(plans):
+        plan = space.decode(space.sample(rng))
+        metrics = fam.evaluate(inst, plan)
+        values = program.encode(plan)
+        lp = program.model
+        assert abs(lp.evaluate_objective(values) - metrics.objective_ms) <= 1e-9 * max(1.0, metrics.objective_ms), \
+            (lp.evaluate_objective(values), metrics.objective_ms)
+        broken = row_violations(lp, values)
+        assert (not broken) == metrics.feasible, (broken, metrics.violations)
+
+
+def check_methods_never_beat_the_optimum(family_name: str, seed: int) -> None:
+    inst = random_family_instance(family_name, seed)
+    ref = _reference(inst)
+    if ref is None:
+        return
+    for method in family(family_name).methods():
+        try:
+            res = solve(inst, method.name)
+        except NotApplicable:
+            continue
+        if res.problem != inst.problem:  # it ran another problem of the instance (a float method)
+            ref_here = _reference(inst.with_settings(problem=res.problem))
+        else:
+            ref_here = ref
+        if res.metrics is None or not res.metrics.feasible:
+            continue
+        assert ref_here is not None and ref_here.status is Status.OPTIMAL, \
+            f"{method.name} found a feasible plan where brute force found none"
+        assert res.objective >= ref_here.objective * (1 - 1e-9) - 1e-12, (method.name, res.objective, ref_here.objective)
+        assert res.status is not Status.OPTIMAL or method.kind == "exact", f"{method.name} claims OPTIMAL"
+        if method.kind == "exact" and res.status is Status.OPTIMAL:
+            assert res.objective <= ref_here.objective * (1 + 1e-9) + 1e-12, (method.name, res.objective)
+
+
+def check_plan_json_round_trip(family_name: str, seed: int) -> None:
+    inst = random_family_instance(family_name, seed)
+    fam = family_of(inst)
+    space = fam.space(inst)
+    rng = random.Random(seed)
+    candidates = [space.decode(space.sample(rng)) for _ in range(3)]
+    start = fam.start_plan(inst)
+    if start is not None:
+        candidates.append(start)
+    for plan in candidates:
+        text = json.dumps(plan_to_dict(inst, plan))
+        back = plan_from_dict(inst, json.loads(text))
+        assert back.key() == plan.key(), (plan, back)
+        assert evaluate(inst, back).objective_ms == evaluate(inst, plan).objective_ms
+
+
+def check_start_plan(family_name: str, seed: int) -> None:
+    inst = random_family_instance(family_name, seed)
+    fam = family_of(inst)
+    start = fam.start_plan(inst)
+    if start is None:
+        return
+    fam.evaluate(inst, start)  # well-formed (InvalidPlan otherwise)
+
+
+def check_same_seed_same_plan(family_name: str, backend: str, seed: int) -> None:
+    inst = random_family_instance(family_name, seed)
+    first = solve(inst, backend, seed=seed % 1000, threads=1)
+    again = solve(inst, backend, seed=seed % 1000, threads=1)
+    assert first.status is again.status
+    if first.plan is not None:
+        assert first.plan.key() == again.plan.key()
+
+
+def check_search_space(family_name: str, seed: int, samples: int = 10) -> None:
+    inst = random_family_instance(family_name, seed)
+    fam = family_of(inst)
+    space = fam.space(inst)
+    rng = random.Random(seed)
+    for _ in range(samples):
+        genome = space.sample(rng)
+        space.check(genome)
+        repaired = space.repair(dict(genome))
+        space.check(repaired)
+        fam.evaluate(inst, space.decode(genome))  # InvalidPlan here is a broken repair
+    if space.meta.get("represents_every_plan", True):
+        try:
+            plans = list(fam.enumerate_plans(inst, 2000))
+        except NotApplicable:
+            return
+        for plan in plans[:50]:
+            assert space.decode(space.from_plan(plan)).key() == plan.key(), plan
