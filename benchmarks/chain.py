@@ -84,7 +84,7 @@ def main() -> None:
         "",
         f"`python benchmarks/chain.py --repeats {args.repeats} --time-limit {args.time_limit:g} --threads {args.threads}`; "
         f"{args.cpu or meta['machine']}, Python {meta['python']}. Objective: Eq. 1 latency or the throughput "
-        "bottleneck (ms) as evaluated by `splitopt.chain.evaluate`; bound: the backend's proven lower bound; "
+        "bottleneck (ms) as evaluated by `splitopt.families.chain.evaluate`; bound: the backend's proven lower bound; "
         "time: median wall seconds (build + solve) of the runs (an exact run that reached the time limit is run "
         "once). `vs single` = objective / best-single-device objective (`-` where no single device fits). "
         "NO_SOLUTION_FOUND rows are plans that break a memory limit.",

@@ -1,8 +1,8 @@
 """Benchmark of the mesh family: every ``instances/jmsnas_mesh_*.json`` x backend.
 
 Backends: the exact ``cpsat``, ``milp-highs``, ``milp-cbc`` (time limit ``--time-limit``
-seconds, default 60) and the ``heft`` heuristic and ``mesh-best-single-device`` baseline
-(registered here at run time if the registry does not list them yet). Each run goes
+seconds, default 60) and the mesh family's ``heft`` heuristic and
+``mesh-best-single-device`` baseline (``best-single-device``). Each run goes
 through ``splitopt.solve.solve``, so every plan is re-evaluated by the independent
 evaluator. Reported: status, makespan (ms), proven bound (ms), gap, wall time (median of
 ``--repeats`` runs; an exact run that hits its time limit is not repeated), and the
@@ -27,12 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from splitopt.api import load_instance  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.backends import registry  # noqa: E402
 
-EXTRA_BACKENDS = {
-    "heft": "splitopt.baselines.mesh:HeftBackend",
-    "mesh-best-single-device": "splitopt.baselines.mesh:BestSingleDeviceBackend",
-}
 BACKENDS = ["cpsat", "milp-highs", "milp-cbc", "heft", "mesh-best-single-device"]
 
 
@@ -70,8 +65,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--instances", nargs="*", default=None)
     args = parser.parse_args()
-    for name, target in EXTRA_BACKENDS.items():
-        registry.BACKENDS[name] = target
     paths = [Path(p) for p in args.instances] if args.instances else sorted((ROOT / "instances").glob("jmsnas_mesh_*.json"))
     rows = []
     for path in paths:
@@ -94,7 +87,7 @@ def main() -> None:
         "# Mesh family benchmark (JMSNAS Fig. 2(b) mesh)",
         "",
         f"`python benchmarks/mesh.py --repeats {args.repeats} --time-limit {args.time_limit:g} --threads {args.threads}`; "
-        f"Python {meta['python']}, {meta['machine']}. Objective: makespan (ms) as evaluated by `splitopt.mesh.evaluate`; "
+        f"Python {meta['python']}, {meta['machine']}. Objective: makespan (ms) as evaluated by `splitopt.families.mesh.evaluate`; "
         "bound: the backend's proven lower bound; gap = (objective - bound) / objective; time: median wall seconds "
         "(build + solve) of the runs (an exact run that reached the time limit is run once). "
         "`vs single` = makespan / mesh-best-single-device makespan.",

@@ -27,9 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from splitopt import load_instance  # noqa: E402
-from splitopt.families.multiview.evaluate import data  # noqa: E402
+from splitopt.families.multiview.data import data  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.backends import registry  # noqa: E402
 
 INSTANCES = [
     "splitnets_mobilenetv2_single_bus25",
@@ -40,12 +39,6 @@ INSTANCES = [
 ]
 EXACT = ["cpsat", "milp-highs", "milp-cbc"]
 BASELINES = ["all-on-aggregator", "all-on-sensor", "common-split"]
-#: the baselines' registry entries (added here in case splitopt/solvers/registry.py lacks them)
-MV_BACKENDS = {
-    "all-on-aggregator": "splitopt.baselines.multiview:AllOnAggregatorBackend",
-    "all-on-sensor": "splitopt.baselines.multiview:AllOnSensorBackend",
-    "common-split": "splitopt.baselines.multiview:CommonSplitBackend",
-}
 TARGET_S = 10.0
 
 
@@ -85,8 +78,6 @@ def main(argv=None) -> int:
     p.add_argument("--backends", nargs="*", default=EXACT + BASELINES)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = p.parse_args(argv)
-    for name, entry in MV_BACKENDS.items():
-        registry.BACKENDS.setdefault(name, entry)
     rows = []
     for name in args.only or INSTANCES:
         inst = load_instance(ROOT / "instances" / f"{name}.json")

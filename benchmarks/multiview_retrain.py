@@ -8,7 +8,7 @@ Per (V, seed): :func:`splitopt.torch.multiview_retrain.multiview_retrain_table` 
 model trained 20 epochs, then per d Conv-Reduce per view + View-Fuse retrained 10 epochs
 by distillation, split-aware init); medians over the seeds. For seed 0 the table becomes
 an instance (:func:`splitopt.torch.width_instance.widths_instance`: V wearables on one
-1 Mbit/s serial link, assumed hardware) and ``splitopt.pareto.accuracy_front`` (cpsat)
+1 Mbit/s serial link, assumed hardware) and ``splitopt.analysis.pareto.accuracy_front`` (cpsat)
 gives the latency-optimal plan per accuracy level. Writes
 ``benchmarks/results/multiview_retrain.md`` and ``.json``.
 """

@@ -28,9 +28,18 @@ from pathlib import Path
 
 from splitopt import load_instance
 from splitopt.core.errors import NotApplicable, SplitoptError
-from splitopt.instance import TWO_TIER
-from splitopt.solve import solve
 from splitopt.backends import registry
+from splitopt.families.registry import family
+from splitopt.solve import solve
+
+#: the edge/cloud family: the instances and backends this benchmark covers
+EDGE_CLOUD = family("edge_cloud")
+TWO_TIER = EDGE_CLOUD.problems
+
+
+def kind(name: str) -> str:
+    """'exact', 'baseline', ... of a generic backend or an edge/cloud method."""
+    return registry.get_backend(name, EDGE_CLOUD).kind
 
 HERE = Path(__file__).parent
 
@@ -62,7 +71,7 @@ def run_one(inst, name: str, repeats: int, time_limit: float | None, threads: in
         "instance": inst.name,
         "problem": result.problem,
         "method": name,
-        "kind": registry.backend_class(name).kind,
+        "kind": kind(name),
         "status": result.status.value,
         "latency_ms": result.objective,
         "bound_ms": result.bound,
@@ -142,8 +151,9 @@ def main(argv=None) -> int:
     if args.instances is None:
         args.instances = [p for p in sorted(glob.glob(str(HERE.parent / "instances" / "*.json")))
                           if json.loads(Path(p).read_text())["settings"]["problem"] in TWO_TIER]
-    names = args.solvers or [n for n in registry.BACKENDS if registry.backend_class(n).is_installed()
-                             and set(TWO_TIER) & set(registry.backend_class(n).problems)]
+    names = args.solvers or [n for n in registry.names(family=EDGE_CLOUD)
+                             if n in registry.BACKENDS and registry.backend_class(n).is_installed()
+                             or n not in registry.BACKENDS]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -164,7 +174,7 @@ def main(argv=None) -> int:
             except SplitoptError as e:
                 print(f"{inst.name:28s} {name:14s} FAILED: {e}", file=sys.stderr)
                 rows.append({"instance": inst.name, "problem": inst.settings.problem, "method": name,
-                             "kind": registry.backend_class(name).kind, "status": "ERROR", "latency_ms": None,
+                             "kind": kind(name), "status": "ERROR", "latency_ms": None,
                              "bound_ms": None, "gap": None, "edge_ms": None, "transmit_ms": None, "cloud_ms": None,
                              "edge_layers": None, "edge_memory_B": None, "error": None, "feasible": False,
                              "median_build_s": None, "median_solve_s": None, "median_total_s": None,

@@ -37,7 +37,7 @@ from splitopt.core import presets  # noqa: E402
 from splitopt.core.plan import Plan  # noqa: E402
 from splitopt.torch.partition import partition  # noqa: E402
 from splitopt.torch.profile import measure_layer_latency, profile  # noqa: E402
-from splitopt.torch.run_cli import build_model  # noqa: E402
+from splitopt.torch.models import build_model  # noqa: E402
 
 MODELS = ["resnet50", "mobilenet_v2", "googlenet", "tiny_gpt2"]
 SETTINGS = {"problem": "split_bits", "edge": "eyeriss", "cloud": "tpu", "bit_widths": [2, 4, 6, 8],
@@ -92,7 +92,7 @@ def bench(model: str, calibration: int, repeats: int, samples: int) -> dict:
 
 def bench_mesh(samples: int) -> dict:
     import splitopt
-    from splitopt.families.mesh.evaluate import MeshPlan
+    from splitopt.families.mesh.plan import MeshPlan
     from splitopt.torch.partition import evaluator_link_bytes
 
     module, rename, example, sampler, _ = build_model("googlenet", seed=0)

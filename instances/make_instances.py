@@ -37,7 +37,8 @@ import torch  # noqa: E402
 
 import splitopt  # noqa: E402
 from splitopt.core import presets  # noqa: E402
-from splitopt.api import FORMAT, parse_instance  # noqa: E402
+from splitopt.api import parse_instance  # noqa: E402
+from splitopt.core.instance_io import FORMAT  # noqa: E402
 from splitopt.torch.architectures import BN_IMAGES, BN_SEED, MODELS, synthetic_images  # noqa: E402
 from splitopt.torch.capture import capture  # noqa: E402
 from splitopt.torch.quant_error import layer_dicts_with_errors  # noqa: E402

@@ -51,7 +51,8 @@ import torch  # noqa: E402
 
 import splitopt  # noqa: E402
 from splitopt.core import presets  # noqa: E402
-from splitopt.api import FORMAT, parse_instance  # noqa: E402
+from splitopt.api import parse_instance  # noqa: E402
+from splitopt.core.instance_io import FORMAT  # noqa: E402
 from splitopt.torch.architectures import BN_IMAGES, BN_SEED, RESNET_RENAME, _finish, LogitsOnly, MODELS  # noqa: E402
 from splitopt.torch.capture import capture  # noqa: E402
 
@@ -182,13 +183,12 @@ def make_instance(name: str, captured: dict[str, Any]) -> dict[str, Any]:
 
 
 def report(inst: splitopt.Instance) -> None:
-    from splitopt.baselines.multiview import AllOnAggregatorBackend, AllOnSensorBackend, CommonSplitBackend
-    from splitopt.core.options import SolveOptions
+    from splitopt.solve import solve
 
-    for cls in (AllOnAggregatorBackend, AllOnSensorBackend, CommonSplitBackend):
-        out = cls().solve(inst, SolveOptions())
-        m = splitopt.evaluate(inst, out.plan)
-        print(f"    {cls.name:18s} makespan {m.makespan_ms:9.3f} ms, fusion '{out.plan.fusion}', "
+    for name in ("all-on-aggregator", "all-on-sensor", "common-split"):
+        out = solve(inst, name)
+        m = out.metrics
+        print(f"    {name:18s} makespan {m.makespan_ms:9.3f} ms, fusion '{out.plan.fusion}', "
               f"{'feasible' if m.feasible else 'INFEASIBLE: ' + m.violations[0]}")
 
 

@@ -1,4 +1,4 @@
-"""The peer "dnn-partitioning" reader and evaluator (splitopt/dnnp.py,
+"""The peer "dnn-partitioning" reader and evaluator (splitopt/families/maxload/,
 formulations/dnnp_models.md).
 
 Hand-made instances: every expected number is derived in the comments. Then the shipped

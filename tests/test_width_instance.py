@@ -1,6 +1,6 @@
 """The compression width d as a solver decision with its measured accuracy
 (``splitopt.torch.width_instance``, ``settings.multiview.accuracy``/``min_accuracy``) and
-the latency / accuracy front (``splitopt.pareto.accuracy_front``, ``splitopt pareto``).
+the latency / accuracy front (``splitopt.analysis.pareto.accuracy_front``, ``splitopt pareto``).
 
 The table below has the shape of a :func:`splitopt.torch.retrain.retrain_table` result
 (accuracies as measured once on the digits CNN); training itself is tested in

@@ -9,7 +9,7 @@ final outputs (layers read by no layer) are delivered to the sink (``settings.cl
 unless ``settings.mesh.deliver_outputs`` is false. Latency is the makespan of a schedule,
 not a sum: branches on different devices run at the same time.
 
-Model (what the evaluator computes and both programs in ``splitopt.mesh_program`` encode;
+Model (what the evaluator computes and both programs, ``cpsat.py`` and ``milp.py``, encode;
 ``formulations/mesh_schedule.md`` states it with symbols):
 
 * compute: layer ``i`` on device ``d`` takes ``layer_latency_ms(inst, i, d, c, c)`` ms,

@@ -47,7 +47,7 @@ class LinkUse:
 @dataclass(frozen=True)
 class MeshMetrics:
     """What a mesh plan costs: the makespan (ms) of its schedule, per-device compute and
-    memory, per-link transfers, and the schedule itself (``splitopt.schedule.Task``)."""
+    memory, per-link transfers, and the schedule itself (``splitopt.core.schedule.Task``)."""
 
     makespan_ms: float
     devices: tuple[DeviceUse, ...]

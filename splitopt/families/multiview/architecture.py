@@ -73,7 +73,7 @@ def two_tier_view(inst: Instance, fusion: str, width: int | None, sensor: str) -
 
 def layer_ms(inst: Instance, fusion: str, width: int | None, name: str, device: str) -> float:
     """Latency (ms) of layer ``name`` on ``device`` at ``cloud_bits``. A backbone layer is
-    timed on the backbone graph (``splitopt.latency``, as in the two-tier family), so its
+    timed on the backbone graph (``splitopt.core.latency``, as in the edge/cloud family), so its
     latency does not depend on the fusion point; ``mv.reduce``/``mv.fuse`` on the
     architecture graph of (fusion, width)."""
     d = data(inst)

@@ -1,13 +1,11 @@
-"""The multi-view shared-bus family (problem ``multiview``, SplitNets Sec. 3.1.3, 4.2,
-Tables 4 and 6): V sensors each run the sensor part of one backbone on their own view and
-send over one shared bus; the aggregator finishes each view's pre-fusion part, fuses the V
-views and runs the rest of the network once.
+"""The multi-view shared-bus family's data (problem ``multiview``, SplitNets Sec. 3.1.3,
+4.2, Tables 4 and 6): V sensors each run the sensor part of one backbone on their own view
+and send over one shared bus; the aggregator finishes each view's pre-fusion part, fuses
+the V views and runs the rest of the network once.
 
-This module holds the family's data model (``settings.multiview``, checked by
-``check_instance``), its plan type (``MultiviewPlan``), the independent evaluator
-(``evaluate``: per-view costs plus a semi-active schedule) and the human report. The
-programs live in ``splitopt/multiview_program.py`` (CP-SAT and MILP), the baselines in
-``splitopt/baselines/multiview.py``; the formulation is ``formulations/multiview_bus.md``.
+This module checks ``settings.multiview`` (``check_multiview``) and derives what the
+evaluator (``evaluate.py``), the programs (``cpsat.py``, ``milp.py`` from ``tables.py``)
+and the methods read; the formulation is ``formulations/multiview_bus.md``.
 
 Units: ms, bytes, bits, MAC/s, bits/s.
 

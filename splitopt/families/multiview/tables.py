@@ -62,7 +62,7 @@ class Tables:
 
 def build_tables(inst: Instance) -> Tables:
     """The parameter tables, computed from the instance (layer latencies from
-    ``splitopt.multiview.layer_ms``, transfer times from ``Instance.link_transfer_ms``,
+    ``splitopt.families.multiview.architecture.layer_ms``, transfer times from ``Instance.link_transfer_ms``,
     memory feasibility from the evaluator's App. G walk via ``allowed_cut``)."""
     d = data(inst)
     bits_out = inst.settings.transmit_bits if inst.settings.transmit_bits is not None else d.bits

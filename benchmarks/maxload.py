@@ -1,4 +1,4 @@
-"""Benchmark: the exact max-load solver (splitopt/dnnp_solve.py) on every throughput
+"""Benchmark: the maxload family's exact max-load program (splitopt/families/maxload/) on every throughput
 instance of the peer dnn-partitioning data (LayerGraphs and OperatorGraphs, inference and
 training), per backend, beside the human experts' max-load.
 
@@ -8,10 +8,10 @@ longer than ``--repeat-below`` seconds is not repeated) and over ``--milp-repeat
 for the MILP backends, each under its time limit. The paper's published DP values are
 not in ../shared (only the inputs ship), so that column reads "not available".
 
-    python benchmarks/dnnp_throughput.py [--repeats 3] [--cpsat-time-limit 300]
+    python benchmarks/maxload.py [--repeats 3] [--cpsat-time-limit 300]
         [--milp-time-limit 120] [--solvers cpsat,milp-highs,milp-cbc] [--only NAME]
 
-Writes ``benchmarks/results/dnnp_throughput.json`` and ``.md`` (after every instance, so
+Writes ``benchmarks/results/maxload_throughput.json`` and ``.md`` (after every instance, so
 a stopped run keeps what it measured).
 """
 
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from splitopt.families.maxload.peer_data import data_root, expert_rows
-from splitopt.families.maxload.instance import read_peer_instance as load_dnnp  # noqa: E402
-from splitopt.dnnp_solve import solve_max_load  # noqa: E402
+from splitopt.families.maxload.instance import read_peer_instance  # noqa: E402
+from splitopt.solve import solve  # noqa: E402
 
 PUBLISHED_DP = "not available"  # the paper's numbers are not in ../shared
 
@@ -47,11 +47,11 @@ def expert_values() -> dict[str, float]:
 
 
 def run_one(inst, solver: str, time_limit: float | None) -> dict:
-    r = solve_max_load(inst, solver=solver, time_limit=time_limit, threads=2, seed=0)
+    r = solve(inst, solver, time_limit=time_limit, threads=2, seed=0)
     return {
         "status": r.status.value,
-        "objective_ms": r.objective_ms,
-        "bound_ms": r.bound_ms,
+        "objective_ms": r.objective,
+        "bound_ms": r.bound,
         "gap": r.gap,
         "build_s": r.build_s,
         "solve_s": r.solve_s,
@@ -59,7 +59,7 @@ def run_one(inst, solver: str, time_limit: float | None) -> dict:
         "message": r.message,
         "variables": r.extra.get("variables"),
         "rows": r.extra.get("rows"),
-        "tolerance_ms": r.extra.get("tolerance_ms"),
+        "tolerance_ms": r.extra.get("objective_tolerance_ms", r.extra.get("scaling_tolerance_ms")),
     }
 
 
@@ -89,11 +89,11 @@ def markdown(report: dict) -> str:
     lines = [
         "# Max-load (throughput, contiguous) on the peer dnn-partitioning instances",
         "",
-        f"`python benchmarks/dnnp_throughput.py` ({report['started']}; {report['machine']}; 2 threads per solve). "
+        f"`python benchmarks/maxload.py` ({report['started']}; {report['machine']}; 2 threads per solve). "
         f"CP-SAT: presolve off, time limit {a['cpsat_time_limit']} s, median of {a['repeats']} runs "
         f"(1 run when the first takes more than {a['repeat_below']} s); MILP (PuLP + HiGHS / CBC 2.10.3): "
         f"time limit {a['milp_time_limit']} s, median of {a['milp_repeats']} run(s). "
-        "Objective: the placement's max-load by `splitopt.dnnp.max_load` (ms per sample); bound: the "
+        "Objective: the placement's max-load by `splitopt.families.maxload.evaluate.max_load` (ms per sample); bound: the "
         "solver's proven lower bound (CP-SAT: minus its integer-scaling tolerance); gap = (objective - "
         "bound) / objective; time = build + solve (s). Expert: the human-expert split "
         "(`human-experts/`, training graphs: derived from the inference split). Published DP values "
@@ -125,7 +125,7 @@ def main(argv=None) -> None:
     ap.add_argument("--milp-time-limit", type=float, default=120.0)
     ap.add_argument("--solvers", default="cpsat,milp-highs,milp-cbc")
     ap.add_argument("--only", default="", help="comma-separated substrings of instance names")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "dnnp_throughput")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "maxload_throughput")
     ap.add_argument("--append", action="store_true",
                     help="keep the rows of an existing result file (a row of the same instance and solver is replaced)")
     a = ap.parse_args(argv)
@@ -150,7 +150,7 @@ def main(argv=None) -> None:
     solvers = a.solvers.split(",")
     for solver in solvers:
         for f in files:
-            inst = load_dnnp(f)
+            inst = read_peer_instance(f)
             if solver == "cpsat":
                 limit, n = a.cpsat_time_limit, a.repeats
             else:
