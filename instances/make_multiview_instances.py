@@ -53,7 +53,9 @@ import splitopt  # noqa: E402
 from splitopt.core import presets  # noqa: E402
 from splitopt.api import parse_instance  # noqa: E402
 from splitopt.core.instance_io import FORMAT  # noqa: E402
-from splitopt.torch.architectures import BN_IMAGES, BN_SEED, RESNET_RENAME, _finish, LogitsOnly, MODELS  # noqa: E402
+from splitopt.torch.architectures import (  # noqa: E402
+    BN_IMAGES, BN_SEED, MODELS, RESNET_RENAME, LogitsOnly, finish_model,
+)
 from splitopt.torch.capture import capture  # noqa: E402
 
 SCRIPT = "instances/make_multiview_instances.py"
@@ -86,7 +88,7 @@ def resnet18(seed: int = SEED):
     torch.manual_seed(seed)
     config = ResNetConfig(layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512],
                           embedding_size=64, num_labels=1000)
-    return _finish(LogitsOnly(ResNetForImageClassification(config)), True), RESNET_RENAME
+    return finish_model(LogitsOnly(ResNetForImageClassification(config)), True), RESNET_RENAME
 
 
 BUILDERS = {"resnet18": resnet18, "mobilenet_v2": lambda seed=SEED: MODELS["mobilenet_v2"](seed=seed)}

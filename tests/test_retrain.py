@@ -276,10 +276,10 @@ def test_view_masks_cover_the_image_with_overlapping_bands():
 
 
 def test_multiview_split_model_is_reduce_fuse_then_conv():
-    from splitopt.torch.multiview_retrain import MultiViewDigits, ViewPoolNet, _parts
+    from splitopt.torch.multiview_retrain import MultiViewDigits, ViewPoolNet, split_sequential
     from splitopt.torch.architectures import digits_cnn
 
-    head, tail = _parts(digits_cnn(0), "block2")
+    head, tail = split_sequential(digits_cnn(0), "block2")
     pool = ViewPoolNet(head, tail)
     net = MultiViewDigits(pool, 2, 32, 3, seed=5).eval()
     x = torch.rand(4, 2, 1, 8, 8)

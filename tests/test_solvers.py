@@ -13,7 +13,7 @@ from splitopt import Status, evaluate, parse_instance
 from splitopt.solve import solve
 from splitopt.testing.contracts import EXACT_BACKENDS
 from splitopt.testing.generators import random_instance
-from splitopt.backends.milp import _parse_cbc_log
+from splitopt.backends.milp import parse_cbc_log
 
 DATA = Path(__file__).parent / "data"
 EXACT = list(EXACT_BACKENDS)
@@ -117,7 +117,7 @@ def test_cbc_log_parser_reads_time_limit_and_bound():
         "Result - Stopped on time limit\n\nObjective value:                12.50000000\n"
         "Lower bound:                    11.000\nGap:                            0.12\n"
     )
-    info = _parse_cbc_log(text)
+    info = parse_cbc_log(text)
     assert info == {"result": "Stopped on time limit", "objective": 12.5, "bound": 11.0}
 
 

@@ -113,7 +113,9 @@ class _LogTail:
             self._thread.join()
 
 
-def _parse_cbc_log(text: str) -> dict:
+def parse_cbc_log(text: str) -> dict:
+    """What CBC's log ``text`` reports: ``result`` (the "Result - ..." line), and where
+    printed ``objective`` and ``bound`` (the objective's units; floats)."""
     out: dict = {}
     m = re.search(r"Result - (.+)", text)
     if m:
@@ -198,7 +200,7 @@ class CbcBackend(PulpBackend):
                     return Status.ERROR, None, f"CBC failed: {e}", None
             elapsed = time.perf_counter() - start
             text = Path(log).read_text() if os.path.exists(log) else ""
-        info = _parse_cbc_log(text)
+        info = parse_cbc_log(text)
         result = info.get("result", "")
         # every variable is bounded, so CBC's "infeasible or unbounded" means infeasible;
         # but a time limit can cut CBC's preprocessing short and make it say so wrongly

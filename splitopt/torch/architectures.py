@@ -56,7 +56,9 @@ def recalibrate_batchnorm(module: nn.Module, images: torch.Tensor) -> nn.Module:
     return module.eval()
 
 
-def _finish(module: nn.Module, recalibrate: bool) -> nn.Module:
+def finish_model(module: nn.Module, recalibrate: bool) -> nn.Module:
+    """``module`` in eval mode, its batch-norm statistics first recalibrated on
+    ``BN_IMAGES`` seeded synthetic images when ``recalibrate``."""
     if recalibrate:
         recalibrate_batchnorm(module, synthetic_images(BN_IMAGES, seed=BN_SEED))
     return module.eval()
@@ -108,7 +110,7 @@ def resnet50(seed: int = 0, num_labels: int = 1000, recalibrate: bool = True) ->
 
     torch.manual_seed(seed)
     model = ResNetForImageClassification(ResNetConfig(num_labels=num_labels))
-    return _finish(LogitsOnly(model), recalibrate), RESNET_RENAME
+    return finish_model(LogitsOnly(model), recalibrate), RESNET_RENAME
 
 
 # ----- MobileNetV2 (transformers) ---------------------------------------------------------
@@ -137,7 +139,7 @@ def mobilenet_v2(seed: int = 0, num_labels: int = 1000, recalibrate: bool = True
 
     torch.manual_seed(seed)
     model = MobileNetV2ForImageClassification(MobileNetV2Config(num_labels=num_labels, tf_padding=False))
-    return _finish(LogitsOnly(model), recalibrate), MOBILENET_RENAME
+    return finish_model(LogitsOnly(model), recalibrate), MOBILENET_RENAME
 
 
 # ----- GoogLeNet (plain torch) --------------------------------------------------------------
@@ -222,7 +224,7 @@ def googlenet(seed: int = 0, num_classes: int = 1000, recalibrate: bool = True) 
     Names: ``conv1``, ``maxpool1``, ..., ``inception3a.branch2.1``,
     ``inception3a.branch4.pool``, ``inception3a.concat``, ``avgpool``, ``fc``."""
     torch.manual_seed(seed)
-    return _finish(GoogLeNet(num_classes), recalibrate), GOOGLENET_RENAME
+    return finish_model(GoogLeNet(num_classes), recalibrate), GOOGLENET_RENAME
 
 
 # ----- calibration images ----------------------------------------------------------------

@@ -97,7 +97,7 @@ def op_name(node: torch.fx.Node) -> str:
     return name
 
 
-def _arg(node: torch.fx.Node, name: str, default: Any = None) -> Any:
+def node_arg(node: torch.fx.Node, name: str, default: Any = None) -> Any:
     """Argument ``name`` of an ATen call node, by schema position or keyword."""
     schema = getattr(node.target, "_schema", None)
     if schema is None:
@@ -372,7 +372,7 @@ class _Walker:
         elif name in CAT:
             self.new_layer(node, "concat", "concat", data, 0)
         elif name in WINDOW_POOL:
-            k = _arg(node, "kernel_size")
+            k = node_arg(node, "kernel_size")
             window = math.prod(k) if isinstance(k, (list, tuple)) else k
             if isinstance(k, (list, tuple)) and len(k) == 1:
                 window = k[0] ** (len(_shape(val)) - 2)
@@ -387,7 +387,7 @@ class _Walker:
         elif name in SOFTMAX:
             self.new_layer(node, "softmax", "softmax", [x], out_el, own_module=True)
         elif name in NORM:
-            params = [t.detach() for t in (self.value(_arg(node, "weight")), self.value(_arg(node, "bias")))
+            params = [t.detach() for t in (self.value(node_arg(node, "weight")), self.value(node_arg(node, "bias")))
                       if isinstance(t, torch.Tensor)]
             layer = self.new_layer(node, "norm", "norm", [x], out_el, sum(p.numel() for p in params), own_module=True)
             layer.params = params
@@ -422,9 +422,9 @@ class _Walker:
                 if c.name in self.param_nodes and isinstance(self.const[c.name], torch.Tensor)]
 
     def _conv(self, node: torch.fx.Node, x: torch.fx.Node, out_el: int) -> None:
-        w = self.value(_arg(node, "weight"))
-        b = self.value(_arg(node, "bias"))
-        groups = int(_arg(node, "groups", 1))
+        w = self.value(node_arg(node, "weight"))
+        b = self.value(node_arg(node, "bias"))
+        groups = int(node_arg(node, "groups", 1))
         in_ch = _shape(x.meta["val"])[1]
         macs = out_el * math.prod(w.shape[1:])
         op = "dwconv" if groups == in_ch and groups > 1 else "conv"
@@ -433,8 +433,8 @@ class _Walker:
 
     def _linear(self, node: torch.fx.Node, name: str, x: torch.fx.Node, out_el: int) -> None:
         if name == "linear":
-            w = self.value(_arg(node, "weight"))
-            b = self.value(_arg(node, "bias"))
+            w = self.value(node_arg(node, "weight"))
+            b = self.value(node_arg(node, "bias"))
         elif name == "addmm":
             b, w = self.value(node.args[0]), self.value(node.args[2])
             w = w.t() if w is not None else None
@@ -448,9 +448,9 @@ class _Walker:
         layer.weight, layer.bias, layer.foldable = w.detach(), (b.detach() if b is not None else None), True
 
     def _batch_norm(self, node: torch.fx.Node, x: torch.fx.Node, out_el: int) -> None:
-        gamma, beta = self.value(_arg(node, "weight")), self.value(_arg(node, "bias"))
-        mean, var = self.value(_arg(node, "running_mean")), self.value(_arg(node, "running_var"))
-        eps = float(_arg(node, "eps", 1e-5))
+        gamma, beta = self.value(node_arg(node, "weight")), self.value(node_arg(node, "bias"))
+        mean, var = self.value(node_arg(node, "running_mean")), self.value(node_arg(node, "running_var"))
+        eps = float(node_arg(node, "eps", 1e-5))
         layer = self.producer_layer(x)
         if layer is not None and layer.foldable and mean is not None and var is not None:
             c = mean.numel()

@@ -118,14 +118,17 @@ class MultiViewDigits(nn.Module):
     def transmitted(self, example_view: torch.Tensor, bits: int = TRANSMIT_BITS) -> dict[str, int]:
         """Per view and sample: the packed Conv-Reduce output of view 0's head on
         ``example_view`` (1, ...) (:func:`splitopt.torch.packing.pack`)."""
-        from splitopt.torch.splitting import _transmitted
+        from splitopt.torch.splitting import packed_sizes
 
         with torch.no_grad():
             z = self.net.head(0).eval()(example_view)[0]
-        return _transmitted(z, bits)
+        return packed_sizes(z, bits)
 
 
-def _parts(model: nn.Sequential, split: str) -> tuple[nn.Sequential, nn.Sequential]:
+def split_sequential(model: nn.Sequential, split: str) -> tuple[nn.Sequential, nn.Sequential]:
+    """``model`` cut after its child ``split`` (one of
+    :func:`splitopt.torch.splitting.block_names`): (head, tail), sharing the children's
+    modules; raises InvalidModel for an unknown block."""
     from splitopt.torch.splitting import block_names
 
     names = block_names(model)
@@ -155,7 +158,7 @@ def multiview_retrain_table(views: int = 2, split: str = "block2", widths: Seque
     if init not in INITS:
         raise InvalidModel(f"init: unknown initialisation '{init}' (choose from {', '.join(INITS)})")
     view_masks(views)  # checks V
-    head, tail = _parts(digits_cnn(seed), split)
+    head, tail = split_sequential(digits_cnn(seed), split)
     with torch.no_grad():
         c, h, w = (int(s) for s in head.eval()(torch.zeros(1, 1, 8, 8)).shape[1:])
     widths = check_widths(widths, c, split)

@@ -1,7 +1,7 @@
 """Cut a captured backbone by a ``multiview`` plan into per-sensor, per-view and fusion
 parts and run them (the multiview counterpart of :mod:`splitopt.torch.partition`).
 
-Plans of problem ``multiview`` (:mod:`splitopt.multiview`,
+Plans of problem ``multiview`` (:mod:`splitopt.families.multiview`,
 ``formulations/multiview_bus.md``): the module is the backbone of ONE view; V sensors run
 it on their own views. :func:`partition_multiview` builds, per view, the sensor's part
 (the prefix up to the view's cut point, Conv-Reduce included when the cut is
@@ -14,7 +14,8 @@ the ``V*d -> c`` conv come from given modules or a seeded split-aware init.
 :meth:`MultiviewSplitModel.reference` computes the same multi-view network without the
 split (the exported program run whole per view, the fusion written out separately);
 :func:`compare_multiview` checks equality (max abs difference <= ``FLOAT_ATOL``) and each
-view's sent tensor and bytes against ``splitopt.multiview.evaluate`` (``views[i].sent``).
+view's sent tensor and bytes against :func:`splitopt.families.multiview.evaluate.evaluate`
+(``views[i].sent``).
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ import torch
 
 from splitopt.core.errors import InvalidModel
 from splitopt.torch.capture import INPUT_NAME, Capture
-from splitopt.torch.partition import (FLOAT_ATOL, Crossing, Part, RunStats, Transmit, _close, _Context,
-                                      _model_outputs, _PartBuilder, _stack, capture_module, identity_transmit,
-                                      relative_mse)
+from splitopt.torch.part_builder import PartBuilder, PartContext, model_outputs
+from splitopt.torch.partition import capture_module
+from splitopt.torch.quant_error import placeholder_values, relative_mse, run_layers
+from splitopt.torch.split_compare import FLOAT_ATOL, bytes_close
+from splitopt.torch.split_model import Crossing, Part, RunStats, stack_outputs
+from splitopt.torch.transmission import Transmit, identity_transmit
 
 
 @dataclass
@@ -209,7 +213,7 @@ class MultiviewSplitModel:
                 outs.append(self.tail(*pre))
                 stats.part_seconds[-1] += time.perf_counter() - t0
         self.last_run = stats
-        return _stack(outs, len(outs[0]))
+        return stack_outputs(outs, len(outs[0]))
 
     def reference(self, views):
         """The same multi-view network computed without the split: for every view the
@@ -220,8 +224,6 @@ class MultiviewSplitModel:
         permuted so that fused channel ``j*V + v`` is channel ``j`` of view ``v``, then the
         same ``restore`` module), then the program is run once more with the fusion
         tensor's node replaced by the fused tensor, which gives the post-fusion output."""
-        from splitopt.torch.quant_error import _placeholder_values, run_layers
-
         views = self._views(views)
         fusion = self.plan.fusion
         program = self.capture.program
@@ -241,13 +243,13 @@ class MultiviewSplitModel:
                     pre.append(f if self.reduce is None else self.reduce(f))
                 fused = _reference_fusion(self.tail.kind, pre, self.restore)
                 if fusion == INPUT_NAME:
-                    args = _placeholder_values(program, fused)
+                    args = placeholder_values(program, fused)
                     out = torch.fx.Interpreter(program.graph_module).run(*args)
                 else:
-                    args = _placeholder_values(program, views[0][i:i + 1])
+                    args = placeholder_values(program, views[0][i:i + 1])
                     out = _Override(program.graph_module, layer[fusion].out_node, fused).run(*args)
                 outs.append(tuple(out) if isinstance(out, (tuple, list)) else (out,))
-        return _stack(outs, len(outs[0]))
+        return stack_outputs(outs, len(outs[0]))
 
     def summary(self) -> list[dict[str, Any]]:
         rows = []
@@ -287,7 +289,7 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
                         capture: Capture | None = None, rename=None, reduce: torch.nn.Module | None = None,
                         restore: torch.nn.Module | None = None, seed: int = 0) -> MultiviewSplitModel:
     """Cut ``module`` (the backbone of ONE view, as captured for the multiview instance
-    ``inst``) by the multiview plan ``plan`` (:class:`splitopt.multiview.MultiviewPlan`).
+    ``inst``) by the multiview plan ``plan`` (:class:`splitopt.families.multiview.plan.MultiviewPlan`).
 
     The network (``formulations/multiview_bus.md``): per view, the backbone up to the
     fusion tensor ``f``, then Conv-Reduce ``c -> d`` when the plan has a width ``d``;
@@ -310,7 +312,8 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
     Raises InvalidModel / InvalidPlan / NotApplicable, each one line."""
     from splitopt.core.errors import NotApplicable
     from splitopt.families.multiview.data import REDUCE
-    from splitopt.families.multiview.evaluate import check_plan as check_mv_plan, data as mv_data
+    from splitopt.families.multiview.data import data as mv_data
+    from splitopt.families.multiview.plan import check_plan as check_mv_plan
 
     if inst is None or inst.settings.problem != "multiview":
         raise NotApplicable("partition_multiview: needs a multiview instance (problem 'multiview')")
@@ -349,21 +352,21 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
     pre = set(d.prefix[fusion])
     agg = inst.settings.cloud
 
-    def context(cut_layers: set[str]) -> _Context:
+    def context(cut_layers: set[str]) -> PartContext:
         dev = {n: 0 if n in cut_layers else 1 if n in pre else 2 for n in names}
-        return _Context(capture, plan, ["sensor", agg, agg], dev, ref_bits, {}, part_device=["sensor", agg, agg],
+        return PartContext(capture, plan, ["sensor", agg, agg], dev, ref_bits, {}, part_device=["sensor", agg, agg],
                         wbits=bits, abits=bits)
 
     # fusion part: the post-fusion layers read the fused tensor where they read f
     ctx = context(set())
-    output_names, out_at = _model_outputs(ctx)
+    output_names, out_at = model_outputs(ctx)
     post_layers = tuple(n for n in names if n not in pre)
     for home, name, _ in out_at:
         if home != 2 and not (name == fusion and not post_layers):
             raise InvalidModel(f"multiview: module output '{name}' is computed before the fusion point '{fusion}'")
     post_gm = None
     if post_layers:
-        post = _PartBuilder(ctx, 2).build([(name, a) for _, name, a in out_at])
+        post = PartBuilder(ctx, 2).build([(name, a) for _, name, a in out_at])
         if list(post.inputs) != [fusion]:
             raise InvalidModel(f"multiview: the post-fusion layers read {list(post.inputs)}, not only the fusion "
                                f"tensor '{fusion}'")
@@ -385,10 +388,10 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
             sensor_gm = agg_gm = None
             if cut_layers:
                 head = fusion if cut == REDUCE else cut
-                sensor_gm = _PartBuilder(cctx, 0).build([(head, cctx.nodes[cctx.layer[head].out_node])]).module
+                sensor_gm = PartBuilder(cctx, 0).build([(head, cctx.nodes[cctx.layer[head].out_node])]).module
             rest = [n for n in names if n in pre and n not in cut_layers]
             if rest:
-                agg_gm = _PartBuilder(cctx, 1).build([(fusion, cctx.nodes[cctx.layer[fusion].out_node])]).module
+                agg_gm = PartBuilder(cctx, 1).build([(fusion, cctx.nodes[cctx.layer[fusion].out_node])]).module
             on_sensor = tuple(n for n in names if n in cut_layers) + ((REDUCE,) if cut == REDUCE else ())
             on_agg = tuple(rest) + ((REDUCE,) if width is not None and cut != REDUCE else ())
             sent_name = cut
@@ -417,7 +420,7 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
 
 def evaluator_view_bytes(inst, plan) -> list[tuple[str, tuple[tuple[str, float], ...]]]:
     """Multiview plans: per sensor, the tensors it sends with their bytes per sample as
-    :func:`splitopt.multiview.evaluate` counts them (``metrics.views[i].sent``)."""
+    :func:`splitopt.families.multiview.evaluate.evaluate` counts them (``metrics.views[i].sent``)."""
     from splitopt.families.multiview.evaluate import evaluate as mv_evaluate
 
     return [(v.sensor, tuple((t, float(b)) for t, b in v.sent)) for v in mv_evaluate(inst, plan).views]
@@ -441,8 +444,8 @@ def compare_multiview(split: MultiviewSplitModel, views, transmit: Transmit | No
     for k, v in enumerate(split.views):
         ev = evaluator[v.sensor]
         ours = tuple((n, e * b / 8.0) for n, e, b in v.crossing.tensors)
-        ok = [n for n, _ in ours] == [n for n, _ in ev] and all(_close(a[1], b[1]) for a, b in zip(ours, ev))
-        ok &= _close(v.crossing.bytes, split.last_run.crossing_bytes[k])
+        ok = [n for n, _ in ours] == [n for n, _ in ev] and all(bytes_close(a[1], b[1]) for a, b in zip(ours, ev))
+        ok &= bytes_close(v.crossing.bytes, split.last_run.crossing_bytes[k])
         bytes_ok &= ok
         rows.append({"sensor": v.sensor, "cut": v.cut, "sensor_layers": list(v.sensor_part.layers),
                      "aggregator_layers": list(v.aggregator_part.layers),

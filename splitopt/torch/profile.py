@@ -28,7 +28,7 @@ import torch
 from splitopt.api import FORMAT, parse_instance
 from splitopt.core.instance import Instance
 from splitopt.torch.capture import Capture
-from splitopt.torch.quant_error import _placeholder_values, layer_dicts_with_errors
+from splitopt.torch.quant_error import placeholder_values, layer_dicts_with_errors
 
 #: candidate bit-widths of the error tables
 DEFAULT_BITS = (2, 4, 6, 8)
@@ -61,7 +61,7 @@ def measure_layer_latency(cap: Capture, x: torch.Tensor, repeats: int = 5, warmu
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     owner = {node: layer.name for layer in cap.layers for node in layer.nodes}
     program = cap.program
-    args = _placeholder_values(program, x)
+    args = placeholder_values(program, x)
     runs: list[dict[str, float]] = []
     with torch.no_grad():
         for i in range(warmup + repeats):
@@ -102,8 +102,8 @@ def profile(
     """Build a validated :class:`Instance` of ``module`` on ``example_input`` (batch 1).
 
     ``devices``, ``links`` and ``settings`` are in the instance JSON format (e.g. from
-    :mod:`splitopt.presets`); ``calibration`` (N x input shape): measure the error tables
-    at ``bits``; ``measure_latency``: add this host as device ``host_device_name`` with
+    :mod:`splitopt.core.presets`); ``calibration`` (N x input shape): measure the error
+    tables at ``bits``; ``measure_latency``: add this host as device ``host_device_name`` with
     measured per-layer latencies (median of ``repeats``, ms). Raises InvalidInstance (one
     line) if the pieces do not make a valid instance, InvalidModel (one line) for an
     untraceable module or an example input that does not fit it, ValueError for

@@ -84,7 +84,10 @@ def weight_error_table(layer: CapturedLayer, bits: Iterable[int] = DEFAULT_BITS)
     return table
 
 
-def _placeholder_values(program, x: torch.Tensor) -> list[Any]:
+def placeholder_values(program, x: torch.Tensor) -> list[Any]:
+    """The positional arguments of the exported ``program``'s graph for user input ``x``:
+    ``x`` for the user input, the parameter, buffer and constant tensors for the others
+    (in the graph signature's order)."""
     values = []
     for spec in program.graph_signature.input_specs:
         if spec.kind == InputKind.USER_INPUT:
@@ -122,7 +125,7 @@ def run_layers(capture: Capture, x: torch.Tensor, callback: Callable[[str, torch
     program = capture.program
     watch = {layer.out_node: layer.name for layer in capture.layers}
     with torch.no_grad():
-        out = _Recorder(program.graph_module, watch, callback).run(*_placeholder_values(program, x))
+        out = _Recorder(program.graph_module, watch, callback).run(*placeholder_values(program, x))
     return out[0] if isinstance(out, (tuple, list)) else out
 
 

@@ -160,9 +160,9 @@ def block_names(model: nn.Sequential) -> list[str]:
     return [name for name, _ in model.named_children()][:-1]
 
 
-def _transmitted(z: torch.Tensor, bits: int) -> dict[str, int]:
-    """Elements, payload bytes and header bytes of one sample ``z`` (no batch dim) packed
-    at ``bits`` bits by :func:`splitopt.torch.packing.pack`."""
+def packed_sizes(z: torch.Tensor, bits: int) -> dict[str, int]:
+    """Bits per element, elements, payload bytes and header bytes of one sample ``z`` (no
+    batch dim) packed at ``bits`` bits by :func:`splitopt.torch.packing.pack`."""
     from splitopt.torch.packing import pack
 
     packed = pack(z, bits)
@@ -247,7 +247,7 @@ class SplitNet(nn.Module):
         ``header_bytes`` (shape, scale, zero point; 2 + 4*3 + 8 = 22 bytes at 1..8 bits)."""
         with torch.no_grad():
             z = self.head.eval()(self.example_input)[0]
-        return _transmitted(z, bits)
+        return packed_sizes(z, bits)
 
 
 class MultiViewSplitNet(nn.Module):

@@ -19,8 +19,8 @@ calibration inputs: floats are standard normal draws, integers (token ids) unifo
 factory's example input gives shape and dtype (and ``input_high``, as its max + 1, for
 integers); ``splitopt run`` can also take the shape from the instance.
 
-Every failure is a one-line :class:`~splitopt.errors.InvalidModel` (the CLI prints it and
-exits with status 2): a missing file, a module that does not import, a missing
+Every failure is a one-line :class:`~splitopt.core.errors.InvalidModel` (the CLI prints
+it and exits with status 2): a missing file, a module that does not import, a missing
 attribute, a factory that raises or returns something else than a module, a bad
 ``--input-shape``, an example input that does not fit the module
 (``example input of shape (...) does not fit the module: ...``) and a module that

@@ -16,8 +16,7 @@ refuses a graph that is not a chain.
 from __future__ import annotations
 
 import time
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
@@ -27,11 +26,16 @@ from splitopt.families.chain.data import chain_links, chain_tensors, compute_tab
 from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
 
+if TYPE_CHECKING:  # numpy is imported where it is used: listing the methods must not load it
+    import numpy as np
+
 
 # ----- contiguous segments in file order ------------------------------------------------------
 
 def _prefix_compute(inst: Instance) -> np.ndarray:
     """P[m, c]: compute (ms) of the first c layers on device m."""
+    import numpy as np
+
     table = compute_table(inst)
     M = len(inst.settings.chain)
     P = np.zeros((M, len(inst.layers) + 1))
@@ -43,6 +47,8 @@ def _prefix_compute(inst: Instance) -> np.ndarray:
 def _cross_ms(inst: Instance) -> np.ndarray:
     """T[m, c]: time (ms) of link m when the first c layers run at positions <= m and
     the rest after: every tensor produced before c and read at or after c."""
+    import numpy as np
+
     tensors = chain_tensors(inst)
     N = len(inst.layers)
     nbytes = np.zeros(N + 1)
@@ -84,6 +90,8 @@ def is_chain_graph(inst: Instance) -> str | None:
 
 def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
     """exact DP over contiguous segments for chain-shaped graphs (DNNPipe/PipeDream style)."""
+    import numpy as np
+
     broken = is_chain_graph(inst)
     if broken is not None:
         raise NotApplicable(
