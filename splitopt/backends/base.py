@@ -160,7 +160,9 @@ class ProgramBackend(Backend):
                 extra["returned"] = "start plan (better than the solver's incumbent)"
         return BackendOutput(status, plan=plan, objective=objective, bound=bound, message=raw.message,
                              objective_tolerance_ms=program.tolerance_ms + raw.tolerance * program.unit_ms,
-                             one_sided=program.may_improve_on_decode and status is not Status.OPTIMAL,
+                             # a stopped solver's objective variable need not be tight (a bottleneck
+                             # bound, a makespan above the decoded schedule): its plan may be better
+                             one_sided=status is not Status.OPTIMAL,
                              extra=extra)
 
     def _stopped(self, family: Any, inst: Any, start: Any | None, bound: float | None, message: str,

@@ -33,6 +33,8 @@ from splitopt.core.errors import (
 )
 
 EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NO_PLAN = 1, 2, 3, 4
+#: optional packages and the extra that installs them (pyproject.toml)
+EXTRA_OF = {"torch": "torch", "transformers": "torch", "sklearn": "torch", "hypothesis": "test"}
 
 console = Console(soft_wrap=True)
 
@@ -62,6 +64,14 @@ def errors():
     except RecursionError:
         error_line("error: input nested too deeply to process")
         raise typer.Exit(EXIT_BAD_INPUT)
+    except ModuleNotFoundError as e:
+        package = (e.name or "").split(".")[0]
+        extra = EXTRA_OF.get(package)
+        if extra is None:
+            raise
+        error_line(f"error: {package} is not installed; install the {extra} extra: pip install 'splitopt[{extra}]' "
+                   f"(from a checkout: pip install -e '.[{extra}]')")
+        raise typer.Exit(EXIT_UNAVAILABLE)
 
 
 def print_json(data: Any) -> None:

@@ -124,10 +124,6 @@ class Program:
     tolerance_ms: float = 0.0
     hint: Sequence[float] | None = None
     presolve: bool = True
-    #: True when the evaluator's value of a decoded FEASIBLE (not proven) solution may be
-    #: below the solver's own value (e.g. a schedule the evaluator left-justifies): the
-    #: agreement check is then one-sided
-    may_improve_on_decode: bool = False
     #: for a ``LinearProgram``, ``encode(plan)`` gives the variable values of any plan (the
     #: contract suites check that objective and rows agree with the evaluator on random
     #: plans); None where the family offers no encoding

@@ -73,8 +73,8 @@ class BackendOutput(Generic[PlanT]):
     bound: float | None = None
     message: str = ""
     objective_tolerance_ms: float = 0.0
-    #: the evaluator's objective of a decoded FEASIBLE plan may be below ``objective``
-    #: (see ``splitopt.core.program.Program.may_improve_on_decode``)
+    #: the evaluator's objective of the plan may be below ``objective`` (a stopped
+    #: solver's objective need not be tight): only "not worse" is checked
     one_sided: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 

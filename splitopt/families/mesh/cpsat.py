@@ -194,7 +194,6 @@ def build_cpsat(inst: Instance, data: MeshData, start: MeshPlan | None) -> Progr
 
     return Program(
         kind="cpsat", model=model, decode=decode, unit_ms=unit, tolerance_ms=K * unit, presolve=not big_memory,
-        may_improve_on_decode=True,
         stats={"time_unit_ms": unit, "horizon_units": H, "max_tasks": K, "presolve": not big_memory,
                "symmetry_classes": [list(c) for c in classes]},
     )

@@ -214,7 +214,7 @@ def build_milp(inst: Instance, data: MeshData, start: MeshPlan | None) -> Progra
         return plan
 
     return Program(
-        kind="linear", model=lp, decode=decode, unit_ms=H, tolerance_ms=tol, may_improve_on_decode=True,
+        kind="linear", model=lp, decode=decode, unit_ms=H, tolerance_ms=tol,
         stats={"horizon_ms": H, "order_variables": pairs, "variables": len(lp.variables), "rows": len(lp.rows),
                "symmetry_classes": [list(c) for c in classes]},
     )

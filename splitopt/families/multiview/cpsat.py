@@ -138,6 +138,5 @@ def build_cpsat(inst: Instance) -> Program:
 
     # presolve on: every row's activity stays below 2**30 (the time unit above), clear of or-tools #5293
     return Program(kind="cpsat", model=m, decode=decode, unit_ms=unit, tolerance_ms=tol, presolve=True,
-                   may_improve_on_decode=True,
-                   stats={"unit_ms": unit, "archs": nA, "points": len(t.points),
+                              stats={"unit_ms": unit, "archs": nA, "points": len(t.points),
                           "booleans": nA + sum(len(r) for r in y)})

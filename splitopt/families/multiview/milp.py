@@ -114,5 +114,5 @@ def build_milp(inst: Instance) -> Program:
         pts = [max(meta["y"][v], key=lambda p: values[meta["y"][v][p]]) for v in range(V)]
         return decode_plan(inst, t, arch, pts, [values[i] for i in meta["sb"]], [values[i] for i in meta["sa"]])
 
-    return Program(kind="linear", model=lp, decode=decode, tolerance_ms=tol, may_improve_on_decode=True,
+    return Program(kind="linear", model=lp, decode=decode, tolerance_ms=tol,
                    stats={"variables": len(lp.variables), "rows": len(lp.rows)})
