@@ -11,7 +11,7 @@ from typing import Any
 
 from splitopt.core.errors import InvalidInstance, InvalidPlan
 from splitopt.core.instance_io import FORMAT, core_schema, parse_instance_data
-from splitopt.core.jsonfile import read_json
+from splitopt.core.jsonfile import json_type, read_json
 from splitopt.core.result import SolveResult
 from splitopt.families.registry import family_of, families
 
@@ -54,7 +54,9 @@ def load_instance(path: str | Path) -> Any:
     format a family imports (the peer dnn-partitioning files: problem ``maxload``)."""
     path = Path(path)
     data = read_json(path, InvalidInstance)
-    if isinstance(data, dict) and "format" not in data:
+    if not isinstance(data, dict):
+        raise InvalidInstance(f"{path}: the top level must be a JSON object (an instance), got {json_type(data)}")
+    if "format" not in data:
         for fam in families():
             if fam.reads(data):
                 inst = fam.read(data, path)
