@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from itertools import product
 
-import networkx as nx
-
 from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
@@ -214,6 +212,8 @@ def build_split_program(inst: Instance) -> LinearProgram:
     # (7b) closure bounds: a layer on the edge brings all its ancestors, so W is at least
     # their weights at the fewest bits; e[i] = 0 when even that exceeds the limit
     limit_bits = s.edge_memory_bytes * 8.0
+    import networkx as nx  # imported when first needed: it costs 0.1-0.6 s at start-up
+
     closure = {l.name: nx.ancestors(inst.graph, l.name) | {l.name} for l in layers}
     for l in layers:
         least = sum(inst.layer_by_name[j].weights for j in closure[l.name]) * min(bits)
