@@ -41,9 +41,12 @@ def save(path: str | Path, backbone: nn.Module, splitting: tuple[nn.Module, nn.M
          meta: Mapping[str, Any]) -> None:
     """Write ``backbone`` (and ``splitting`` = (reduce, restore)) with ``meta`` to ``path``."""
     reduce, restore = splitting if splitting is not None else (None, None)
-    torch.save({"format": FORMAT, "meta": dict(meta), "backbone": backbone.state_dict(),
-                "reduce": None if reduce is None else reduce.state_dict(),
-                "restore": None if restore is None else restore.state_dict()}, Path(path))
+    try:
+        torch.save({"format": FORMAT, "meta": dict(meta), "backbone": backbone.state_dict(),
+                    "reduce": None if reduce is None else reduce.state_dict(),
+                    "restore": None if restore is None else restore.state_dict()}, Path(path))
+    except OSError as e:  # e.g. disk full: one line, not a traceback after the training
+        raise InvalidModel(f"--save {path}: cannot write the file ({e.strerror or type(e).__name__})") from None
 
 
 @dataclass
