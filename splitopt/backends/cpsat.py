@@ -17,9 +17,14 @@ instances that is also faster. Scaling, per row kind (see ``linear.py``):
   ``unit / 2``, so a plan's scaled objective is within ``tol = n_terms * unit / 2`` ms of
   its true latency; the reported bound is ``bound * unit + constant - tol``, so the
   reported gap includes the scaling error (``extra["objective_tolerance_ms"]``, about
-  1e-10 relative on the shipped instances);
-* memory rows ("bits"): already integers (sizes times bit-widths); a non-integral size
-  is rounded up and a limit down, so every plan CP-SAT accepts fits;
+  1e-10 relative on the shipped instances). Where times of wildly different magnitude
+  make the unit coarse (a coefficient rounds to 0 beside a huge one), ``tol`` is large
+  and ``splitopt.solve`` reports the run FEASIBLE with that true gap, never OPTIMAL; the
+  instance ranges (``splitopt/core/ranges.py``) keep ``U`` below some 1e10 ms;
+* memory rows ("bits"): integers (sizes times bit-widths: shapes and weight counts are
+  integers by the schema, all sizes together below 2**50); a limit is rounded down, which
+  is exact for integer sums (a non-integral size, possible only in a program built from
+  other data, is rounded up, so every plan CP-SAT accepts fits);
 * error rows (budget ``E > 0``): multiplied by ``s = 2**40 / E`` and rounded to
   nearest, with the budget raised by ``n/2 + 1`` units (``n`` terms): every plan with
   error at most ``E`` is accepted, and an accepted plan's error exceeds ``E`` by at most
