@@ -232,7 +232,8 @@ class CbcBackend(PulpBackend):
             # with a gap option "optimal" means within that gap: only the logged bound is proven
             gap_asked = any(options.solver_options.get(k) for k in ("mip_gap", "mip_gap_abs"))
             bound = info.get("bound") if gap_asked else info.get("objective")
-            return Status.OPTIMAL, bound, f"CBC: {result or 'optimal'}", info.get("objective")
+            message = f"CBC: {result or 'optimal'}" if gap_asked else "CBC: optimal"
+            return Status.OPTIMAL, bound, message, info.get("objective")
         if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
             return Status.FEASIBLE, info.get("bound"), f"CBC: {result or 'stopped'}", info.get("objective")
         return Status.NO_SOLUTION_FOUND, info.get("bound"), f"CBC: no plan found ({result or pulp.LpStatus[prob.status]})", None
