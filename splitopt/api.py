@@ -11,7 +11,7 @@ from typing import Any
 
 from splitopt.core.errors import InvalidInstance, InvalidPlan
 from splitopt.core.instance_io import FORMAT, core_schema, parse_instance_data
-from splitopt.core.jsonfile import read_json
+from splitopt.core.jsonfile import json_type, read_json
 from splitopt.core.result import SolveResult
 from splitopt.families.registry import family_of, families
 
@@ -49,12 +49,33 @@ def parse_instance(data: Any) -> Any:
     return inst
 
 
+def default_backend_of(path: str | Path) -> str | None:
+    """The backend ``solve`` uses by default for the instance file ``path``, judged from
+    its problem name or format alone, without the checks (None where it cannot tell):
+    lets the CLI check solver options before the slow full load. Unreadable files are
+    InvalidInstance as in :func:`load_instance`."""
+    data = read_json(path, InvalidInstance)
+    if not isinstance(data, dict):
+        return None
+    for fam in families():
+        if "format" not in data and fam.reads(data):
+            return fam.default_backend
+    settings = data.get("settings")
+    problem = settings.get("problem") if isinstance(settings, dict) else None
+    for fam in families():
+        if isinstance(problem, str) and fam.core_instance and problem in fam.problems:
+            return fam.default_backend
+    return None
+
+
 def load_instance(path: str | Path) -> Any:
     """Read and check an instance file: splitopt's format (``splitopt-instance/1``) or a
     format a family imports (the peer dnn-partitioning files: problem ``maxload``)."""
     path = Path(path)
     data = read_json(path, InvalidInstance)
-    if isinstance(data, dict) and "format" not in data:
+    if not isinstance(data, dict):
+        raise InvalidInstance(f"{path}: the top level must be a JSON object (an instance), got {json_type(data)}")
+    if "format" not in data:
         for fam in families():
             if fam.reads(data):
                 inst = fam.read(data, path)

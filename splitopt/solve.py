@@ -116,8 +116,10 @@ def _finish(family: Family, inst: Any, backend: Backend, out: BackendOutput, bui
         gap = max(0.0, (objective - bound) / max(abs(objective), 1e-12))
         if status is Status.OPTIMAL and objective - bound > backend.optimal_rtol * abs(objective) + OPTIMAL_ATOL_MS:
             status = Status.FEASIBLE  # proven only up to the program's stated tolerance
+            scaling = (f" (the program's rounding tolerance alone is {out.objective_tolerance_ms:.3g} ms)"
+                       if out.objective_tolerance_ms > backend.optimal_rtol * abs(objective) else "")
             message = (f"{message}; the solver's optimum is proven to within {100 * gap:.3g} %, more than "
-                       f"the {backend.optimal_rtol:g} relative tolerance of OPTIMAL")
+                       f"the {backend.optimal_rtol:g} relative tolerance of OPTIMAL{scaling}")
     return SolveResult(
         status=status,
         backend=backend.name,

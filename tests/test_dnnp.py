@@ -225,15 +225,15 @@ _DELETE = object()
     [
         (("maxFPGAs",), _DELETE, "instance: missing key 'maxFPGAs'"),
         (("maxFPGAs",), 1.5, "instance.maxFPGAs: must be an integer, got 1.5"),
-        (("maxSizePerFPGA",), -1, "instance.maxSizePerFPGA: must be a finite number in [0, 9.0072e+15], got -1"),
+        (("maxSizePerFPGA",), -1, "instance.maxSizePerFPGA: must be a finite number in [0, 9007199254740992], got -1"),
         (("nodes", 0, "cpuLatency"), _DELETE, "instance.nodes[0]: missing key 'cpuLatency'"),
-        (("nodes", 1, "fpgaLatency"), -0.5, "instance.nodes[1].fpgaLatency: must be a finite number in [0, 1e+09], got -0.5"),
-        (("nodes", 1, "size"), float("nan"), "instance.nodes[1].size: must be a finite number in [0, 9.0072e+15], got nan"),
+        (("nodes", 1, "fpgaLatency"), -0.5, "instance.nodes[1].fpgaLatency: must be a finite number in [0, 1000000000], got -0.5"),
+        (("nodes", 1, "size"), float("nan"), "instance.nodes[1].size: must be a finite number in [0, 9007199254740992], got nan"),
         (("nodes", 1, "cpuLatency"), "3", 'instance.nodes[1].cpuLatency: must be a number, got "3"'),
         (("nodes", 0, "supportedOnFpga"), 2, "instance.nodes[0].supportedOnFpga: must be 0/1 or a boolean, got 2"),
         (("nodes", 1, "id"), 1, "instance.nodes[1].id: duplicate node id 1"),
         (("edges", 0, "destId"), 9, "instance.edges[0].destId: unknown node id 9 (dangling edge)"),
-        (("edges", 0, "cost"), float("inf"), "instance.edges[0].cost: must be a finite number in [0, 1e+09], got inf"),
+        (("edges", 0, "cost"), float("inf"), "instance.edges[0].cost: must be a finite number in [0, 1000000000], got inf"),
     ],
 )
 def test_defects_are_one_line_errors_naming_field_and_value(path, value, message):

@@ -379,7 +379,7 @@ def test_plan_bits_not_an_integer():
     data["layers"]["a"]["weight_bits"] = "8"
     plan_rejects(parse_instance(base()), data, "plan.layers.a.weight_bits", "'8'")
     del data["layers"]["a"]["weight_bits"]
-    plan_rejects(parse_instance(base()), data, "plan.layers.a.weight_bits", "None")
+    plan_rejects(parse_instance(base()), data, "plan.layers.a.weight_bits", "missing")
 
 
 def test_plan_unknown_device():

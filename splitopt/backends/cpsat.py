@@ -17,15 +17,20 @@ instances that is also faster. Scaling, per row kind (see ``linear.py``):
   ``unit / 2``, so a plan's scaled objective is within ``tol = n_terms * unit / 2`` ms of
   its true latency; the reported bound is ``bound * unit + constant - tol``, so the
   reported gap includes the scaling error (``extra["objective_tolerance_ms"]``, about
-  1e-10 relative on the shipped instances);
-* memory rows ("bits"): already integers (sizes times bit-widths); a non-integral size
-  is rounded up and a limit down, so every plan CP-SAT accepts fits;
+  1e-10 relative on the shipped instances). Where times of wildly different magnitude
+  make the unit coarse (a coefficient rounds to 0 beside a huge one), ``tol`` is large
+  and ``splitopt.solve`` reports the run FEASIBLE with that true gap, never OPTIMAL; the
+  instance ranges (``splitopt/core/ranges.py``) keep ``U`` below some 1e10 ms;
+* memory rows ("bits"): integers (sizes times bit-widths: shapes and weight counts are
+  integers by the schema, all sizes together below 2**50); a limit is rounded down, which
+  is exact for integer sums (a non-integral size, possible only in a program built from
+  other data, is rounded up, so every plan CP-SAT accepts fits);
 * error rows (budget ``E > 0``): multiplied by ``s = 2**40 / E`` and rounded to
   nearest, with the budget raised by ``n/2 + 1`` units (``n`` terms): every plan with
   error at most ``E`` is accepted, and an accepted plan's error exceeds ``E`` by at most
   ``(n + 1) * E / 2**40``, far inside the evaluator's 1e-6 relative tolerance. A
   coefficient above the budget becomes ``budget + 1`` (that choice is impossible
-  anyway). A zero budget is enforced exactly by the program (``x <= 0`` rows);
+  anyway; so a tiny budget never overflows the scaling). A zero budget is enforced exactly by the program (``x <= 0`` rows);
 * rows whose largest possible activity is within the right-hand side are dropped
   (e.g. a memory limit larger than all tensors and weights together); a row whose
   activity could overflow 64-bit integers is refused (NotApplicable).
@@ -44,7 +49,8 @@ from typing import Any, Mapping
 
 from splitopt.backends.base import ProgramBackend, RunResult
 from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
-from splitopt.core.options import SolveOptions
+from splitopt.core.jsonfile import cut, shown
+from splitopt.core.options import SolveOptions, check_portable_option
 from splitopt.core.program import LinearProgram, Program
 from splitopt.core.result import Status
 
@@ -108,9 +114,11 @@ def to_cpsat(lp: LinearProgram):
         elif row.kind == "error":
             if row.sense != "<=" or row.rhs <= 0 or any(c < 0 for c in row.coeffs.values()):
                 raise SolverFailure("cpsat: error rows must be '<=' rows with a positive budget and nonnegative errors")
-            scale = SCALE / row.rhs
             rhs = SCALE + len(row.coeffs) // 2 + 1
-            coeffs = {i: min(int(round(c * scale)), rhs + 1) for i, c in row.coeffs.items()}
+            # c / budget > 1: that choice alone breaks the budget; rhs + 1 forbids it as well
+            # (and no huge ratio of a tiny budget overflows)
+            coeffs = {i: rhs + 1 if c / row.rhs > 1.0 else int(round(c / row.rhs * SCALE))
+                      for i, c in row.coeffs.items()}
         else:
             coeffs = {}
             for i, c in row.coeffs.items():
@@ -161,7 +169,8 @@ def export_model(model, path) -> None:
     path = Path(path)
     if not path.name.endswith((".txt", ".pbtxt", ".pb.txt", ".pb")):
         raise NotApplicable(f"--export-model: cpsat writes .txt/.pbtxt (text) or .pb (binary), not '{path.name}'")
-    model.ExportToFile(str(path))
+    if not model.ExportToFile(str(path)):
+        raise InvalidOption(f"--export-model {path}: cannot write the file")
 
 
 def cpsat_solver(time_limit_s: float | None, threads: int, seed: int, verbose: bool, presolve: bool,
@@ -194,26 +203,67 @@ def cpsat_solver(time_limit_s: float | None, threads: int, seed: int, verbose: b
 #: parameters the user may not set through options: splitopt sets them from its own options
 RESERVED = {"max_time_in_seconds": "--time-limit", "num_workers": "--threads", "num_search_workers": "--threads",
             "random_seed": "--seed", "log_search_progress": "--verbose", "log_to_stdout": "--verbose"}
+#: parameters splitopt sets per model, and why
+FIXED = {"cp_model_presolve": "splitopt turns presolve off where or-tools #5293 could certify a wrong optimum"}
 #: portable option names every exact backend accepts, as CP-SAT parameters
 PORTABLE = {"mip_gap": "relative_gap_limit", "mip_gap_abs": "absolute_gap_limit"}
 
 
 def set_parameter(params, key: str, value: Any) -> None:
     """Set one ``SatParameters`` field from a user option; InvalidOption (one line) for an
-    unknown or reserved name or a value of the wrong type."""
+    unknown or reserved name or a value of the wrong type. The field's type comes from the
+    protobuf descriptor (``sat_parameters_pb2``); ``params`` is a ``SatParameters``
+    protobuf or the solver's parameter object (in OR-Tools 9.15 a pybind class without a
+    descriptor: setting an unknown or ill-typed field there gave an AttributeError). Numbers go as numbers
+    (an int32 field refuses a value beyond 32 bits), booleans as true/false, enums by
+    name (e.g. ``search_branching=FIXED_SEARCH``); repeated and message fields are not
+    settable this way."""
+    from ortools.sat import sat_parameters_pb2
+
+    if key in PORTABLE:
+        check_portable_option(key, value)
     name = PORTABLE.get(key, key)
     if name in RESERVED:
         raise InvalidOption(f"option '{key}': set it with {RESERVED[name]}, not as a solver option")
-    field = params.DESCRIPTOR.fields_by_name.get(name)
+    if name in FIXED:
+        raise InvalidOption(f"option '{key}': not settable ({FIXED[name]})")
+    field = sat_parameters_pb2.SatParameters.DESCRIPTOR.fields_by_name.get(name)
     if field is None:
-        raise InvalidOption(f"option '{key}': not a CP-SAT parameter (see ortools SatParameters; portable: "
+        raise InvalidOption(f"option '{cut(key)}': not a CP-SAT parameter (see ortools SatParameters; portable: "
                             f"{', '.join(PORTABLE)})")
+    if field.is_repeated or field.type == field.TYPE_MESSAGE:
+        raise InvalidOption(f"option '{key}': CP-SAT parameter '{name}' is a list or message; not settable as an option")
+    if field.type == field.TYPE_ENUM:
+        names = [v.name for v in field.enum_type.values]
+        if value not in names:
+            raise InvalidOption(f"option '{key}': {shown(value)} is not a value of CP-SAT parameter '{name}' "
+                                f"(values: {', '.join(names)})")
+        setattr(params, name, getattr(params, value))
+        return
+    kinds = {field.TYPE_BOOL: (bool, "true or false"), field.TYPE_STRING: (str, "a string"),
+             field.TYPE_DOUBLE: ((int, float), "a number"), field.TYPE_FLOAT: ((int, float), "a number")}
+    kind, what = kinds.get(field.type, (int, "an integer"))
+    if not isinstance(value, kind) or (isinstance(value, bool) and field.type != field.TYPE_BOOL):
+        raise InvalidOption(f"option '{key}': CP-SAT parameter '{name}' takes {what}, got {shown(value)}")
+    check = sat_parameters_pb2.SatParameters()
     try:
-        if field.type == field.TYPE_BOOL and not isinstance(value, bool):
-            raise TypeError(value)
-        setattr(params, name, value)
+        setattr(check, name, value)  # the protobuf checks the integer range
+        setattr(params, name, getattr(check, name))
     except (TypeError, ValueError) as e:
-        raise InvalidOption(f"option '{key}': invalid value {value!r} for CP-SAT parameter '{name}' ({e})") from None
+        raise InvalidOption(f"option '{key}': invalid value {shown(value)} for CP-SAT parameter '{name}' "
+                            f"({cut(str(e), 80)})") from None
+
+
+def check_parameters(options: Mapping[str, Any]) -> None:
+    """InvalidOption (one line) unless every option is a settable CP-SAT parameter with a
+    value of its type (checked on a protobuf ``SatParameters``, without importing the
+    solver; a value of the right type that CP-SAT still refuses, e.g. a negative limit,
+    is refused when the solve starts, see :func:`run_model`)."""
+    from ortools.sat import sat_parameters_pb2
+
+    params = sat_parameters_pb2.SatParameters()
+    for key, value in options.items():
+        set_parameter(params, key, value)
 
 
 class CpSatBackend(ProgramBackend):
@@ -225,13 +275,9 @@ class CpSatBackend(ProgramBackend):
     description = "CP-SAT (OR-Tools): a family's interval model or its linear program, integer-scaled"
 
     def check_options(self, options: Mapping[str, Any]) -> None:
-        """InvalidOption for a name that is not a CP-SAT parameter (or one splitopt sets)."""
-        if options:
-            from ortools.sat.python import cp_model
-
-            params = cp_model.CpSolver().parameters
-            for key, value in options.items():
-                set_parameter(params, key, value)
+        """InvalidOption for a name that is not a CP-SAT parameter (or one splitopt sets),
+        or a value CP-SAT does not accept."""
+        check_parameters(options)
 
     def export(self, program: Program, path) -> None:
         model = to_cpsat(program.model)[0] if program.kind == "linear" else program.model
@@ -240,7 +286,7 @@ class CpSatBackend(ProgramBackend):
     def run(self, program: Program, options: SolveOptions) -> RunResult:
         if program.kind == "linear":
             return self._run_linear(program.model, program.hint, options)
-        return run_model(program.model, options, presolve=program.presolve)
+        return run_model(program.model, options, presolve=program.presolve, unit_ms=program.unit_ms)
 
     def _run_linear(self, lp: LinearProgram, hint, options: SolveOptions) -> RunResult:
         """Emit ``lp`` with integer data, solve, and map the answer back to ``lp``'s terms."""
@@ -249,7 +295,7 @@ class CpSatBackend(ProgramBackend):
             for v, var, value in zip(lp.variables, xs, hint):
                 model.AddHint(var, int(round(value / unit if v.unit == "ms" else value)))
         # presolve off: or-tools #5293, presolve overflows on large activities in 9.15
-        raw = run_model(model, options, presolve=False)
+        raw = run_model(model, options, presolve=False, unit_ms=unit)
         raw.stats.update(objective_unit_ms=unit, scaling_tolerance_ms=tol)
         if raw.values is not None:
             sol = raw.values
@@ -262,20 +308,27 @@ class CpSatBackend(ProgramBackend):
         return raw
 
 
-def run_model(model, options: SolveOptions, presolve: bool) -> RunResult:
+def run_model(model, options: SolveOptions, presolve: bool, unit_ms: float = 1.0) -> RunResult:
     """Solve a CP-SAT model within what is left of the time limit; values are the solution
-    vector (by ``var.Index()``), objective and bound in the model's integer units."""
+    vector (by ``var.Index()``), objective and bound in the model's integer units (of
+    ``unit_ms`` ms each: the portable ``mip_gap_abs``, in ms, is converted to them)."""
     from ortools.sat.python import cp_model
 
+    extra = dict(options.solver_options)
+    if "mip_gap_abs" in extra:
+        extra["mip_gap_abs"] = extra["mip_gap_abs"] / unit_ms
     remaining = options.remaining_s()
     solver = cpsat_solver(None if remaining is None else max(0.01, remaining), options.threads, options.seed,
-                          options.verbose, presolve=presolve, extra=options.solver_options)
+                          options.verbose, presolve=presolve, extra=extra)
     code = solver.Solve(model)
     name = solver.StatusName(code)
     stats = {"cpsat_status": name, "presolve": presolve, "wall_s": solver.WallTime()}
     if code == cp_model.INFEASIBLE:
         return RunResult(Status.INFEASIBLE, message="CP-SAT: infeasible", stats=stats)
     if code == cp_model.MODEL_INVALID:
+        if not model.Validate() and options.solver_options:  # a valid model: the user's parameters
+            raise InvalidOption(f"option {', '.join(map(str, options.solver_options))}: CP-SAT refuses the "
+                                f"parameters: {cut(solver.SolutionInfo(), 160)}")
         return RunResult(Status.ERROR, message=f"CP-SAT: model invalid: {model.Validate()}", stats=stats)
     bound = solver.BestObjectiveBound() if model.HasObjective() else None
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

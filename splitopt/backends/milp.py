@@ -24,8 +24,8 @@ from abc import abstractmethod
 from pathlib import Path
 
 from splitopt.backends.base import ProgramBackend, RunResult
-from splitopt.core.errors import NotApplicable, SolverFailure
-from splitopt.core.options import SolveOptions
+from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
+from splitopt.core.options import PORTABLE_OPTIONS, SolveOptions, check_portable_option
 from splitopt.core.program import LinearProgram, Program
 from splitopt.core.result import Status
 
@@ -54,7 +54,12 @@ def to_pulp(lp: LinearProgram, name: str = "splitopt"):
         scale = 1.0
         if row.kind in ("error", "memory") and row.rhs > 0:
             scale = 1.0 / row.rhs
-        expr = pulp.lpSum(c * scale * xs[i] for i, c in row.coeffs.items())
+        coeffs = {i: c * scale for i, c in row.coeffs.items()}
+        if row.kind == "error" and row.sense == "<=" and row.rhs > 0:
+            # error rows: nonnegative errors of 0/1 choices; one above the budget can only
+            # be 0, and 2.0 says so as well without a huge ratio (a tiny budget)
+            coeffs = {i: min(c, 2.0) if lp.variables[i].ub <= 1 and c >= 0 else c for i, c in coeffs.items()}
+        expr = pulp.lpSum(c * xs[i] for i, c in coeffs.items())
         rhs = row.rhs * scale
         if row.sense == "<=":
             cons = expr <= rhs
@@ -69,12 +74,12 @@ def to_pulp(lp: LinearProgram, name: str = "splitopt"):
 
 def export_pulp(prob, path: Path) -> None:
     path = Path(path)
-    if path.suffix.lower() == ".mps":
-        prob.writeMPS(str(path))
-    elif path.suffix.lower() == ".lp":
-        prob.writeLP(str(path))
-    else:
+    if path.suffix.lower() not in (".mps", ".lp"):
         raise NotApplicable(f"--export-model: MILP backends write .lp or .mps, not '{path.suffix or path.name}'")
+    try:
+        prob.writeMPS(str(path)) if path.suffix.lower() == ".mps" else prob.writeLP(str(path))
+    except OSError as e:
+        raise InvalidOption(f"--export-model {path}: cannot write the file ({e.strerror or type(e).__name__})") from None
 
 
 class _LogTail:
@@ -139,7 +144,13 @@ class PulpBackend(ProgramBackend):
     install_hint = "pip install pulp"
     #: whether the solver's reported bound leaves out the objective's constant term
     bound_excludes_constant = True
-    options = {}
+    options = PORTABLE_OPTIONS
+
+    def check_options(self, options) -> None:
+        """InvalidOption for a name other than the portable ones or a value out of range."""
+        super().check_options(options)
+        for key, value in options.items():
+            check_portable_option(key, value)
 
     def export(self, program: Program, path) -> None:
         prob, _ = to_pulp(program.model)
@@ -190,7 +201,8 @@ class CbcBackend(PulpBackend):
                 timeLimit=budget,
                 threads=options.threads,
                 logPath=log,
-                gapRel=0.0,
+                gapRel=float(options.solver_options.get("mip_gap", 0.0)),
+                gapAbs=options.solver_options.get("mip_gap_abs"),
             )
             start = time.perf_counter()
             with _LogTail(log, options.verbose):
@@ -219,7 +231,11 @@ class CbcBackend(PulpBackend):
         if budget is not None and elapsed >= budget * 0.98:
             stopped = stopped or "optimal" not in result.lower()
         if prob.sol_status == pulp.LpSolutionOptimal and not stopped:
-            return Status.OPTIMAL, info.get("objective"), "CBC: optimal", info.get("objective")
+            # with a gap option "optimal" means within that gap: only the logged bound is proven
+            gap_asked = any(options.solver_options.get(k) for k in ("mip_gap", "mip_gap_abs"))
+            bound = info.get("bound") if gap_asked else info.get("objective")
+            message = f"CBC: {result or 'optimal'}" if gap_asked else "CBC: optimal"
+            return Status.OPTIMAL, bound, message, info.get("objective")
         if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
             return Status.FEASIBLE, info.get("bound"), f"CBC: {result or 'stopped'}", info.get("objective")
         return Status.NO_SOLUTION_FOUND, info.get("bound"), f"CBC: no plan found ({result or pulp.LpStatus[prob.status]})", None
@@ -256,7 +272,8 @@ class HighsBackend(PulpBackend):
                 msg=options.verbose,
                 timeLimit=_remaining(options),
                 threads=highs_threads(options.threads),
-                gapRel=0.0,
+                gapRel=float(options.solver_options.get("mip_gap", 0.0)),
+                gapAbs=options.solver_options.get("mip_gap_abs"),
                 # HiGHS 1.14 can claim a wrong optimum after a restart (seen on a
                 # 7-layer chain: "Optimal" at 0.10025 ms, the optimum is 0.10020 ms)
                 mip_allow_restart=False,

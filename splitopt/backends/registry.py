@@ -9,11 +9,12 @@ instance's family. Adding a backend: its module and one line in ``BACKENDS``.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Mapping
 
 from splitopt.backends.base import Backend
 from splitopt.backends.methods import MethodBackend
 from splitopt.core.errors import SolverUnavailable, UnknownSolver
+from splitopt.core.jsonfile import cut
 from splitopt.families.registry import families
 
 #: name -> "module:Class" of the generic backends
@@ -62,6 +63,23 @@ def get_backend(name: str, family: Any | None = None) -> Backend:
                             f"(available: {', '.join(available)})")
     where = f" for problem family '{family.name}'" if family is not None else ""
     raise UnknownSolver(f"unknown solver '{name}'{where} (available: {', '.join(available)})")
+
+
+def check_backend(name: str, options: Mapping[str, Any]) -> None:
+    """Before any instance is read (so that a bad command line fails at once): UnknownSolver
+    for a name that is neither a generic backend nor a method of any family,
+    SolverUnavailable for a missing package, InvalidOption for solver options the
+    backend (each family method of that name) does not accept."""
+    name = ALIASES.get(name, name)
+    if name in BACKENDS:
+        get_backend(name).check_options(options)
+        return
+    found = [(fam, m) for fam in families() for m in fam.methods() if name == m.name or name in m.aliases]
+    if not found:
+        known = list(BACKENDS) + sorted({m.name for fam in families() for m in fam.methods()})
+        raise UnknownSolver(f"unknown solver '{cut(name)}' (available: {', '.join(known)})")
+    for fam, method in found:
+        MethodBackend(fam, method).check_options(options)
 
 
 def entries() -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ torch extra they say so in one line (exit 3). Exit codes: ``splitopt.cli.common`
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -14,6 +15,7 @@ import typer
 
 from splitopt.cli.common import (
     EXIT_NO_PLAN,
+    OneLineErrorsGroup,
     PLOT_SUFFIXES,
     check_output_path,
     check_positive_count,
@@ -21,6 +23,8 @@ from splitopt.cli.common import (
     errors,
     parse_solver_options,
     print_json,
+    write_output,
+    writing,
 )
 from splitopt.cli.profile import profile_command
 from splitopt.cli.retrain import retrain_command
@@ -28,6 +32,7 @@ from splitopt.cli.run import run_command
 from splitopt.core.errors import InvalidOption, NotApplicable
 
 app = typer.Typer(
+    cls=OneLineErrorsGroup,
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
@@ -35,6 +40,8 @@ app = typer.Typer(
          "max-load benchmark) by solving mathematical programs.",
 )
 
+#: the most points a Pareto front may ask for (each is one solve)
+MAX_POINTS = 10_000
 #: what --export-model writes, by backend family of formats
 EXPORT_SUFFIXES = (".lp", ".mps", ".txt", ".pbtxt", ".pb")
 
@@ -89,13 +96,16 @@ def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> N
     if gantt is not None:
         tasks = family.schedule(metrics)
         if not tasks:
-            raise NotApplicable(f"--gantt: this plan of problem '{inst.problem}' has no schedule to draw")
-        plots.plot_gantt(tasks, gantt, title=f"{inst.name}: makespan {makespan_ms(tasks):.3f} ms")
+            raise NotApplicable(f"--gantt: this plan of problem '{inst.problem}' has no schedule to draw (e.g. an "
+                                "undefined latency)")
+        with writing(gantt, "--gantt"):
+            plots.plot_gantt(tasks, gantt, title=f"{inst.name}: makespan {makespan_ms(tasks):.3f} ms")
     if breakdown is not None:
         rows = family.breakdown(inst, metrics)
         if not rows:
-            raise NotApplicable(f"--breakdown: problem '{inst.problem}' has no per-device breakdown")
-        plots.plot_breakdown(rows, breakdown, title=f"{inst.name}: per-device latency")
+            raise NotApplicable(f"--breakdown: this plan of problem '{inst.problem}' has no per-device breakdown")
+        with writing(breakdown, "--breakdown"):
+            plots.plot_breakdown(rows, breakdown, title=f"{inst.name}: per-device latency")
 
 
 def _check_plots_apply(inst, gantt: Optional[Path], breakdown: Optional[Path]) -> None:
@@ -128,23 +138,29 @@ def solve(
     """Solve INSTANCE and print the plan (cut, devices, bit-widths, schedule), its cost,
     status and gap. A peer dnn-partitioning file is read as problem maxload (objective
     from its folder: latency-inputs -> latency, else throughput)."""
-    from splitopt.api import plan_to_dict, result_to_dict
+    from splitopt.api import default_backend_of, plan_to_dict, result_to_dict
+    from splitopt.backends.registry import check_backend
     from splitopt.cli.report import print_result
     from splitopt.core.options import SolveOptions
     from splitopt.solve import solve as run
 
     with errors():
-        SolveOptions(time_limit_s=time_limit, threads=threads, seed=seed)  # refuse bad values before any work
+        # every option and path is checked before the instance is read (the slow part)
+        SolveOptions(time_limit_s=time_limit, threads=threads, seed=seed)
         options = parse_solver_options(option)
         check_output_path(output, "--output")
         check_output_path(export_model, "--export-model", EXPORT_SUFFIXES)
         _check_plot_options(gantt, breakdown)
+        if solver is not None or options:
+            default = solver or default_backend_of(instance)
+            if default is not None:
+                check_backend(default, options)
         inst = _load(instance, problem, objective)
         _check_plots_apply(inst, gantt, breakdown)
         result = run(inst, solver=solver, time_limit=time_limit, threads=threads, seed=seed, verbose=verbose,
                      export_path=export_model, options=options)
         if output is not None and result.plan is not None:
-            output.write_text(__import__("json").dumps(plan_to_dict(inst, result.plan), indent=1) + "\n")
+            write_output(output, "--output", json.dumps(plan_to_dict(inst, result.plan), indent=1) + "\n")
         if result.metrics is not None:
             _plots(inst, result.metrics, gantt, breakdown)
         if as_json:
@@ -230,7 +246,8 @@ def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, a
     except ValueError as e:
         raise NotApplicable(f"pareto: {e}") from None
     if plot is not None:
-        plot_accuracy_front(inst, front, str(plot))
+        with writing(plot, "--plot"):
+            plot_accuracy_front(inst, front, str(plot))
     if as_json:
         print_json([{"min_accuracy": p.min_accuracy, "accuracy": p.accuracy, "latency_ms": p.latency_ms,
                      "status": p.result.status.value, "gap": p.result.gap, "fusion": p.result.plan.fusion,
@@ -267,12 +284,15 @@ def pareto(
     from splitopt.analysis.pareto import pareto_front
     from splitopt.analysis.plots import plot_front
     from splitopt.api import plan_to_dict
+    from splitopt.backends.registry import check_backend
     from splitopt.core.options import check_time_limit
 
     with errors():
-        check_positive_count(points, "--points")
+        check_positive_count(points, "--points", high=MAX_POINTS)
         check_time_limit(time_limit, "--time-limit")
         check_output_path(plot, "--plot", PLOT_SUFFIXES)
+        if solver is not None:
+            check_backend(solver, {})
         inst = _load(instance)
         if inst.problem == "multiview":
             _accuracy_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot)
@@ -284,7 +304,8 @@ def pareto(
         inst = _load(instance, Problem.split_bits)
         front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
         if plot is not None:
-            plot_front(inst, front, str(plot))
+            with writing(plot, "--plot"):
+                plot_front(inst, front, str(plot))
         if as_json:
             print_json([
                 {"error_budget": p.budget, "error": p.error, "latency_ms": p.latency_ms, "status": p.result.status.value,

@@ -3,7 +3,8 @@ solver options from ``--option key=value``, and checks of output paths before an
 
 Exit codes: 0 a plan was found (OPTIMAL or FEASIBLE) or the command succeeded;
 1 internal solver failure (a bug: please report); 2 bad input (instance, plan, option,
-path, unknown solver); 3 an optional package is not installed (a solver, the torch
+path, unknown solver; also an output file that cannot be written after the work, e.g. a
+full disk); 3 an optional package is not installed (a solver, the torch
 extra); 4 no plan (INFEASIBLE or NO_SOLUTION_FOUND).
 """
 
@@ -20,6 +21,8 @@ from typing import Any, Iterable, Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from splitopt.core.errors import (
     InvalidInstance,
@@ -72,6 +75,42 @@ def errors():
         error_line(f"error: {package} is not installed; install the {extra} extra: pip install 'splitopt[{extra}]' "
                    f"(from a checkout: pip install -e '.[{extra}]')")
         raise typer.Exit(EXIT_UNAVAILABLE)
+    except OSError as e:  # a file the command reads or writes outside the checked paths
+        where = f"{e.filename}: " if e.filename else ""
+        error_line(f"error: {where}{e.strerror or type(e).__name__}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def is_usage_error(error: BaseException) -> bool:
+    """Whether ``error`` is the command-line parser's usage error (an option value of the
+    wrong type, a missing argument, an unknown option or command): typer's exceptions
+    with a message and exit status 2, except the help shown for no arguments at all."""
+    return (isinstance(error, TyperException) and hasattr(error, "format_message")
+            and getattr(error, "exit_code", None) == EXIT_BAD_INPUT and type(error).__name__ != "NoArgsIsHelpError")
+
+
+@contextmanager
+def one_line_usage_errors():
+    """Usage errors (:func:`is_usage_error`) as one line on stderr, exit 2."""
+    try:
+        yield
+    except TyperException as e:
+        if not is_usage_error(e):
+            raise
+        error_line(f"error: {e.format_message()}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+class OneLineErrorsGroup(TyperGroup):
+    """The command group: usage errors of the group and of every command are one line."""
+
+    def make_context(self, *args: Any, **kwargs: Any):
+        with one_line_usage_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with one_line_usage_errors():
+            return super().invoke(ctx)
 
 
 def print_json(data: Any) -> None:
@@ -111,6 +150,23 @@ def check_output_path(path: Optional[Path], option: str, suffixes: Iterable[str]
         raise InvalidOption(f"{option} {path}: the file is not writable")
     if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise InvalidOption(f"{option} {path}: the directory {parent} is not writable")
+
+
+@contextmanager
+def writing(path: Path, option: str):
+    """Around writing an output file (its path checked by :func:`check_output_path` before
+    the work): a failure now (disk full, the directory removed meanwhile) is one line
+    naming the option and the path, exit 2, not a traceback."""
+    try:
+        yield
+    except OSError as e:
+        raise InvalidOption(f"{option} {path}: cannot write the file ({e.strerror or type(e).__name__})") from None
+
+
+def write_output(path: Path, option: str, text: str) -> None:
+    """Write ``text`` to the output file ``path`` (see :func:`writing`)."""
+    with writing(path, option):
+        path.write_text(text)
 
 
 def check_output_dir(path: Optional[Path], option: str) -> None:
@@ -158,3 +214,24 @@ def check_positive_count(value: int, option: str, low: int = 1, high: int = 10**
     """InvalidOption unless ``low <= value <= high``."""
     if not low <= value <= high:
         raise InvalidOption(f"{option}: must be an integer in [{low}, {high}], got {value}")
+
+
+#: the most samples `splitopt run` runs (one at a time)
+MAX_SAMPLES = 100_000
+#: seeds of the torch bridge (torch, numpy and the solvers all take 32-bit seeds)
+MAX_TORCH_SEED = 2**32 - 1
+
+
+def check_seed(seed: int, option: str = "--seed") -> None:
+    """InvalidOption unless ``seed`` is in [0, 2**32 - 1]."""
+    check_positive_count(seed, option, low=0, high=MAX_TORCH_SEED)
+
+
+def check_number(value: float | None, option: str, low: float, high: float, low_open: bool = False) -> None:
+    """InvalidOption unless ``value`` (None: not given) is a finite number in [low, high]
+    (``(low, high]`` when ``low_open``)."""
+    if value is None:
+        return
+    bracket = "(" if low_open else "["
+    if not (math.isfinite(value) and (low < value if low_open else low <= value) and value <= high):
+        raise InvalidOption(f"{option}: must be a finite number in {bracket}{low:g}, {high:g}], got {value}")

@@ -37,22 +37,27 @@ def profile_command(
     MODEL is a built-in name or any traceable nn.Module of yours, e.g.
     `splitopt profile my_net.py:build --input-shape 1,3,32,32 -o my_net.json`;
     the run and calibration inputs are seeded synthetic ones of that shape and dtype."""
-    from splitopt.cli.common import check_output_path, check_positive_count, console, errors, require_torch
+    from splitopt.cli.common import (check_output_path, check_positive_count, check_seed, console, errors,
+                                     require_torch, write_output)
     from splitopt.core import presets
     from splitopt.core.errors import NotApplicable
-    from splitopt.core.instance_io import save_instance
+    from splitopt.core.instance_io import instance_json
 
     with errors():
-        require_torch("profile")
+        # every option and the output path before torch is imported (seconds)
         check_output_path(output, "--output")
-        check_positive_count(repeats, "--repeats")
+        check_positive_count(repeats, "--repeats", high=10_000)
         check_positive_count(calibration_images, "--calibration-images", low=0, high=10_000)
+        check_seed(seed)
+        if input_high is not None:
+            check_positive_count(input_high, "--input-high", high=2**62)
+        if edge_host and not measure:
+            raise NotApplicable("--edge-host: needs --measure (the host's latencies are measured)")
+        require_torch("profile")
         from splitopt.torch.models import build_model
         from splitopt.torch.profile import DEFAULT_BITS, profile as run_profile
         from splitopt.torch.user_model import capture_errors, factory_name, is_spec
 
-        if edge_host and not measure:
-            raise NotApplicable("--edge-host: needs --measure (the host's latencies are measured)")
         module, rename, example, _, calibration_fn = build_model(
             model, seed, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
         # the first 8 are those of the shipped instances; more are drawn on request
@@ -77,7 +82,7 @@ def profile_command(
         if inst.settings.problem == "split_bits":  # the budget: the whole network's error at W8A8
             w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
             inst = inst.with_settings(error_budget=w8a8)
-        save_instance(inst, output)
+        write_output(output, "--output", instance_json(inst))
         console.print(f"wrote {output}: {len(inst.layers)} layers, {sum(l.macs for l in inst.layers) / 1e9:.3f} GMAC, "
                       f"{sum(l.weights for l in inst.layers) / 1e6:.3f} M weights, problem {inst.settings.problem}",
                       highlight=False)

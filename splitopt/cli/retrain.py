@@ -9,8 +9,11 @@ widths carry the measured accuracies (``splitopt/torch/width_instance.py``), so 
 ``splitopt solve F`` chooses the width d under ``--min-accuracy``.
 
 Exit status: 0 done; 2 bad input (unknown split block, a width that is not an integer in
-[1, channels at the split], unknown init or loss, negative epochs, a --min-accuracy outside
-[0, 1] or without --instance-out), one line on stderr.
+[1, channels at the split], unknown init or loss, epochs outside [0, 10,000], a learning
+rate outside (0, 10], a seed outside [0, 2**32 - 1], a --min-accuracy outside [0, 1] or
+without --instance-out, an output path that cannot be written), one line on stderr; all
+but the split block, the widths' upper bound, init and loss are checked before torch is
+imported.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ from typing import Optional
 import typer
 
 
+#: the most training epochs asked for (each a pass over the 1,437 training digits)
+MAX_EPOCHS = 10_000
+
+
 def parse_widths(text: str) -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; InvalidModel (one line) for anything else."""
     from splitopt.core.errors import InvalidModel
@@ -29,10 +36,10 @@ def parse_widths(text: str) -> list[int]:
     out = []
     for item in text.split(","):
         item = item.strip()
-        try:
-            out.append(int(item))
-        except ValueError:
-            raise InvalidModel(f"--widths: '{item}' is not an integer (give a comma-separated list such as 1,2,4,8)") from None
+        if not item.isdigit() or len(item) > 6:
+            raise InvalidModel(f"--widths: '{item[:20]}' is not an integer in [1, 999999] (give a comma-separated list such "
+                               "as 1,2,4,8)")
+        out.append(int(item))
     return out
 
 
@@ -59,25 +66,31 @@ def retrain_command(
     retraining) and bytes sent per sample."""
     from rich.table import Table
 
-    from splitopt.cli.common import check_output_dir, check_output_path, console, errors, print_json, require_torch
+    from splitopt.cli.common import (check_number, check_output_dir, check_output_path, check_positive_count,
+                                     check_seed, console, errors, print_json, require_torch, write_output)
 
     with errors():
-        require_torch("retrain")
+        # every option and output path before torch is imported (seconds) and training starts
         check_output_path(output, "--output")
         check_output_path(instance_out, "--instance-out")
         check_output_dir(save, "--save")
         from splitopt.core.errors import InvalidModel
+
+        ds = parse_widths(widths)
+        check_positive_count(epochs, "--epochs", low=0, high=MAX_EPOCHS)
+        check_positive_count(base_epochs, "--base-epochs", high=MAX_EPOCHS)
+        check_positive_count(views, "--views", high=64)
+        check_number(lr, "--lr", 0.0, 10.0, low_open=True)
+        check_seed(seed)
+        if min_accuracy is not None and instance_out is None:
+            raise InvalidModel("--min-accuracy: needs --instance-out (it is a setting of the written instance)")
+        if min_accuracy is not None and not 0.0 <= min_accuracy <= 1.0:  # nan too
+            raise InvalidModel(f"--min-accuracy: must be a fraction in [0, 1], got {min_accuracy}")
+        require_torch("retrain")
         from splitopt.torch.packing import check_bits
         from splitopt.torch.retrain import retrain_table, width_options
 
-        ds = parse_widths(widths)
-        if epochs < 0 or base_epochs < 1:
-            raise InvalidModel(f"--epochs/--base-epochs: need epochs >= 0 and base epochs >= 1, got {epochs} and {base_epochs}")
         check_bits(bits)
-        if min_accuracy is not None and instance_out is None:
-            raise InvalidModel("--min-accuracy: needs --instance-out (it is a setting of the written instance)")
-        if min_accuracy is not None and not 0.0 <= min_accuracy <= 1.0:
-            raise InvalidModel(f"--min-accuracy: must be a fraction in [0, 1], got {min_accuracy}")
         if views == 1:
             table = retrain_table(split=split, widths=ds, inits=(init,), loss=loss, epochs=epochs,
                                   base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress,
@@ -90,12 +103,12 @@ def retrain_command(
                                   save_dir=save)
         table["width_options"] = width_options(table)
         if output is not None:
-            output.write_text(json.dumps(table, indent=1) + "\n")
+            write_output(output, "--output", json.dumps(table, indent=1) + "\n")
         if instance_out is not None:
-            from splitopt.core.instance_io import save_instance
+            from splitopt.core.instance_io import instance_json
             from splitopt.torch.width_instance import widths_instance
 
-            save_instance(widths_instance(table, min_accuracy), instance_out)
+            write_output(instance_out, "--instance-out", instance_json(widths_instance(table, min_accuracy)))
     if as_json:
         print_json(table)
         return

@@ -58,29 +58,34 @@ def run_command(
     (sent tensors packed at their bits) is reported. Exit status: 0 the
     split matches, 1 it does not, 2 bad input (instance, plan, unknown model, module that
     does not match the instance)."""
-    from splitopt.cli.common import console, errors, print_json, require_torch
+    from splitopt.api import load_instance, load_plan
+    from splitopt.cli.common import (MAX_SAMPLES, check_positive_count, check_seed, console, errors, print_json,
+                                     require_torch)
+    from splitopt.core.errors import InvalidOption, NotApplicable
 
     with errors():
+        # options, instance and plan before torch is imported (seconds)
+        check_positive_count(samples, "--samples", high=MAX_SAMPLES)
+        check_seed(seed)
+        if input_high is not None:
+            check_positive_count(input_high, "--input-high", high=2**62)
+        if weights is not None and not weights.is_dir():
+            raise InvalidOption(f"--weights {weights}: not a directory (written by `splitopt retrain --save DIR`)")
         require_torch("run")
-        from splitopt.torch.models import build_model, retrained, view_inputs
-        from splitopt.api import load_instance
-        from splitopt.api import load_plan
-        from splitopt.core.errors import InvalidModel, NotApplicable
-        from splitopt.torch.partition import FLOAT_ATOL, compare, partition
-
-        if samples < 1:
-            raise InvalidModel(f"--samples: must be at least 1, got {samples}")
         inst = load_instance(instance)
         problem = inst.problem
         if problem not in ("split", "split_bits", "chain", "mesh", "multiview"):
             raise NotApplicable(f"{instance}: problem '{problem}' is not supported by `splitopt run` "
                                 "(split, split_bits, chain, mesh, multiview)")
+        if weights is not None and problem != "multiview":
+            raise NotApplicable("--weights: applies to multiview instances (made by `splitopt retrain --instance-out`)")
         the_plan = load_plan(inst, plan)
+        from splitopt.torch.models import build_model, retrained, view_inputs
+        from splitopt.torch.partition import FLOAT_ATOL, compare, partition
+
         t0 = time.perf_counter()
         module, rename, example, inputs, calibration = build_model(
             model, seed, inst, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
-        if weights is not None and problem != "multiview":
-            raise NotApplicable("--weights: applies to multiview instances (made by `splitopt retrain --instance-out`)")
         if problem == "multiview":
             from splitopt.torch.partition_multiview import compare_multiview, partition_multiview
 

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidInstance
+from splitopt.core.jsonfile import cut, shown
 from splitopt.core.instance import Bus, Device, InputTensor, Instance, Layer, Link, Settings
+from splitopt.core.ranges import check_ranges
 
 FORMAT = "splitopt-instance/1"
 
@@ -44,6 +46,22 @@ def core_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+#: how a bound broken by a number is said
+_BOUNDS = {"maximum": "at most", "minimum": "at least", "exclusiveMinimum": "greater than",
+           "exclusiveMaximum": "less than"}
+
+
+def _narrowest(err):
+    """For a ``oneOf``/``anyOf`` error, the one alternative whose type matched (e.g. a
+    number above its maximum rather than "not null"), else the error itself."""
+    while err.validator in ("oneOf", "anyOf") and err.context:
+        typed = [e for e in err.context if e.validator != "type"]
+        if len(typed) != 1:
+            break
+        err = typed[0]
+    return err
+
+
 def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
     """Raise InvalidInstance naming the first violation of ``schema`` (field and value)."""
     import jsonschema
@@ -52,17 +70,18 @@ def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
-        err = errors[0]
+        err = _narrowest(errors[0])
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             known = sorted(err.schema.get("properties", {}))
             extra = sorted(k for k in err.instance if k not in known)
             if extra:
-                raise InvalidInstance(f"{_json_path(list(err.path) + [str(extra[0])[:60]])}: unknown field "
+                raise InvalidInstance(f"{_json_path(list(err.absolute_path) + [cut(str(extra[0]))])}: unknown field "
                                       f"(fields: {', '.join(known)})")
-        value = json.dumps(err.instance)
-        if len(value) > 60:
-            value = value[:57] + "..."
-        raise InvalidInstance(f"{_json_path(err.path)}: {err.message.splitlines()[0][:200]} (got {value})")
+        if err.validator in _BOUNDS:
+            raise InvalidInstance(f"{_json_path(err.absolute_path)}: must be {_BOUNDS[err.validator]} "
+                                  f"{err.validator_value:.17g}, got {shown(err.instance)} (README 'Ranges')")
+        raise InvalidInstance(f"{_json_path(err.absolute_path)}: {cut(err.message.splitlines()[0], 200)} "
+                              f"(got {cut(json.dumps(err.instance))})")
 
 
 def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
@@ -146,6 +165,7 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
         buses=buses,
     )
     _check_consistency(inst)
+    check_ranges(inst)
     return inst
 
 
@@ -306,6 +326,11 @@ def to_dict(inst: Instance) -> dict[str, Any]:
     return data
 
 
+def instance_json(inst: Instance) -> str:
+    """The JSON text of an instance file."""
+    return json.dumps(to_dict(inst), indent=1) + "\n"
+
+
 def save_instance(inst: Instance, path: str | Path) -> None:
     """Write ``inst`` as JSON to ``path``."""
-    Path(path).write_text(json.dumps(to_dict(inst), indent=1) + "\n")
+    Path(path).write_text(instance_json(inst))

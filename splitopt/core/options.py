@@ -40,6 +40,25 @@ def check_int(value: Any, name: str, low: int, high: int) -> int:
     return value
 
 
+#: solver options every exact program backend (CBC, HiGHS, CP-SAT) accepts, with what
+#: they mean; a solver that stops at such a gap reports FEASIBLE with its true gap
+PORTABLE_OPTIONS = {
+    "mip_gap": "relative gap in [0, 1] at which the solver may stop",
+    "mip_gap_abs": "absolute gap in ms (a finite number >= 0) at which the solver may stop",
+}
+
+
+def check_portable_option(key: str, value: Any) -> float:
+    """The value of a portable solver option (:data:`PORTABLE_OPTIONS`); InvalidOption
+    naming it otherwise."""
+    high = 1.0 if key == "mip_gap" else math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= high:
+        raise InvalidOption(f"option '{key}': must be a {PORTABLE_OPTIONS[key].split(' at ')[0]}, "
+                            f"got {str(value)[:60]!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class SolveOptions:
     """Options every backend receives.

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
+from splitopt.core.jsonfile import cut, json_type, shown
 
 FORMAT = "splitopt-plan/1"
 
@@ -75,36 +76,51 @@ class Plan:
         return {"format": FORMAT, "instance": inst.name, "layers": layers}
 
 
-def check_plan_header(data: Any, instance_name: str, where: str, fmt: str) -> None:
+#: the top-level fields of a per-layer plan document
+DOCUMENT_FIELDS = ("format", "instance", "layers")
+
+
+def check_plan_header(data: Any, instance_name: str, where: str, fmt: str,
+                      fields: tuple[str, ...] | None = None) -> None:
     """A plan document must be an object in format ``fmt`` (when it names one) made for
-    the instance ``instance_name`` (when it names one); raises InvalidPlan naming the field."""
+    the instance ``instance_name`` (when it names one), with no top-level field outside
+    ``fields`` (when given: a field of another problem's plans is refused rather than
+    ignored); raises InvalidPlan naming the field."""
     if not isinstance(data, dict):
-        raise InvalidPlan(f"{where}: must be a JSON object, got {type(data).__name__}")
+        raise InvalidPlan(f"{where}: the top level must be a JSON object (a plan), got {json_type(data)}")
     if data.get("format", fmt) != fmt:
-        raise InvalidPlan(f"{where}.format: expected '{fmt}', got {str(data.get('format'))[:60]!r}")
+        raise InvalidPlan(f"{where}.format: expected '{fmt}' (the plans of this instance's problem), "
+                          f"got {shown(data.get('format'))}")
     named = data.get("instance", instance_name)
     if named != instance_name:
-        raise InvalidPlan(f"{where}.instance: the plan is for instance {str(named)[:80]!r}, not '{instance_name}'")
+        raise InvalidPlan(f"{where}.instance: the plan is for instance {shown(named)}, not '{instance_name}'")
+    if fields is not None:
+        for key in data:
+            if key not in fields:
+                raise InvalidPlan(f"{where}.{cut(key)}: not a field of this problem's plans "
+                                  f"(fields: {', '.join(fields)})")
 
 
-def plan_layers(inst: Instance, data: Any, where: str = "plan", fmt: str = FORMAT) -> dict[str, dict[str, Any]]:
-    """The ``layers`` object of a plan in format ``fmt`` (default ``splitopt-plan/1``),
-    checked to name only the instance's layers, each with an object holding a string
-    ``device`` (a bare device name is accepted for an entry); raises InvalidPlan naming
-    the field."""
-    check_plan_header(data, inst.name, where, fmt)
+def plan_layers(inst: Instance, data: Any, where: str = "plan", fmt: str = FORMAT,
+                fields: tuple[str, ...] = DOCUMENT_FIELDS) -> dict[str, dict[str, Any]]:
+    """The ``layers`` object of a plan in format ``fmt`` (default ``splitopt-plan/1``)
+    whose top level has only ``fields``, checked to name only the instance's layers, each
+    with an object holding a string ``device`` (a bare device name is accepted for an
+    entry); raises InvalidPlan naming the field."""
+    check_plan_header(data, inst.name, where, fmt, fields)
     layers = data.get("layers")
     if not isinstance(layers, dict):
-        raise InvalidPlan(f"{where}.layers: must be an object mapping layer name to its placement")
+        raise InvalidPlan(f"{where}.layers: must be an object mapping layer name to its placement, "
+                          f"got {json_type(layers) if 'layers' in data else 'nothing'}")
     out: dict[str, dict[str, Any]] = {}
     for name, entry in layers.items():
         if name not in inst.layer_by_name:
-            raise InvalidPlan(f"{where}.layers.{name}: unknown layer (instance '{inst.name}' has no such layer)")
+            raise InvalidPlan(f"{where}.layers.{cut(name)}: unknown layer (instance '{inst.name}' has no such layer)")
         if isinstance(entry, str):
             entry = {"device": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
             raise InvalidPlan(f"{where}.layers.{name}: must be an object with a 'device' name (string), "
-                              f"got {str(entry)[:60]}")
+                              f"got {shown(entry)}")
         out[name] = entry
     for layer in inst.layers:
         if layer.name not in out:
@@ -117,4 +133,4 @@ def check_plan_fields(entry: Mapping[str, Any], allowed: tuple[str, ...], where:
     that nothing in a plan file is silently ignored."""
     for key in entry:
         if key not in allowed:
-            raise InvalidPlan(f"{where}.{key}: not a field of this problem's plans (fields: {', '.join(allowed)})")
+            raise InvalidPlan(f"{where}.{cut(key)}: not a field of this problem's plans (fields: {', '.join(allowed)})")

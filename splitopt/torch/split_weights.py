@@ -41,9 +41,12 @@ def save(path: str | Path, backbone: nn.Module, splitting: tuple[nn.Module, nn.M
          meta: Mapping[str, Any]) -> None:
     """Write ``backbone`` (and ``splitting`` = (reduce, restore)) with ``meta`` to ``path``."""
     reduce, restore = splitting if splitting is not None else (None, None)
-    torch.save({"format": FORMAT, "meta": dict(meta), "backbone": backbone.state_dict(),
-                "reduce": None if reduce is None else reduce.state_dict(),
-                "restore": None if restore is None else restore.state_dict()}, Path(path))
+    try:
+        torch.save({"format": FORMAT, "meta": dict(meta), "backbone": backbone.state_dict(),
+                    "reduce": None if reduce is None else reduce.state_dict(),
+                    "restore": None if restore is None else restore.state_dict()}, Path(path))
+    except OSError as e:  # e.g. disk full: one line, not a traceback after the training
+        raise InvalidModel(f"--save {path}: cannot write the file ({e.strerror or type(e).__name__})") from None
 
 
 @dataclass
@@ -95,7 +98,20 @@ def load(path: str | Path) -> SplitWeights:
         raise InvalidModel(f"--weights: '{path}' is not a torch file: {type(e).__name__}") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise InvalidModel(f"--weights: '{path}' is not a splitopt weights file (format {FORMAT})")
-    return SplitWeights(path, dict(raw["meta"]), raw["backbone"], raw.get("reduce"), raw.get("restore"))
+    for key, kinds in (("meta", (dict,)), ("backbone", (dict,)), ("reduce", (dict, type(None))),
+                       ("restore", (dict, type(None)))):
+        if not isinstance(raw.get(key), kinds):
+            raise InvalidModel(f"--weights: '{path}': field '{key}' is missing or not a "
+                               f"{'dict' if len(kinds) == 1 else 'dict or None'} (file damaged or not written by "
+                               "`splitopt retrain --save`)")
+    meta = raw["meta"]
+    if not isinstance(meta.get("split"), str):
+        raise InvalidModel(f"--weights: '{path}': meta.split must name the block the module follows, "
+                           f"got {meta.get('split')!r}"[:200])
+    d = meta.get("d")
+    if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 1):
+        raise InvalidModel(f"--weights: '{path}': meta.d must be a positive integer width or None, got {d!r}"[:200])
+    return SplitWeights(path, dict(meta), raw["backbone"], raw.get("reduce"), raw.get("restore"))
 
 
 def packed_accuracy(split, views: torch.Tensor, labels: torch.Tensor) -> float:

@@ -7,6 +7,7 @@ from typing import Any
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
+from splitopt.core.jsonfile import cut, shown
 from splitopt.core.plan import Plan, check_plan_fields, plan_layers
 
 #: the fields of a layer's entry (bit-widths optional, equal to cloud_bits if given)
@@ -36,7 +37,7 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
             raise InvalidPlan(f"{where}.layers: layer '{n}' is missing")
         dev = plan.device[n]
         if dev not in index:
-            raise InvalidPlan(f"{where}.layers.{n}.device: '{dev}' is not a device of settings.chain {list(s.chain)}")
+            raise InvalidPlan(f"{where}.layers.{n}.device: '{cut(dev)}' is not a device of settings.chain {list(s.chain)}")
         for key, bits in (("weight_bits", plan.weight_bits), ("activation_bits", plan.activation_bits)):
             if bits.get(n) != s.cloud_bits:
                 raise InvalidPlan(
@@ -63,8 +64,11 @@ def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
         entry = layers[n]
         check_plan_fields(entry, FIELDS, f"{where}.layers.{n}")
         device[n] = entry["device"]
-        wb[n] = entry.get("weight_bits", b)
-        ab[n] = entry.get("activation_bits", b)
+        for key, store in (("weight_bits", wb), ("activation_bits", ab)):
+            value = entry.get(key, b)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidPlan(f"{where}.layers.{n}.{key}: must be an integer number of bits, got {shown(value)}")
+            store[n] = value
     plan = Plan(device, wb, ab)
     check_plan(inst, plan, where)
     return plan

@@ -9,6 +9,7 @@ from typing import Any
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
+from splitopt.core.jsonfile import cut, shown
 from splitopt.core.plan import Plan, check_plan_fields, plan_layers
 
 #: the fields of a layer's entry
@@ -26,12 +27,15 @@ def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
         check_plan_fields(entry, FIELDS, f"{where}.layers.{n}")
         dev = entry["device"]
         if dev not in (s.edge, s.cloud):
-            raise InvalidPlan(f"{where}.layers.{n}.device: '{dev}' is neither edge '{s.edge}' nor cloud '{s.cloud}'")
+            raise InvalidPlan(f"{where}.layers.{n}.device: '{cut(dev)}' is neither edge '{s.edge}' nor cloud '{s.cloud}'")
         device[n] = dev
         for key, store in (("weight_bits", wb), ("activation_bits", ab)):
-            value = entry.get(key, s.cloud_bits if dev == s.cloud else None)
+            if key not in entry and dev == s.edge:
+                raise InvalidPlan(f"{where}.layers.{n}.{key}: missing (an edge layer gives weight_bits and "
+                                  "activation_bits)")
+            value = entry.get(key, s.cloud_bits)
             if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidPlan(f"{where}.layers.{n}.{key}: must be an integer number of bits, got {value!r}")
+                raise InvalidPlan(f"{where}.layers.{n}.{key}: must be an integer number of bits, got {shown(value)}")
             store[n] = value
     plan = Plan(device, wb, ab)
     check_plan(inst, plan, where)

@@ -6,8 +6,10 @@ A file of ``throughput-inputs/*/`` or ``latency-inputs/*/`` is read into a froze
 value). The model and every interpretation choice are in ``formulations/dnnp_models.md``.
 
 Ranges (checked at load, so that every program represents the data exactly): times in
-[0, 1e9] ms, sizes in [0, 2**53] bytes (integers up to 2**53 are exact in a double), device
-counts in [0, 2**31 - 1]; a placement never uses more devices than there are nodes.
+[0, 1e9] ms, sizes in [0, 2**53] bytes with their sum over all nodes at most 2**53 too
+(integers up to 2**53 are exact in a double, so every memory row is), device counts in
+[0, 2**31 - 1]; a placement never uses more devices than there are nodes, so a huge count
+costs nothing.
 Units as in the files: times in ms, sizes in bytes.
 """
 
@@ -187,7 +189,7 @@ def _number(value: Any, where: str, high: float, *, integer: bool = False) -> fl
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInstance(f"{where}: must be a number, got {json.dumps(value)[:40]}")
     if not math.isfinite(value) or value < 0 or value > high:
-        raise InvalidInstance(f"{where}: must be a finite number in [0, {high:.6g}], got {value!r}"[:200])
+        raise InvalidInstance(f"{where}: must be a finite number in [0, {high:.17g}], got {value!r}"[:200])
     if integer:
         if value != int(value):
             raise InvalidInstance(f"{where}: must be an integer, got {value}")
@@ -283,6 +285,10 @@ def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: 
             first_cost[u] = (cost, v)
         edges.append(MaxloadEdge(u, v, cost))
 
+    if math.fsum(n.size_bytes for n in nodes) > MAX_BYTES:
+        i, big = max(enumerate(nodes), key=lambda item: item[1].size_bytes)
+        raise InvalidInstance(f"{w}.nodes[{i}].size: {big.size_bytes:.3g} bytes; the sizes of all nodes total more "
+                              f"than 2**53 = {MAX_BYTES:.17g} bytes, beyond what the memory rows represent exactly")
     inst = MaxloadInstance(
         nodes=tuple(nodes),
         edges=tuple(edges),

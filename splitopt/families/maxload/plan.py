@@ -15,11 +15,16 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from splitopt.core.errors import InvalidPlan
-from splitopt.core.jsonfile import read_json
-from splitopt.core.plan import check_plan_header
+from splitopt.core.jsonfile import cut, json_type, read_json, shown
+from splitopt.core.plan import check_plan_fields, check_plan_header
 from splitopt.families.maxload.instance import MaxloadInstance
 
 PLAN_FORMAT = "splitopt-maxload-plan/1"
+#: the top-level fields of a plan file (``maxLoad``, as ``load`` in a group, is in the
+#: experts' files and ignored: -1 there)
+FIELDS = ("format", "instance", "fpgas", "cpus", "maxLoad")
+#: the fields of one device group
+GROUP_FIELDS = ("nodes", "load")
 _DEVICE = re.compile(r"^(fpga|cpu)(0|[1-9][0-9]*)$")
 
 
@@ -143,23 +148,24 @@ def parse_expert(inst: MaxloadInstance, data: Any, source: str = "") -> MaxloadP
     derived from their colour class (:func:`derive_from_colour_classes`); if that fails
     the file is an InvalidPlan. Unknown or repeated ids are InvalidPlan too."""
     where = source or "expert"
-    check_plan_header(data, inst.name, where, PLAN_FORMAT)
+    check_plan_header(data, inst.name, where, PLAN_FORMAT, FIELDS)
     groups: dict[str, list[list[int]]] = {}
     for kind in ("fpgas", "cpus"):
         if kind not in data:
             raise InvalidPlan(f"{where}: missing key '{kind}'")
         if not isinstance(data[kind], list):
-            raise InvalidPlan(f"{where}.{kind}: must be a list, got {type(data[kind]).__name__}")
+            raise InvalidPlan(f"{where}.{kind}: must be a list, got {json_type(data[kind])}")
         groups[kind] = []
         for i, g in enumerate(data[kind]):
             if not isinstance(g, dict) or not isinstance(g.get("nodes"), list):
-                raise InvalidPlan(f"{where}.{kind}[{i}]: must be an object with a 'nodes' list")
+                raise InvalidPlan(f"{where}.{kind}[{i}]: must be an object with a 'nodes' list, got {shown(g)}")
+            check_plan_fields(g, GROUP_FIELDS, f"{where}.{kind}[{i}]")
             ids = g["nodes"]
             for j, nid in enumerate(ids):
                 if isinstance(nid, bool) or not isinstance(nid, int):
-                    raise InvalidPlan(f"{where}.{kind}[{i}].nodes[{j}]: must be an integer id, got {nid!r}")
+                    raise InvalidPlan(f"{where}.{kind}[{i}].nodes[{j}]: must be an integer id, got {shown(nid)}")
                 if nid not in inst.node_by_id:
-                    raise InvalidPlan(f"{where}.{kind}[{i}].nodes[{j}]: unknown node id {nid} for {inst.name}")
+                    raise InvalidPlan(f"{where}.{kind}[{i}].nodes[{j}]: unknown node id {cut(str(nid))} for {inst.name}")
             groups[kind].append(ids)
     partial = MaxloadPlacement.from_groups(groups["fpgas"], groups["cpus"], source=where).device
     return derive_from_colour_classes(inst, partial, where)

@@ -9,11 +9,14 @@ from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
+from splitopt.core.jsonfile import cut, json_type, shown
 from splitopt.core.plan import check_plan_fields, plan_layers
 from splitopt.families.mesh.data import MeshData, mesh_data
 from splitopt.families.mesh.tasks import build_tasks
 
 PLAN_FORMAT = "splitopt-mesh-plan/1"
+#: the top-level fields of a mesh plan document
+FIELDS = ("format", "instance", "layers", "order")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def single_device_plan(inst: Instance, device: str) -> MeshPlan:
 
 def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> MeshPlan:
     """Parse and check a mesh plan; raises InvalidPlan naming the field."""
-    layers = plan_layers(inst, data, where, fmt=PLAN_FORMAT)
+    layers = plan_layers(inst, data, where, fmt=PLAN_FORMAT, fields=FIELDS)
     device = {}
     for layer in inst.layers:
         entry = layers[layer.name]
@@ -57,11 +60,12 @@ def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> MeshPlan:
         device[layer.name] = entry["device"]
     order_raw = data.get("order", {})
     if not isinstance(order_raw, dict):
-        raise InvalidPlan(f"{where}.order: must be an object mapping resource to a list of task ids")
+        raise InvalidPlan(f"{where}.order: must be an object mapping resource to a list of task ids, "
+                          f"got {json_type(order_raw)}")
     order = {}
     for res, ids in order_raw.items():
         if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
-            raise InvalidPlan(f"{where}.order.{res}: must be a list of task ids (strings)")
+            raise InvalidPlan(f"{where}.order.{cut(res)}: must be a list of task ids (strings), got {shown(ids)}")
         order[res] = tuple(ids)
     plan = MeshPlan(device, order)
     check_plan(inst, plan, where)
@@ -96,7 +100,7 @@ def check_plan(inst: Instance, plan: MeshPlan, where: str = "plan", data: MeshDa
             raise InvalidPlan(f"{where}.layers: layer '{n}' is missing")
         if plan.device[n] not in data.dev_index:
             raise InvalidPlan(
-                f"{where}.layers.{n}.device: unknown device '{plan.device[n]}' (devices: {', '.join(data.devices)})"
+                f"{where}.layers.{n}.device: unknown device '{cut(plan.device[n])}' (devices: {', '.join(data.devices)})"
             )
     extra = [n for n in plan.device if n not in data.position]
     if extra:
@@ -105,14 +109,14 @@ def check_plan(inst: Instance, plan: MeshPlan, where: str = "plan", data: MeshDa
     tasks = build_tasks(data, plan.device)
     for res, ids in plan.order.items():
         if res not in data.resources:
-            raise InvalidPlan(f"{where}.order.{res}: unknown resource (resources: {', '.join(data.resources)})")
+            raise InvalidPlan(f"{where}.order.{cut(res)}: unknown resource (resources: {', '.join(data.resources)})")
         seen = set()
         for tid in ids:
             if tid in seen:
-                raise InvalidPlan(f"{where}.order.{res}: task '{tid}' listed twice")
+                raise InvalidPlan(f"{where}.order.{res}: task '{cut(tid)}' listed twice")
             seen.add(tid)
             task = tasks.get(tid)
             if task is None:
-                raise InvalidPlan(f"{where}.order.{res}: task '{tid}' does not exist in this plan")
+                raise InvalidPlan(f"{where}.order.{res}: task '{cut(tid)}' does not exist in this plan")
             if task.resource != res:
                 raise InvalidPlan(f"{where}.order.{res}: task '{tid}' runs on '{task.resource}', not '{res}'")

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
+from splitopt.core.jsonfile import cut, shown
 from splitopt.core.plan import check_plan_header
 from splitopt.families.multiview.data import data
 
@@ -51,28 +52,25 @@ def uniform_plan(inst: Instance, fusion: str, width: int | None, cut: str) -> Mu
 def plan_from_dict(inst: Instance, raw: Any, where: str = "plan") -> MultiviewPlan:
     """Parse and check a multiview plan; raises InvalidPlan naming the field."""
     d = data(inst)
-    check_plan_header(raw, inst.name, where, PLAN_FORMAT)
-    for key in raw:
-        if key not in FIELDS:
-            raise InvalidPlan(f"{where}.{key}: not a field of a multiview plan (fields: {', '.join(FIELDS)})")
+    check_plan_header(raw, inst.name, where, PLAN_FORMAT, FIELDS)
     for key in ("fusion", "cuts", "aggregator_order"):
         if key not in raw:
             raise InvalidPlan(f"{where}.{key}: missing")
     cuts = raw["cuts"]
     if not isinstance(cuts, dict) or not all(isinstance(v, str) for v in cuts.values()):
-        raise InvalidPlan(f"{where}.cuts: must map each sensor to its cut point (a tensor name)")
+        raise InvalidPlan(f"{where}.cuts: must map each sensor to its cut point (a tensor name), got {shown(cuts)}")
     if not isinstance(raw["fusion"], str):
-        raise InvalidPlan(f"{where}.fusion: must be a tensor name, got {str(raw['fusion'])[:60]}")
+        raise InvalidPlan(f"{where}.fusion: must be a tensor name, got {shown(raw['fusion'])}")
     width = raw.get("width")
     if width is not None and (isinstance(width, bool) or not isinstance(width, int)):
-        raise InvalidPlan(f"{where}.width: must be an integer number of channels or null, got {str(width)[:60]}")
+        raise InvalidPlan(f"{where}.width: must be an integer number of channels or null, got {shown(width)}")
 
     def order(key):
         value = raw.get(key)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise InvalidPlan(f"{where}.{key}: must be a list of sensor names")
+            raise InvalidPlan(f"{where}.{key}: must be a list of sensor names, got {shown(value)}")
         return tuple(value)
 
     bus = order("bus_order")
@@ -93,7 +91,7 @@ def check_plan(inst: Instance, plan: MultiviewPlan, where: str = "plan") -> None
     required layers) are not checked here: the evaluator reports them."""
     d = data(inst)
     if plan.fusion not in d.fusions:
-        raise InvalidPlan(f"{where}.fusion: '{plan.fusion}' is not a fusion candidate "
+        raise InvalidPlan(f"{where}.fusion: '{cut(plan.fusion)}' is not a fusion candidate "
                           f"(candidates: {', '.join(d.fusions)})")
     if plan.width is not None and plan.width not in d.widths_at(plan.fusion):
         raise InvalidPlan(f"{where}.width: {plan.width!r} is not a compression width offered at '{plan.fusion}' "
@@ -101,12 +99,12 @@ def check_plan(inst: Instance, plan: MultiviewPlan, where: str = "plan") -> None
     points = d.points(plan.fusion, plan.width)
     for name in plan.cuts:
         if name not in d.sensors:
-            raise InvalidPlan(f"{where}.cuts.{name}: unknown sensor (sensors: {', '.join(d.sensors)})")
+            raise InvalidPlan(f"{where}.cuts.{cut(name)}: unknown sensor (sensors: {', '.join(d.sensors)})")
     for name in d.sensors:
         if name not in plan.cuts:
             raise InvalidPlan(f"{where}.cuts: sensor '{name}' is missing")
         if plan.cuts[name] not in points:
-            raise InvalidPlan(f"{where}.cuts.{name}: {plan.cuts[name]!r} is not a cut point under fusion "
+            raise InvalidPlan(f"{where}.cuts.{name}: {shown(plan.cuts[name])} is not a cut point under fusion "
                               f"'{plan.fusion}' and width {plan.width} (points: {', '.join(points)})")
     for key, value in (("bus_order", plan.bus_order), ("aggregator_order", plan.aggregator_order)):
         if key == "bus_order" and not d.serial:
@@ -114,4 +112,4 @@ def check_plan(inst: Instance, plan: MultiviewPlan, where: str = "plan") -> None
                 raise InvalidPlan(f"{where}.bus_order: bus '{d.bus.name}' is in share mode; must be null")
             continue
         if value is None or sorted(value) != sorted(d.sensors):
-            raise InvalidPlan(f"{where}.{key}: must list every sensor exactly once, got {value!r}")
+            raise InvalidPlan(f"{where}.{key}: must list every sensor exactly once, got {shown(value)}")
