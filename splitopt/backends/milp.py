@@ -46,7 +46,12 @@ def to_pulp(lp: LinearProgram, name: str = "splitopt"):
     prob = pulp.LpProblem(name, pulp.LpMinimize)
     xs = []
     for i, v in enumerate(lp.variables):
-        cat = pulp.LpBinary if v.binary else pulp.LpContinuous
+        # LpBinary resets the bounds to [0, 1]: a 0/1 variable fixed by its bounds (e.g.
+        # ub = 0 from symmetry breaking) is emitted as an integer with its own bounds
+        if v.binary:
+            cat = pulp.LpBinary if (v.lb, v.ub) == (0.0, 1.0) else pulp.LpInteger
+        else:
+            cat = pulp.LpContinuous
         safe = re.sub(r"[^A-Za-z0-9_]", "_", v.name)
         xs.append(_new_variable(prob, f"v{i}_{safe}"[:200], v.lb, v.ub, cat))
     prob += pulp.lpSum(c * xs[i] for i, c in lp.objective.items()) + lp.objective_constant, "latency_ms"
