@@ -1,6 +1,15 @@
-"""Benchmark: the maxload family's exact max-load program (splitopt/families/maxload/) on every throughput
-instance of the peer dnn-partitioning data (LayerGraphs and OperatorGraphs, inference and
-training), per backend, beside the human experts' max-load.
+"""Benchmark: the maxload family's exact programs (splitopt/families/maxload/) on the peer
+dnn-partitioning data, per backend.
+
+* ``--objective throughput`` (default): the max-load program on every throughput
+  instance (LayerGraphs and OperatorGraphs, inference and training), beside the human
+  experts' max-load. Writes ``benchmarks/results/maxload_throughput.{json,md}``.
+* ``--objective latency``: the latency programs on every latency instance, beside the
+  all-CPU latency, the family's start plan (the better of all-CPU and its greedy), the
+  human experts' latency (their placements break the rules on these graphs) and, with
+  ``--greedy PATH``, the peer's own latency greedy (``code/latency-greedy/greedy.cpp``,
+  built by the user: ``g++ -O2 -std=c++17 -I code/nlohmann``; its placement is judged
+  by splitopt's evaluator). Writes ``benchmarks/results/maxload_latency.{json,md}``.
 
 For each instance and backend: status, objective (ms, by the evaluator), proven bound
 (ms), gap, build + solve time (s); the median over ``--repeats`` runs for CP-SAT (a run
@@ -8,19 +17,24 @@ longer than ``--repeat-below`` seconds is not repeated) and over ``--milp-repeat
 for the MILP backends, each under its time limit. The paper's published DP values are
 not in ../shared (only the inputs ship), so that column reads "not available".
 
-    python benchmarks/maxload.py [--repeats 3] [--cpsat-time-limit 300]
-        [--milp-time-limit 120] [--solvers cpsat,milp-highs,milp-cbc] [--only NAME]
+    python benchmarks/maxload.py [--objective throughput|latency] [--repeats N]
+        [--cpsat-time-limit S] [--milp-time-limit S] [--solvers cpsat,milp-highs,...]
+        [--only NAME] [--greedy /tmp/greedy]
 
-Writes ``benchmarks/results/maxload_throughput.json`` and ``.md`` (after every instance, so
-a stopped run keeps what it measured).
+The results are written after every instance (a stopped run keeps what it measured).
+Each run records wall time and CPU time (this process's threads plus solver
+subprocesses): on a shared machine the two differ.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,27 +42,49 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from splitopt.families.maxload.peer_data import data_root, expert_rows
+from splitopt.core.errors import InvalidPlan  # noqa: E402
+from splitopt.families.maxload.evaluate import check_placement, latency  # noqa: E402
 from splitopt.families.maxload.instance import read_peer_instance  # noqa: E402
+from splitopt.families.maxload.methods import all_on_cpu_placement  # noqa: E402
+from splitopt.families.maxload.peer_data import data_root, expert_rows  # noqa: E402
+from splitopt.families.maxload.plan import parse_expert  # noqa: E402
+from splitopt.families.registry import family_of  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
+
+#: per objective: input folder, result file, default time limits (s) and CP-SAT repeats
+MODES = {
+    "throughput": {"inputs": "throughput-inputs", "out": "maxload_throughput", "cpsat_time_limit": 300.0,
+                   "milp_time_limit": 120.0, "repeats": 3, "solvers": "cpsat,milp-highs,milp-cbc"},
+    "latency": {"inputs": "latency-inputs", "out": "maxload_latency", "cpsat_time_limit": 60.0,
+                "milp_time_limit": 60.0, "repeats": 1, "solvers": "cpsat,milp-highs"},
+}
 
 PUBLISHED_DP = "not available"  # the paper's numbers are not in ../shared
 
 
-def expert_values() -> dict[str, float]:
-    """instance name (e.g. LayerGraphs/bert24_training) -> the expert's max-load, ms. On
-    training graphs the split derived from the inference expert (the shipped training
-    splits are the same, tests/test_dnnp.py)."""
+def expert_values(objective: str = "throughput") -> dict[str, float]:
+    """instance name (e.g. LayerGraphs/bert24_training) -> the expert's max-load (or
+    latency), ms. On training graphs the split derived from the inference expert (the
+    shipped training splits are the same, tests/test_dnnp.py)."""
     out = {}
+    model, prefix = ("max-load", "throughput-inputs/") if objective == "throughput" else ("latency", "latency-inputs/")
     for r in expert_rows():
-        if r["model"] == "max-load" and r["placement"] in ("inference expert", "derived from inference expert"):
-            out[r["instance"].removeprefix("throughput-inputs/")] = r["value_ms"]
+        if r["model"] == model and r["placement"] in ("inference expert", "derived from inference expert"):
+            out[r["instance"].removeprefix(prefix)] = r["value_ms"]
     return out
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process (all its threads) and of its finished children (CBC)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def run_one(inst, solver: str, time_limit: float | None) -> dict:
+    cpu0 = cpu_seconds()
     r = solve(inst, solver, time_limit=time_limit, threads=2, seed=0)
     return {
+        "cpu_s": cpu_seconds() - cpu0,
         "status": r.status.value,
         "objective_ms": r.objective,
         "bound_ms": r.bound,
@@ -60,7 +96,41 @@ def run_one(inst, solver: str, time_limit: float | None) -> dict:
         "variables": r.extra.get("variables"),
         "rows": r.extra.get("rows"),
         "tolerance_ms": r.extra.get("objective_tolerance_ms", r.extra.get("scaling_tolerance_ms")),
+        "returned": r.extra.get("returned"),
+        "presolve": r.extra.get("presolve"),
     }
+
+
+def peer_greedy(path: Path, inst, greedy: str) -> dict:
+    """The peer's latency greedy on the file: its own value, its placement judged by
+    splitopt's evaluator (latency, broken rules), wall and CPU time."""
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    with open(path) as f:
+        proc = subprocess.run([greedy], stdin=f, capture_output=True, text=True, timeout=3600)
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    if proc.returncode != 0:
+        return {"error": (proc.stdout + proc.stderr).strip().splitlines()[-1][:200], "time_s": wall, "cpu_s": cpu}
+    data = json.loads(proc.stdout)
+    placement = parse_expert(inst, data, source="peer greedy")
+    violations = check_placement(inst, placement)
+    try:
+        value = latency(inst, placement)
+    except InvalidPlan as e:
+        value = None
+        violations.append(str(e))
+    return {"own_ms": data.get("totalLatency"), "latency_ms": value, "violations": violations,
+            "accelerators": sum(1 for d in placement.nodes_on if d.startswith("fpga")), "time_s": wall, "cpu_s": cpu}
+
+
+def latency_baselines(path: Path, inst, greedy: str | None) -> dict:
+    """All-CPU latency, the family's start plan, the peer greedy (when given)."""
+    fam = family_of(inst)
+    start = fam.start_plan(inst)
+    out = {"all_cpu_ms": latency(inst, all_on_cpu_placement(inst)) if inst.cpus else None,
+           "start_ms": None if start is None else fam.evaluate(inst, start).objective_ms}
+    if greedy:
+        out["peer_greedy"] = peer_greedy(path, inst, greedy)
+    return out
 
 
 def _median(values):
@@ -76,6 +146,7 @@ def summarise(runs: list[dict]) -> dict:
         "bound_ms": _median([r["bound_ms"] for r in runs]),
         "gap": _median([r["gap"] for r in runs]),
         "time_s": _median([r["time_s"] for r in runs]),
+        "cpu_s": _median([r.get("cpu_s") for r in runs]),
         "repeats": len(runs),
     }
 
@@ -85,6 +156,8 @@ def _f(x, spec=".4f"):
 
 
 def markdown(report: dict) -> str:
+    if report["args"].get("objective") == "latency":
+        return markdown_latency(report)
     a = report["args"]
     lines = [
         "# Max-load (throughput, contiguous) on the peer dnn-partitioning instances",
@@ -116,28 +189,103 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _gap(g) -> str:
+    return "-" if g is None else f"{100 * g:.2g} %" if g > 1e-6 else "0"
+
+
+def markdown_latency(report: dict) -> str:
+    a = report["args"]
+    lines = [
+        "# Latency (single sample) on the peer dnn-partitioning latency instances",
+        "",
+        f"`python benchmarks/maxload.py --objective latency` ({report['started']}; {report['machine']}; "
+        f"2 threads per solve; load average at the start {report.get('load', '-')}). CP-SAT (native latency "
+        f"model, presolve on where no row can reach 2**31) with time limit {a['cpsat_time_limit']} s, "
+        f"milp-highs (the latency LinearProgram through PuLP + HiGHS) with {a['milp_time_limit']} s; one run each. "
+        "Objective: the placement's latency by `splitopt.families.maxload.evaluate.latency` (ms); bound: the "
+        "solver's proven lower bound (CP-SAT: minus its rounding tolerance); gap = (objective - bound) / "
+        "objective; time: wall (build + solve), cpu: CPU seconds of the solve (the machine is shared: a run "
+        "given 2 threads for 60 s wall had up to 120 CPU s). `start` marks a solve that returned the family's "
+        "start plan (the solver found no better plan of its own).",
+        "",
+        "Baselines: all-CPU (every node on one core); start plan (the better of all-CPU and the family's "
+        "greedy of consecutive blocks); peer greedy (`code/latency-greedy/greedy.cpp`, its placement "
+        "judged by splitopt's evaluator; `*` = it breaks a placement rule, see below); expert (the "
+        "human-expert split of `human-experts/`, which breaks the rules on every latency graph: "
+        "its latency is that of an infeasible placement).",
+        "",
+        "| instance | nodes | solver | status | objective ms | bound ms | gap | time s | cpu s | all-CPU ms | "
+        "start ms | peer greedy ms | expert ms |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes = []
+    for row in report["rows"]:
+        s = row["summary"]
+        b = row.get("baselines", {})
+        g = b.get("peer_greedy")
+        if g is None:
+            greedy = "not run"
+        elif "error" in g:
+            greedy = "failed"
+        else:
+            greedy = _f(g["latency_ms"]) + (" *" if g["violations"] else "")
+            if g["violations"] and (row["instance"], "greedy") not in notes:
+                notes.append((row["instance"], "greedy"))
+        returned = " (start)" if any(r.get("returned") for r in row["runs"]) else ""
+        lines.append(
+            f"| {row['instance']} | {row['nodes']} | {row['solver']} | {s['status']}{returned} | "
+            f"{_f(s['objective_ms'])} | {_f(s['bound_ms'])} | {_gap(s['gap'])} | {_f(s['time_s'], '.1f')} | "
+            f"{_f(s.get('cpu_s'), '.1f')} | {_f(b.get('all_cpu_ms'))} | {_f(b.get('start_ms'))} | {greedy} | "
+            f"{_f(row.get('expert_ms'))} |"
+        )
+    lines.append("")
+    lines.append("Gap `0` means below 1e-6 relative.")
+    seen = set()
+    for row in report["rows"]:
+        g = row.get("baselines", {}).get("peer_greedy")
+        if g and "error" not in g and row["instance"] not in seen:
+            seen.add(row["instance"])
+            rules = "; ".join(v[:160] for v in g["violations"][:2]) or "none broken"
+            lines.append(f"* peer greedy on {row['instance']}: its own value {_f(g['own_ms'])} ms, "
+                         f"{g['accelerators']} accelerators, {_f(g['time_s'], '.1f')} s; rules: {rules}"
+                         + (f" (and {len(g['violations']) - 2} more)" if len(g['violations']) > 2 else ""))
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=3, help="CP-SAT runs per instance (median)")
+    ap.add_argument("--objective", choices=tuple(MODES), default="throughput")
+    ap.add_argument("--repeats", type=int, default=None, help="CP-SAT runs per instance (median; default 3 "
+                    "for throughput, 1 for latency)")
     ap.add_argument("--repeat-below", type=float, default=60.0, help="repeat CP-SAT only when its first run took less (s)")
     ap.add_argument("--milp-repeats", type=int, default=1)
-    ap.add_argument("--cpsat-time-limit", type=float, default=300.0)
-    ap.add_argument("--milp-time-limit", type=float, default=120.0)
-    ap.add_argument("--solvers", default="cpsat,milp-highs,milp-cbc")
+    ap.add_argument("--cpsat-time-limit", type=float, default=None, help="default 300 (throughput), 60 (latency)")
+    ap.add_argument("--milp-time-limit", type=float, default=None, help="default 120 (throughput), 60 (latency)")
+    ap.add_argument("--solvers", default=None, help="default cpsat,milp-highs,milp-cbc (throughput), "
+                    "cpsat,milp-highs (latency)")
     ap.add_argument("--only", default="", help="comma-separated substrings of instance names")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "maxload_throughput")
+    ap.add_argument("--greedy", default=None, help="latency: the peer's compiled latency greedy, run on each file")
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--append", action="store_true",
                     help="keep the rows of an existing result file (a row of the same instance and solver is replaced)")
     a = ap.parse_args(argv)
+    mode = MODES[a.objective]
+    for key in ("cpsat_time_limit", "milp_time_limit", "repeats", "solvers"):
+        if getattr(a, key) is None:
+            setattr(a, key, mode[key])
+    if a.out is None:
+        a.out = REPO / "benchmarks" / "results" / mode["out"]
 
-    files = sorted((data_root() / "throughput-inputs").glob("*/*.json"))
+    files = sorted((data_root() / mode["inputs"]).glob("*/*.json"))
     files.sort(key=lambda p: (p.parent.name != "LayerGraphs", p.stat().st_size))  # small first
     if a.only:
         files = [f for f in files if any(s in f"{f.parent.name}/{f.stem}" for s in a.only.split(","))]
-    experts = expert_values()
+    experts = expert_values(a.objective)
     report = {
         "started": time.strftime("%Y-%m-%d %H:%M"),
-        "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), "
+                   f"Python {platform.python_version()}",
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
         "rows": [],
     }
@@ -148,9 +296,12 @@ def main(argv=None) -> None:
             for key in ("repeats", "repeat_below", "cpsat_time_limit"):
                 report["args"][key] = old["args"][key]
     solvers = a.solvers.split(",")
+    baselines: dict[str, dict] = {}
     for solver in solvers:
         for f in files:
             inst = read_peer_instance(f)
+            if a.objective == "latency" and inst.name not in baselines:
+                baselines[inst.name] = latency_baselines(f, inst, a.greedy)
             if solver == "cpsat":
                 limit, n = a.cpsat_time_limit, a.repeats
             else:
@@ -167,12 +318,14 @@ def main(argv=None) -> None:
                 "expert_ms": experts.get(inst.name),
                 "published_dp": PUBLISHED_DP,
             }
+            if a.objective == "latency":
+                row["baselines"] = baselines[inst.name]
             report["rows"] = [r for r in report["rows"] if (r["instance"], r["solver"]) != (inst.name, solver)]
             report["rows"].append(row)
             s = row["summary"]
             print(f"{inst.name:38s} {solver:10s} {s['status']:9s} obj {_f(s['objective_ms'])} "
-                  f"bound {_f(s['bound_ms'])} gap {_f(s['gap'], '.2e')} {s['time_s']:.1f} s x{s['repeats']}",
-                  flush=True)
+                  f"bound {_f(s['bound_ms'])} gap {_f(s['gap'], '.2e')} {s['time_s']:.1f} s "
+                  f"(cpu {s['cpu_s']:.1f} s) x{s['repeats']}", flush=True)
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
             a.out.with_suffix(".md").write_text(markdown(report))

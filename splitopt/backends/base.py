@@ -143,7 +143,8 @@ class ProgramBackend(Backend):
         extra["solve_s"] = time.perf_counter() - t1
         if raw.interrupted:
             extra["interrupted"] = True
-        bound = None if raw.bound is None else program.to_ms(raw.bound) - program.tolerance_ms
+        bound_tol = program.tolerance_ms if program.bound_tolerance_ms is None else program.bound_tolerance_ms
+        bound = None if raw.bound is None else program.to_ms(raw.bound) - bound_tol
         if raw.status in (Status.INFEASIBLE, Status.ERROR):
             return BackendOutput(raw.status, message=raw.message, extra=extra)
         if not raw.status.has_plan or raw.values is None:

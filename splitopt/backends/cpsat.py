@@ -92,7 +92,10 @@ def to_cpsat(lp: LinearProgram):
         elif v.binary or (v.lb >= 0 and v.ub <= 1):
             if not (v.binary or v.implied_integer):
                 raise SolverFailure(f"cpsat: continuous variable '{v.name}' cannot be made integral")
-            xs.append(model.NewBoolVar(v.name))
+            if (v.lb, v.ub) == (0.0, 1.0):
+                xs.append(model.NewBoolVar(v.name))
+            else:  # a 0/1 variable fixed by its bounds (e.g. ub = 0) keeps them
+                xs.append(model.NewIntVar(math.ceil(v.lb), math.floor(v.ub), v.name))
         else:
             xs.append(model.NewIntVar(math.floor(v.lb), math.ceil(v.ub), v.name))
 

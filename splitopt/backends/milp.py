@@ -46,7 +46,12 @@ def to_pulp(lp: LinearProgram, name: str = "splitopt"):
     prob = pulp.LpProblem(name, pulp.LpMinimize)
     xs = []
     for i, v in enumerate(lp.variables):
-        cat = pulp.LpBinary if v.binary else pulp.LpContinuous
+        # LpBinary resets the bounds to [0, 1]: a 0/1 variable fixed by its bounds (e.g.
+        # ub = 0 from symmetry breaking) is emitted as an integer with its own bounds
+        if v.binary:
+            cat = pulp.LpBinary if (v.lb, v.ub) == (0.0, 1.0) else pulp.LpInteger
+        else:
+            cat = pulp.LpContinuous
         safe = re.sub(r"[^A-Za-z0-9_]", "_", v.name)
         xs.append(_new_variable(prob, f"v{i}_{safe}"[:200], v.lb, v.ub, cat))
     prob += pulp.lpSum(c * xs[i] for i, c in lp.objective.items()) + lp.objective_constant, "latency_ms"
@@ -262,34 +267,41 @@ class HighsBackend(PulpBackend):
     install_hint = "pip install 'highspy>=1.7.1,<1.15'"
 
     def _run(self, prob, options):
+        import highspy
         import pulp
 
-        with tempfile.TemporaryDirectory() as tmp:
-            log = os.path.join(tmp, "highs.log")
-            # the log goes to a file that is streamed to stderr, never to stdout
-            logging = {"log_file": log, "log_to_console": False} if options.verbose else {}
-            solver = pulp.HiGHS(
-                msg=options.verbose,
-                timeLimit=_remaining(options),
-                threads=highs_threads(options.threads),
-                gapRel=float(options.solver_options.get("mip_gap", 0.0)),
-                gapAbs=options.solver_options.get("mip_gap_abs"),
-                # HiGHS 1.14 can claim a wrong optimum after a restart (seen on a
-                # 7-layer chain: "Optimal" at 0.10025 ms, the optimum is 0.10020 ms)
-                mip_allow_restart=False,
-                **logging,
-            )
-            if not solver.available():
-                raise SolverFailure("HiGHS is not available to PuLP (see ../shared/NOTES.md on highspy and ortools)")
-            with _LogTail(log, options.verbose):
-                try:
-                    prob.solve(solver)
-                except pulp.PulpSolverError as e:
-                    return Status.ERROR, None, f"HiGHS failed: {e}", None
-        model = getattr(prob, "solverModel", None)
-        if model is None:
-            return Status.ERROR, None, f"HiGHS: {pulp.LpStatus[prob.status]}", None
-        import highspy
+        note = ""
+        for threads in (highs_threads(options.threads), None):
+            with tempfile.TemporaryDirectory() as tmp:
+                log = os.path.join(tmp, "highs.log")
+                # the log goes to a file that is streamed to stderr, never to stdout
+                logging = {"log_file": log, "log_to_console": False} if options.verbose else {}
+                solver = pulp.HiGHS(
+                    msg=options.verbose,
+                    timeLimit=_remaining(options),
+                    threads=threads,
+                    gapRel=float(options.solver_options.get("mip_gap", 0.0)),
+                    gapAbs=options.solver_options.get("mip_gap_abs"),
+                    # HiGHS 1.14 can claim a wrong optimum after a restart (seen on a
+                    # 7-layer chain: "Optimal" at 0.10025 ms, the optimum is 0.10020 ms)
+                    mip_allow_restart=False,
+                    **logging,
+                )
+                if not solver.available():
+                    raise SolverFailure("HiGHS is not available to PuLP (see ../shared/NOTES.md on highspy and ortools)")
+                with _LogTail(log, options.verbose):
+                    try:
+                        prob.solve(solver)
+                    except pulp.PulpSolverError as e:
+                        return Status.ERROR, None, f"HiGHS failed: {e}", None
+            model = getattr(prob, "solverModel", None)
+            if model is None:
+                return Status.ERROR, None, f"HiGHS: {pulp.LpStatus[prob.status]}", None
+            if threads is None or model.getModelStatus() != highspy.HighsModelStatus.kNotset:
+                break
+            # something else in this process ran HiGHS first with another thread count, which
+            # HiGHS keeps: it answers "Not Set" at once; run again with the option unset
+            note = f" (with this process's HiGHS thread count, not {threads})"
 
         model_status = model.getModelStatus()
         info = model.getInfo()
@@ -297,14 +309,14 @@ class HighsBackend(PulpBackend):
         value = getattr(info, "objective_function_value", None)
         text = model.modelStatusToString(model_status)
         if model_status == highspy.HighsModelStatus.kInfeasible:
-            return Status.INFEASIBLE, None, "HiGHS: infeasible", None
+            return Status.INFEASIBLE, None, f"HiGHS: infeasible{note}", None
         if model_status == highspy.HighsModelStatus.kOptimal:
-            return Status.OPTIMAL, bound, "HiGHS: optimal", value
+            return Status.OPTIMAL, bound, f"HiGHS: optimal{note}", value
         if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
-            return Status.FEASIBLE, bound, f"HiGHS: {text}", value
+            return Status.FEASIBLE, bound, f"HiGHS: {text}{note}", value
         if bound is not None and not (abs(bound) < 1e30):
             bound = None  # HiGHS reports +-inf when it has no bound
-        return Status.NO_SOLUTION_FOUND, bound, f"HiGHS: no plan found ({text})", None
+        return Status.NO_SOLUTION_FOUND, bound, f"HiGHS: no plan found ({text}){note}", None
 
 
 def _remaining(options: SolveOptions) -> float | None:

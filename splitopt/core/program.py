@@ -111,7 +111,8 @@ class Program:
     by ``var.Index()``. The model's objective (value and bound) times ``unit_ms`` plus
     ``offset_ms`` is in ms; ``tolerance_ms`` bounds, for any decoded plan, the difference
     between that and the family evaluator's objective (integer scaling, rounded
-    durations, solver tolerances stated by the family): a bound is reported minus it.
+    durations, solver tolerances stated by the family): a bound is reported minus it
+    (or minus ``bound_tolerance_ms`` where the family states that one).
     ``hint``: variable values of the start plan (a warm start), same indexing as
     ``decode``. ``presolve``: CP-SAT's presolve is safe on this model (or-tools #5293).
     ``stats``: sizes for the result's ``extra``."""
@@ -124,6 +125,11 @@ class Program:
     tolerance_ms: float = 0.0
     hint: Sequence[float] | None = None
     presolve: bool = True
+    #: what the reported bound is lowered by (ms); None: ``tolerance_ms``. Lower where
+    #: ``tolerance_ms`` covers only how far a decoded plan's value may be from the
+    #: solver's (e.g. a MILP's integrality tolerance on big-M rows) and not the solver's
+    #: own bound, which such tolerances only relax
+    bound_tolerance_ms: float | None = None
     #: for a ``LinearProgram``, ``encode(plan)`` gives the variable values of any plan (the
     #: contract suites check that objective and rows agree with the evaluator on random
     #: plans); None where the family offers no encoding

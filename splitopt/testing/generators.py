@@ -442,17 +442,23 @@ def random_multiview_instance(seed: int) -> Instance:
     return parse_instance(data)
 
 
-def random_maxload_data(seed: int) -> dict[str, Any]:
+def random_maxload_data(seed: int, latency: bool = False) -> dict[str, Any]:
     """A small peer dnn-partitioning file's data. Inference: 1-6 forward nodes, some of
     them sharing a colour class. Training: 1-3 forward nodes, each with a backward node of
     its class (backward edges mirror the forward ones, reversed), sometimes a backward
     node with no class, and forward -> backward edges. 1-2 accelerators, 0-1 CPU cores
-    (accelerator-only instances can be infeasible), memory often binding."""
+    (accelerator-only instances can be infeasible), memory often binding.
+
+    ``latency=True`` draws what the latency objective must get right besides: 1-3
+    accelerators, 0-3 CPU cores (the core rule binds), and zero times and costs often
+    (zero-duration accelerator calls that could wait on each other)."""
     import random
 
     rng = random.Random(seed * 7919 + 17)
 
     def ms() -> float:
+        if latency and rng.random() < 0.3:
+            return 0.0
         return rng.randint(0, 2000) / 100
 
     def node(i: int, size: int, cc: int | None = None, ok: int = 1, bw: int = 0) -> dict[str, Any]:
@@ -466,6 +472,8 @@ def random_maxload_data(seed: int) -> dict[str, Any]:
     n_fwd = rng.randint(1, 3 if training else 6)
     k = rng.randint(1, 2)
     l = rng.randint(0, 1) if k == 2 else 1
+    if latency:
+        k, l = rng.randint(1, 3), rng.choice([0, 1, 1, 2, 3])
     nodes, edges = [], []
     for i in range(n_fwd):
         cc = rng.choice([None, None, 100, 101]) if not training else i
@@ -487,10 +495,12 @@ def random_maxload_data(seed: int) -> dict[str, Any]:
 
 
 def random_maxload_instance(seed: int, objective: str = "throughput"):
-    """``random_maxload_data(seed)`` imported as a ``maxload`` instance."""
+    """``random_maxload_data(seed, latency=objective == "latency")`` imported as a
+    ``maxload`` instance with ``objective``."""
     from splitopt.families.maxload.instance import parse_peer_instance
 
-    return parse_peer_instance(random_maxload_data(seed), name=f"random-maxload-s{seed}", objective=objective)
+    return parse_peer_instance(random_maxload_data(seed, latency=objective == "latency"),
+                               name=f"random-maxload-s{seed}", objective=objective)
 
 
 def random_family_instance(family: str, seed: int):
@@ -508,6 +518,6 @@ def random_family_instance(family: str, seed: int):
         return random_mesh_instance(seed, int(rng.integers(1, 5)), int(rng.integers(2, 4)))
     if family == "multiview":
         return random_multiview_instance(seed)
-    if family == "maxload":
-        return random_maxload_instance(seed)
+    if family == "maxload":  # both objectives, half each
+        return random_maxload_instance(seed, "latency" if rng.random() < 0.5 else "throughput")
     raise KeyError(f"no random generator for family '{family}'")

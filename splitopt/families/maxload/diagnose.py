@@ -1,5 +1,6 @@
 """Why a maxload instance has no placement: with a CPU core every rule is met by all
-nodes on cpu0, so only accelerator-only instances (maxCPUs = 0) can be infeasible."""
+nodes on cpu0 (whose latency is defined), so only accelerator-only instances
+(maxCPUs = 0) can be infeasible."""
 
 from __future__ import annotations
 
@@ -13,5 +14,8 @@ def diagnose(inst: MaxloadInstance) -> str:
     reason = simple_infeasibility(inst, groups_of(inst))
     if reason is not None:
         return f"infeasible: {reason}"
+    calls = (" with convex accelerator calls that do not wait on each other"
+             if inst.objective == "latency" else "")
     return (f"infeasible: maxSizePerFPGA={inst.max_size_per_fpga:.6g} bytes on maxFPGAs={inst.max_fpgas} "
-            "accelerators (maxCPUs=0): no contiguous, colour-consistent placement fits the accelerator memory")
+            f"accelerators (maxCPUs=0): no contiguous, colour-consistent placement{calls} fits the accelerator "
+            "memory")

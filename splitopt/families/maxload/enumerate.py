@@ -1,14 +1,26 @@
 """Every placement of the peer benchmark that meets the rules, for the brute-force
-backend (tiny instances): colour groups assigned in order, devices of a kind numbered in
-order of first use (identical accelerators and identical cores are interchangeable for
-both objectives, so other numberings give the same loads and latency), each candidate
-kept when ``check_placement`` finds no broken rule."""
+backend (tiny instances).
+
+* Throughput objective (:func:`enumerate_plans`): colour groups assigned in order,
+  devices of a kind numbered in order of first use (identical accelerators and
+  identical cores are interchangeable for the max-load, so other numberings give the
+  same loads), each candidate kept when ``check_placement`` finds no broken rule.
+* Latency objective (:func:`latency_placements`): the latency does not depend on which
+  core a CPU node runs on, so each group -> device map (accelerators numbered by first
+  use, or "the CPU") is yielded once, with the family's own cores
+  (``splitopt.families.maxload.cores.cpu_cores`` with its exhaustive search); a map is
+  skipped only when no assignment of its CPU groups to maxCPUs cores keeps rule 5. Far
+  fewer candidates than naming every core, and the same optimum (``tests/
+  test_maxload_latency.py`` compares both with every assignment of groups to named
+  devices).
+"""
 
 from __future__ import annotations
 
 from typing import Iterator
 
 from splitopt.core.errors import NotApplicable
+from splitopt.families.maxload.cores import CPU, placement_of
 from splitopt.families.maxload.evaluate import check_placement
 from splitopt.families.maxload.groups import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
@@ -16,8 +28,10 @@ from splitopt.families.maxload.plan import MaxloadPlacement
 
 
 def enumerate_plans(inst: MaxloadInstance, limit: int) -> Iterator[MaxloadPlacement]:
-    """The placements of the module docstring; NotApplicable when the number of device
-    labellings to try exceeds ``limit``."""
+    """The placements of the module docstring for the instance's objective; NotApplicable
+    when the number of candidates to try exceeds ``limit``."""
+    if inst.objective == "latency":
+        return latency_placements(inst, limit)
     gr = groups_of(inst)
     G = len(gr.members)
     k, l = len(inst.fpgas), len(inst.cpus)
@@ -41,3 +55,42 @@ def enumerate_plans(inst: MaxloadInstance, limit: int) -> Iterator[MaxloadPlacem
             chosen.pop()
 
     return walk(0, [], 0, 0)
+
+
+def count_latency_candidates(n_groups: int, k: int, cpu: bool) -> int:
+    """How many group -> device maps :func:`latency_placements` walks: each group on the
+    CPU (if any) or on one of ``k`` accelerators, accelerators numbered by first use."""
+    count = {m: 1 for m in range(k + 1)}  # completions with 0 groups left, m accelerators used
+    for _ in range(n_groups):
+        count = {m: (count[m] if cpu else 0) + m * count[m] + (count[m + 1] if m < k else 0) for m in range(k + 1)}
+    return count[0]
+
+
+def latency_placements(inst: MaxloadInstance, limit: int = 200_000) -> Iterator[MaxloadPlacement]:
+    """Every placement that meets every rule of ``check_placement``, once up to the
+    symmetries of the latency (see the module docstring). The latency may still be
+    undefined for some (calls that wait on each other: the evaluator reports it as a
+    violation of the latency objective). NotApplicable (before any work) when more than
+    ``limit`` group -> device maps would be walked."""
+    gr = groups_of(inst)
+    n, k, cpu = len(gr.members), len(inst.fpgas), inst.max_cpus >= 1
+    total = count_latency_candidates(n, k, cpu)
+    if total > limit:
+        raise NotApplicable(f"brute-force: {total:,} group placements of {inst.name or 'the instance'} "
+                            f"is too many (limit {limit:,})")
+    where: dict[int, int] = {}
+
+    def walk(g: int, used: int) -> Iterator[MaxloadPlacement]:
+        if g == n:
+            p = placement_of(inst, gr, where, search=True)
+            if p is not None and not check_placement(inst, p):
+                yield p
+            return
+        if cpu:
+            where[g] = CPU
+            yield from walk(g + 1, used)
+        for a in range(min(used + 1, k)):
+            where[g] = a
+            yield from walk(g + 1, max(used, a + 1))
+
+    return walk(0, 0)

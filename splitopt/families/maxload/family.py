@@ -5,7 +5,8 @@ cores, colour classes together, accelerator memory, contiguous device sets; obje
 ``throughput`` (the max-load: the time per sample of a pipeline) or ``latency`` (one
 sample). Its instances are the peer's own files, read by the importer in
 ``splitopt.families.maxload.instance``. Model: ``formulations/dnnp_models.md``;
-max-load program: ``formulations/dnnp_maxload.md``."""
+max-load program: ``formulations/dnnp_maxload.md``; latency programs:
+``formulations/dnnp_models.md``, "Latency program" (``latency_milp``, ``latency_cpsat``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ from splitopt.families.maxload.diagnose import diagnose
 from splitopt.families.maxload.enumerate import enumerate_plans
 from splitopt.families.maxload.evaluate import MaxloadMetrics, evaluate
 from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.latency_cpsat import build_latency_cpsat
+from splitopt.families.maxload.latency_milp import (build_latency_program, decode_latency, encode_latency,
+                                                  milp_bound_tolerance_ms, milp_tolerance_ms)
+from splitopt.families.maxload.latency_start import start_placement
 from splitopt.families.maxload.instance import (OBJECTIVES, PROBLEM, MaxloadInstance, is_peer_data,
                                               objective_of_path, parse_peer_instance)
 from splitopt.families.maxload.plan import PLAN_FORMAT, MaxloadPlacement, parse_expert
@@ -86,17 +91,21 @@ class MaxloadFamily(Family):
         return evaluate(inst, plan)
 
     def start_plan(self, inst: MaxloadInstance) -> MaxloadPlacement | None:
+        """Throughput: every node on cpu0. Latency: the better of that and a greedy that
+        fills accelerators with consecutive blocks (``latency_start``)."""
+        if inst.objective == "latency":
+            return inst.derived(("maxload", "latency-start"), lambda: start_placement(inst, groups_of(inst))[0])
         return methods.all_on_cpu_placement(inst)
 
     def diagnose(self, inst: MaxloadInstance, resolve: Callable[[Any], bool]) -> str:
         return diagnose(inst)
 
     def build_program(self, inst: MaxloadInstance, kind: str, start: MaxloadPlacement | None) -> Program:
-        if inst.objective != "throughput":
-            raise NotApplicable(f"problem 'maxload': no exact program for objective '{inst.objective}' yet")
         reason = simple_infeasibility(inst, groups_of(inst))
         if reason is not None:
             return _infeasible_program(kind, reason)
+        if inst.objective == "latency":
+            return self._latency_program(inst, kind, start)
         lp = build_max_load_program(inst)
         stats = {"variables": len(lp.variables), "rows": len(lp.rows), "groups": len(lp.meta["groups"].members)}
         if kind == "cpsat":
@@ -112,6 +121,31 @@ class MaxloadFamily(Family):
             tol = MILP_REL_TOL * max(1.0, lp.variables[lp.meta["T"]].ub)
             return Program(kind="linear", model=lp, decode=lambda values: decode_placement(inst, lp, values),
                            tolerance_ms=tol, stats=stats)
+        raise NotApplicable(f"problem 'maxload' builds no program of kind '{kind}'")
+
+    def _latency_program(self, inst: MaxloadInstance, kind: str, start: MaxloadPlacement | None) -> Program:
+        """The latency program of ``kind``; ``start`` (when it meets every rule with a
+        defined latency) bounds the latency, sets CP-SAT's horizon and is its hint."""
+        if start is not None and not evaluate(inst, start).feasible:
+            start = None
+        if kind == "cpsat":
+            cp = build_latency_cpsat(inst, start)
+            if start is not None:
+                cp.hint(start)
+            # presolve only where no row can reach 2**31 (or-tools #5293)
+            return Program(kind="cpsat", model=cp.model, decode=cp.decode, unit_ms=cp.unit_ms,
+                           tolerance_ms=cp.tolerance_ms, presolve=cp.presolve_safe,
+                           stats={"time_unit_ms": cp.unit_ms, "horizon_units": cp.horizon,
+                                  "max_activity": cp.max_activity, "groups": len(cp.groups.members)})
+        if kind == "linear":
+            lp = build_latency_program(inst, start)
+            return Program(kind="linear", model=lp, decode=lambda values: decode_latency(inst, lp, values),
+                           tolerance_ms=milp_tolerance_ms(inst, lp), bound_tolerance_ms=milp_bound_tolerance_ms(inst),
+                           encode=lambda plan: encode_latency(inst, lp, plan),
+                           hint=None if start is None else encode_latency(inst, lp, start),
+                           stats={"variables": len(lp.variables), "rows": len(lp.rows),
+                                  "groups": len(lp.meta["groups"].members), "big_m_ms": lp.meta["big_m_ms"],
+                                  "cpu_rule": lp.meta["cpu_rule"]})
         raise NotApplicable(f"problem 'maxload' builds no program of kind '{kind}'")
 
     def methods(self) -> Sequence[Method]:

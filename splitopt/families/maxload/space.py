@@ -1,35 +1,58 @@
 """The maxload search space: one device gene per colour group (groups in topological
 order of their first node). Repair: a group that may not run on an accelerator
-(``supportedOnFpga`` false) goes to ``cpu0`` when there is a core. Memory, device counts
-and contiguity are left to the evaluator (search ranks feasible placements first)."""
+(``supportedOnFpga`` false) goes to the CPU when there is a core. Memory, device counts
+and contiguity are left to the evaluator (search ranks feasible placements first).
+
+* Throughput objective: a group's gene is its device, ``fpga<i>`` or ``cpu<j>``.
+* Latency objective: a group's gene is ``fpga<i>`` or ``cpu`` (the latency does not
+  depend on the core); the plan's cores are the family's own choice
+  (``splitopt.families.maxload.cores.cpu_cores``, its search bounded by
+  ``SEARCH_BUDGET``; where it finds none, the capped labels of ``capped_cores``, which
+  the evaluator then judges). Every plan the latency enumeration yields is the decoding
+  of its genome.
+"""
 
 from __future__ import annotations
 
+from splitopt.families.maxload.cores import CPU, SEARCH_BUDGET, capped_cores, placement_of
 from splitopt.families.maxload.groups import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 from splitopt.search.space import ChoiceGene, Genome, SearchSpace
 
+#: the latency space's gene value for "on the CPU"
+ON_CPU = "cpu"
+
 
 def maxload_space(inst: MaxloadInstance) -> SearchSpace:
     gr = groups_of(inst)
-    devices = tuple(inst.fpgas) + tuple(inst.cpus)
+    latency = inst.objective == "latency"
+    cpus = ((ON_CPU,) if inst.cpus else ()) if latency else tuple(inst.cpus)
+    devices = tuple(inst.fpgas) + cpus
     names = [f"group[{g}]" for g in range(len(gr.members))]
     genes = tuple(ChoiceGene(name, devices) for name in names) if devices else ()
 
     def repair(genome: Genome) -> Genome:
         out = dict(genome)
-        if inst.cpus:
+        if cpus:
             for g, name in enumerate(names):
                 if out[name].startswith("fpga") and not gr.fpga_ok(inst, g):
-                    out[name] = inst.cpus[0]
+                    out[name] = cpus[0]
         return out
 
     def to_plan(genome: Genome) -> MaxloadPlacement:
-        return MaxloadPlacement({v: genome[names[gr.of[v]]] for v in inst.node_by_id})
+        if not latency:
+            return MaxloadPlacement({v: genome[names[gr.of[v]]] for v in inst.node_by_id})
+        where = {g: CPU if genome[name] == ON_CPU else int(genome[name][4:]) for g, name in enumerate(names)}
+        placement = placement_of(inst, gr, where, search=True, budget=SEARCH_BUDGET)
+        return placement if placement is not None else placement_of(inst, gr, where, capped_cores(inst, gr, where))
 
     def from_plan(plan: MaxloadPlacement) -> Genome:
-        return {names[g]: plan.device[members[0]] for g, members in enumerate(gr.members)}
+        genome = {names[g]: plan.device[members[0]] for g, members in enumerate(gr.members)}
+        if latency:
+            genome = {name: ON_CPU if d.startswith("cpu") else d for name, d in genome.items()}
+        return genome
 
-    return SearchSpace(genes, to_plan, from_plan, repair,
-                       notes="per colour group: its device; unsupported groups repaired onto cpu0")
+    notes = ("per colour group: an accelerator or the CPU (cores: the family's choice); unsupported groups repaired "
+             "onto the CPU") if latency else "per colour group: its device; unsupported groups repaired onto cpu0"
+    return SearchSpace(genes, to_plan, from_plan, repair, notes=notes)
