@@ -12,7 +12,7 @@ from splitopt.testing import contracts
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 #: examples per family and check (brute force on multiview and mesh costs the most)
-EXAMPLES = {"edge_cloud": 100, "chain": 80, "mesh": 60, "multiview": 45, "maxload": 70}
+EXAMPLES = {"edge_cloud": 200, "chain": 150, "mesh": 100, "multiview": 80, "maxload": 150}
 
 
 def examples(n: int):

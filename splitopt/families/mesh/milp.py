@@ -10,7 +10,11 @@ plan's makespan, or the sum of all durations without one), so every time lies in
 (1e-6 of ``H`` per task), so the program's tolerance is ``(K + 1) * 1e-6 * H`` ms, ``K``
 the largest number of tasks a plan can have. The decoded plan is the device per layer
 plus the solver's order on every resource; its evaluated makespan may only be below
-the program's (a semi-active schedule of the same orders), which is checked.
+the program's (a semi-active schedule of the same orders), which is checked. The
+solver's bound is lowered by less: the integrality and feasibility tolerances only relax
+the program, so they cannot lift its bound above the optimum; only the inexact
+optimality of its LP solves can, allowed for as their dual tolerance (1e-7 of ``H``) per
+task on one chain (``(K + 1) * 1e-7 * H`` ms).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from splitopt.families.mesh.structure import (Structure, canonical_plan, identic
 
 #: the MILP solvers' feasibility tolerance, relative to the horizon
 MILP_FEAS_TOL = 1e-6
+#: the MILP solvers' dual (optimality) tolerance of their LP solves, relative to the horizon
+MILP_DUAL_TOL = 1e-7
 #: big-M in units of the horizon (every time lies in [0, 1])
 BIG_M = 2.0
 
@@ -215,6 +221,7 @@ def build_milp(inst: Instance, data: MeshData, start: MeshPlan | None) -> Progra
 
     return Program(
         kind="linear", model=lp, decode=decode, unit_ms=H, tolerance_ms=tol,
+        bound_tolerance_ms=(K + 1) * MILP_DUAL_TOL * H,
         stats={"horizon_ms": H, "order_variables": pairs, "variables": len(lp.variables), "rows": len(lp.rows),
                "symmetry_classes": [list(c) for c in classes]},
     )

@@ -12,6 +12,9 @@ from splitopt.families.multiview.tables import Tables, build_tables, decode as d
 
 #: MILP: integrality / feasibility tolerance assumed for the objective tolerance
 MILP_EPS = 1e-6
+#: MILP: the dual (optimality) tolerance of the LP solves, for the bound (the integrality
+#: and feasibility tolerances only relax the program, so they cannot lift its bound)
+MILP_DUAL_TOL = 1e-7
 
 
 def build_linear(inst: Instance, t: Tables) -> LinearProgram:
@@ -115,4 +118,5 @@ def build_milp(inst: Instance) -> Program:
         return decode_plan(inst, t, arch, pts, [values[i] for i in meta["sb"]], [values[i] for i in meta["sa"]])
 
     return Program(kind="linear", model=lp, decode=decode, tolerance_ms=tol,
+                   bound_tolerance_ms=MILP_DUAL_TOL * (2 * V * t.horizon + 2 * V + 3),
                    stats={"variables": len(lp.variables), "rows": len(lp.rows)})
