@@ -1,5 +1,5 @@
 """The maxload family's LATENCY objective (splitopt/families/maxload/latency_*.py, cores.py;
-formulations/dnnp_models.md "Latency program").
+formulations/maxload_models.md "Latency program").
 
 The contract suites (tests/test_contracts.py) draw latency instances too: every exact
 backend against brute force, the linear program at ``encode_latency(plan)`` against the

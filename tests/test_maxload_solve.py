@@ -1,5 +1,5 @@
 """The maxload family's exact max-load (throughput) program
-(``splitopt/families/maxload/program.py``, ``formulations/dnnp_maxload.md``).
+(``splitopt/families/maxload/program.py``, ``formulations/maxload_throughput.md``).
 
 * The other symmetry breakings and no bound cuts against an independent brute force (all
   assignments of colour classes to all devices by name, filtered by ``check_placement``,

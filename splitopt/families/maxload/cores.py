@@ -5,7 +5,7 @@ an accelerator or "the CPU" (a ``where`` map: group -> accelerator index ``0..k-
 :data:`CPU`). The latency ignores which core a CPU node runs on, but
 ``check_placement`` asks every core's forward nodes to be convex in the forward DAG
 (rule 5), so a placement needs cores that keep it. This module says when such cores
-exist and picks them (``formulations/dnnp_models.md``, "Latency program", rows 7):
+exist and picks them (``formulations/maxload_models.md``, "Latency program", rows 7):
 
 * :func:`cpu_labels`: the least core labels (exact when no colour class has two
   forward nodes);

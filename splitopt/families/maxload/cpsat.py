@@ -1,4 +1,4 @@
-"""CP-SAT emission of the max-load program (``formulations/dnnp_maxload.md``): times are
+"""CP-SAT emission of the max-load program (``formulations/maxload_throughput.md``): times are
 scaled to integers (unit ``U / 2**40`` ms, ``U`` the largest possible load); the rounding
 error of each load row is summed exactly and the largest sum, ``tol_ms``, is the
 program's tolerance (subtracted from the reported bound, so the reported gap includes

@@ -1,7 +1,7 @@
 """The maxload family's evaluator: the placement rules (``check_placement``) and the two
 objectives of the peer benchmark, max-load (``max_load``, the time per sample of a
 pipeline: the "throughput" objective) and single-sample ``latency``, evaluated exactly as
-``formulations/dnnp_models.md`` states. Times in ms, sizes in bytes."""
+``formulations/maxload_models.md`` states. Times in ms, sizes in bytes."""
 
 from __future__ import annotations
 

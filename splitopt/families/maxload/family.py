@@ -4,9 +4,9 @@ dnn-partitioning``): every node on one of ``k`` identical accelerators or ``l`` 
 cores, colour classes together, accelerator memory, contiguous device sets; objective
 ``throughput`` (the max-load: the time per sample of a pipeline) or ``latency`` (one
 sample). Its instances are the peer's own files, read by the importer in
-``splitopt.families.maxload.instance``. Model: ``formulations/dnnp_models.md``;
-max-load program: ``formulations/dnnp_maxload.md``; latency programs:
-``formulations/dnnp_models.md``, "Latency program" (``latency_milp``, ``latency_cpsat``)."""
+``splitopt.families.maxload.instance``. Model: ``formulations/maxload_models.md``;
+max-load program: ``formulations/maxload_throughput.md``; latency programs:
+``formulations/maxload_models.md``, "Latency program" (``latency_milp``, ``latency_cpsat``)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ DNN graph operators"; ``../shared/peer-instances/dnn-partitioning``) and its imp
 
 A file of ``throughput-inputs/*/`` or ``latency-inputs/*/`` is read into a frozen
 :class:`MaxloadInstance` (any defect: one-line ``InvalidInstance`` naming the field and
-value). The model and every interpretation choice are in ``formulations/dnnp_models.md``.
+value). The model and every interpretation choice are in ``formulations/maxload_models.md``.
 
 Ranges (checked at load, so that every program represents the data exactly): times in
 [0, 1e9] ms, sizes in [0, 2**53] bytes with their sum over all nodes at most 2**53 too

@@ -1,5 +1,5 @@
 """The native CP-SAT model of the maxload family's latency objective
-(``formulations/dnnp_models.md``, "Latency program", "CP-SAT model and its tolerance"):
+(``formulations/maxload_models.md``, "Latency program", "CP-SAT model and its tolerance"):
 the placement, transfer, memory, core and symmetry rows of the latency program
 (``splitopt.families.maxload.latency_milp``) with integer times, durations rounded UP to
 a power-of-two unit, and enforcement literals instead of big-M. :func:`build_latency_cpsat`

@@ -1,5 +1,5 @@
 """The latency program of the maxload family as a solver-neutral ``LinearProgram``
-(``formulations/dnnp_models.md``, "Latency program"): place every node on one of ``k``
+(``formulations/maxload_models.md``, "Latency program"): place every node on one of ``k``
 identical accelerators or on the CPU so that the time the last node finishes, as
 ``splitopt.families.maxload.evaluate.latency`` computes it, is smallest, over placements
 that keep every rule of ``check_placement`` and for which that latency is defined.
@@ -76,7 +76,7 @@ def _add(coeffs: dict[int, float], i: int | None, c: float) -> None:
 
 def build_latency_program(inst: MaxloadInstance, start: MaxloadPlacement | None = None, *,
                           symmetry: bool = True) -> LinearProgram:
-    """The latency MILP of formulations/dnnp_models.md, "Latency program" (ms, bytes).
+    """The latency MILP of formulations/maxload_models.md, "Latency program" (ms, bytes).
 
     Row kinds: ``"logic"`` (+-1 on 0/1 variables), ``"memory"`` (bytes), ``"time"`` (ms,
     big-M ``lp.meta["big_m_ms"]`` on 0/1 variables), ``"order"`` (acyclicity potentials,

@@ -4,7 +4,7 @@ each accelerator pays, the schedule of the blocks (any durations: ms, integer un
 potentials), lower bounds on finish times and an upper bound on any latency. The
 evaluator (``splitopt.families.maxload.evaluate.latency``) stays the only judge of a
 placement; these functions build and encode the programs
-(``formulations/dnnp_models.md``, "Latency program")."""
+(``formulations/maxload_models.md``, "Latency program")."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from splitopt.families.maxload.instance import MaxloadInstance
 
 def crossing(inst: MaxloadInstance, gr: Groups, where: Mapping[int, int]) -> dict[int, set[int]]:
     """Accelerator -> the nodes whose outgoing cost it pays: In(a) and Out(a) of
-    formulations/dnnp_models.md (disjoint; each node once)."""
+    formulations/maxload_models.md (disjoint; each node once)."""
     out: dict[int, set[int]] = {}
     for u in inst.topo_order:
         a_u = where[gr.of[u]]
@@ -37,7 +37,7 @@ def block_schedule(inst: MaxloadInstance, gr: Groups, where: Mapping[int, int], 
                    acc_work: Mapping[int, Any], zero: Any = 0.0) -> tuple[dict[int, Any], dict[int, Any], dict[int, Any]]:
     """(finish time of every node, start and end of every used accelerator) when a CPU
     node v takes ``cpu_time[v]`` and accelerator a's call takes ``acc_work[a]`` (the
-    latency model of formulations/dnnp_models.md). InvalidPlan when the blocks wait on
+    latency model of formulations/maxload_models.md). InvalidPlan when the blocks wait on
     each other in a cycle (a non-convex accelerator set is such a cycle)."""
     block = {v: ("a", where[gr.of[v]]) if where[gr.of[v]] != CPU else ("n", v) for v in inst.node_by_id}
     inputs: dict[tuple[str, int], set[int]] = {b: set() for b in block.values()}

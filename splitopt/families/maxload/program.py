@@ -1,4 +1,4 @@
-"""The max-load (throughput) program of the maxload family (``formulations/dnnp_maxload.md``):
+"""The max-load (throughput) program of the maxload family (``formulations/maxload_throughput.md``):
 place every node on one of ``k`` identical accelerators or ``l`` identical CPU cores so
 that the largest device load (ms per sample) is smallest, contiguous variant, written
 once as a ``LinearProgram`` (times in ms, memory in bytes; row kinds ``logic``, ``time``,
@@ -44,7 +44,7 @@ def placement_bounds(inst: MaxloadInstance, gr: Groups) -> tuple[float, float | 
 
 
 def build_max_load_program(inst: MaxloadInstance, symmetry: str = "first", cuts: bool = True) -> LinearProgram:
-    """The max-load program of ``formulations/dnnp_maxload.md`` (times in ms, memory in
+    """The max-load program of ``formulations/maxload_throughput.md`` (times in ms, memory in
     bytes). Row kinds: ``"logic"`` (0/1 logic, coefficients +-1), ``"time"`` (ms;
     ``lp.meta["T"]`` is the objective variable), ``"memory"`` (bytes).
 

@@ -1,5 +1,5 @@
 """The peer "dnn-partitioning" reader and evaluator (splitopt/families/maxload/,
-formulations/dnnp_models.md).
+formulations/maxload_models.md).
 
 Hand-made instances: every expected number is derived in the comments. Then the shipped
 data: every input file loads, every expert placement loads and passes the checker, and
