@@ -38,7 +38,8 @@ from splitopt.core.errors import InvalidInstance, InvalidPlan, NotApplicable
 from splitopt.core.instance_io import to_dict
 from splitopt.families.maxload.instance import parse_peer_instance
 from splitopt.solve import solve
-from splitopt.testing.generators import random_family_instance, random_maxload_data
+from splitopt.families.maxload.examples import random_maxload_data
+from splitopt.testing.generators import random_family_instance
 
 ROOT = Path(__file__).parent.parent
 TOY = ROOT / "tests" / "data" / "toy.json"

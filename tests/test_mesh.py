@@ -5,10 +5,9 @@ random small DAG x topology instances (formulations/mesh_schedule.md)."""
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from splitopt.core.errors import InvalidInstance, InvalidPlan, NotApplicable

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from splitopt import InvalidInstance, InvalidPlan, NotApplicable, Status, evaluate, load_instance, parse_instance
 from types import SimpleNamespace
@@ -18,7 +16,7 @@ from types import SimpleNamespace
 from splitopt.core.schedule import overlaps
 from splitopt.families.multiview import architecture, data as data_module, evaluate as evaluate_module
 from splitopt.families.multiview import plan as plan_module, start as start_module
-from splitopt.families.multiview.methods import all_on_aggregator, all_on_sensor
+from splitopt.families.multiview.methods import all_on_aggregator
 from splitopt.solve import solve
 from splitopt.core.options import SolveOptions
 

@@ -160,6 +160,27 @@ class Family(ABC):
     def space(self, inst: Any) -> SearchSpace:
         """The genes heuristic search varies, with encode/decode/repair to plans."""
 
+    # ----- examples -----------------------------------------------------------------------------
+    @abstractmethod
+    def random_instance(self, seed: int) -> Any:
+        """A small random instance, small enough for brute force and deterministic for a
+        seed: what the contract suites (``splitopt.testing.contracts``) run on."""
+
+    def instance_from_data(self, data: Any) -> Any:
+        """An instance of this family from splitopt JSON data: the core schema with this
+        family's problems and settings object, the core consistency checks, then
+        :meth:`check` (InvalidInstance naming the field)."""
+        from splitopt.core.instance_io import core_schema, parse_instance_data
+
+        schema = core_schema()
+        settings = schema["$defs"]["settings"]["properties"]
+        settings["problem"]["enum"] = list(self.problems)
+        if self.settings_key is not None and self.settings_schema is not None:
+            settings[self.settings_key] = dict(self.settings_schema)
+        inst = parse_instance_data(data, schema)
+        self.prepare(inst)
+        return inst
+
     # ----- output ------------------------------------------------------------------------------
     @abstractmethod
     def report(self, console: Any, inst: Any, plan: Any, metrics: Any, show_layers: bool = True) -> None:
@@ -188,5 +209,5 @@ PROTOCOL_MEMBERS = (
     "reads", "read", "name", "core_instance", "problems", "objectives", "settings_key", "settings_schema", "plan_format", "program_kinds",
     "default_backend", "has_schedule", "description", "check", "build_data", "prepare", "plan_from_dict", "plan_to_dict",
     "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "report",
-    "schedule", "breakdown", "summary",
+    "schedule", "breakdown", "summary", "random_instance", "instance_from_data",
 )

@@ -80,5 +80,10 @@ class ChainFamily(Family):
     def space(self, inst: Instance) -> SearchSpace:
         return chain_space(inst)
 
+    def random_instance(self, seed: int) -> Instance:
+        from splitopt.families.chain.examples import small_random_data
+
+        return self.instance_from_data(small_random_data(seed))
+
     def report(self, console, inst: Instance, plan: Plan, metrics: ChainMetrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)

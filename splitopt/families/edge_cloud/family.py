@@ -83,5 +83,10 @@ class EdgeCloudFamily(Family):
     def space(self, inst: Instance) -> SearchSpace:
         return edge_cloud_space(inst)
 
+    def random_instance(self, seed: int) -> Instance:
+        from splitopt.families.edge_cloud.examples import small_random_data
+
+        return self.instance_from_data(small_random_data(seed))
+
     def report(self, console, inst: Instance, plan: Plan, metrics: Metrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)

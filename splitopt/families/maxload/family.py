@@ -157,6 +157,16 @@ class MaxloadFamily(Family):
     def space(self, inst: MaxloadInstance) -> SearchSpace:
         return maxload_space(inst)
 
+    def random_instance(self, seed: int) -> MaxloadInstance:
+        """A small random peer file, with either objective (half each)."""
+        import numpy as np
+
+        from splitopt.families.maxload.examples import random_maxload_data
+
+        latency = np.random.default_rng([seed, 101]).random() < 0.5
+        return parse_peer_instance(random_maxload_data(seed, latency=latency), name=f"random-maxload-s{seed}",
+                                   objective="latency" if latency else "throughput")
+
     def report(self, console, inst: MaxloadInstance, plan: MaxloadPlacement, metrics: MaxloadMetrics,
                show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)

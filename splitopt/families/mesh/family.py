@@ -92,5 +92,10 @@ class MeshFamily(Family):
         self.prepare(inst)
         return mesh_space(inst)
 
+    def random_instance(self, seed: int) -> Instance:
+        from splitopt.families.mesh.examples import small_random_data
+
+        return self.instance_from_data(small_random_data(seed))
+
     def report(self, console, inst: Instance, plan: MeshPlan, metrics: MeshMetrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)

@@ -95,6 +95,11 @@ class MultiviewFamily(Family):
         self.prepare(inst)
         return multiview_space(inst)
 
+    def random_instance(self, seed: int) -> Instance:
+        from splitopt.families.multiview.examples import random_multiview_data
+
+        return self.instance_from_data(random_multiview_data(seed, self.instance_from_data))
+
     def report(self, console, inst: Instance, plan: MultiviewPlan, metrics: MultiviewMetrics,
                show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
