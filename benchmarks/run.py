@@ -34,7 +34,7 @@ from splitopt.solve import solve
 
 #: the edge/cloud family: the instances and backends this benchmark covers
 EDGE_CLOUD = family("edge_cloud")
-TWO_TIER = EDGE_CLOUD.problems
+EDGE_CLOUD_PROBLEMS = EDGE_CLOUD.problems
 
 
 def kind(name: str) -> str:
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.instances is None:
         args.instances = [p for p in sorted(glob.glob(str(HERE.parent / "instances" / "*.json")))
-                          if json.loads(Path(p).read_text())["settings"]["problem"] in TWO_TIER]
+                          if json.loads(Path(p).read_text())["settings"]["problem"] in EDGE_CLOUD_PROBLEMS]
     names = args.solvers or [n for n in registry.names(family=EDGE_CLOUD)
                              if n in registry.BACKENDS and registry.backend_class(n).is_installed()
                              or n not in registry.BACKENDS]

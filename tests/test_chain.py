@@ -258,10 +258,14 @@ def test_infeasible_names_the_binding_memory(solver):
 
 def test_time_limited_run_returns_a_plan_with_a_bound():
     inst = random_chain_instance(3, 60, 5, objective="latency")
-    res = solve(inst, "cpsat", time_limit=0.05)
+    res = solve(inst, "cpsat", time_limit=1.0)
     assert res.status in (Status.OPTIMAL, Status.FEASIBLE)
     assert res.bound is not None and res.bound <= res.objective * (1 + 1e-9)
     assert res.metrics.feasible
+    # a limit shorter than building the program: the start plan, at once and honestly
+    quick = solve(random_chain_instance(4, 60, 5, objective="latency"), "cpsat", time_limit=1e-6)
+    assert quick.status is Status.FEASIBLE and quick.metrics.feasible
+    assert "time limit ran out while building the program" in quick.message and quick.bound is None
 
 
 # ----- CLI -------------------------------------------------------------------------------------------
@@ -300,8 +304,8 @@ def test_cli_draws_the_schedule_and_the_breakdown(tmp_path):
                                    "--breakdown", str(bars)])
     assert out.exit_code == 0, out.output
     assert gantt.stat().st_size > 1000 and bars.stat().st_size > 1000
-    two_tier = Path(__file__).parent.parent / "instances" / "splitnets_mobilenetv2_sensor.json"
-    out = CliRunner().invoke(app, ["solve", str(two_tier), "--gantt", str(tmp_path / "no.png")])
+    edge_cloud = Path(__file__).parent.parent / "instances" / "splitnets_mobilenetv2_sensor.json"
+    out = CliRunner().invoke(app, ["solve", str(edge_cloud), "--gantt", str(tmp_path / "no.png")])
     assert out.exit_code == 2 and "no multi-device schedule" in out.output
 
 

@@ -108,26 +108,26 @@ def run_plan(s: Setup, plan, inst, label):
     return split
 
 
-def check_architecture(s: Setup, two_tier, middle, skip, chain_cuts):
-    """The five plans on one architecture; ``two_tier`` is a float (problem split)
+def check_architecture(s: Setup, edge_cloud, middle, skip, chain_cuts):
+    """The five plans on one architecture; ``edge_cloud`` is a float (problem split)
     instance, ``middle``/``skip`` the last edge layer of the two cuts."""
     names = s.names
-    cloud = run_plan(s, Plan.uniform(two_tier, []), two_tier, "cloud-only")
+    cloud = run_plan(s, Plan.uniform(edge_cloud, []), edge_cloud, "cloud-only")
     assert cloud.parts[0].module is None and cloud.parts[1].inputs == ("input",)
     assert [c.names for c in cloud.crossings] == [("input",)]
 
-    edge = run_plan(s, Plan.uniform(two_tier, names), two_tier, "edge-only")
+    edge = run_plan(s, Plan.uniform(edge_cloud, names), edge_cloud, "edge-only")
     assert edge.parts[1].module is None and edge.transmitted_bytes == 0
 
-    mid = run_plan(s, Plan.uniform(two_tier, prefix(names, middle)), two_tier, "middle cut")
+    mid = run_plan(s, Plan.uniform(edge_cloud, prefix(names, middle)), edge_cloud, "middle cut")
     assert [c.names for c in mid.crossings] == [(middle,)]
     assert mid.parts[1].inputs == (middle,) and mid.parts[0].outputs == (middle,)
 
-    cut = run_plan(s, Plan.uniform(two_tier, prefix(names, skip)), two_tier, "skip cut")
+    cut = run_plan(s, Plan.uniform(edge_cloud, prefix(names, skip)), edge_cloud, "skip cut")
     assert len(cut.crossings[0].names) >= 2 and skip in cut.crossings[0].names
     assert set(cut.parts[1].inputs) == set(cut.crossings[0].names)
 
-    chain = chain_instance(two_tier)
+    chain = chain_instance(edge_cloud)
     a, b = names.index(chain_cuts[0]), names.index(chain_cuts[1])
     plan = plan_on_devices(chain, {n: "d0" if i <= a else "d1" if i <= b else "d2" for i, n in enumerate(names)})
     split = run_plan(s, plan, chain, "3-device chain")

@@ -252,12 +252,12 @@ def test_mobilenet_v2_and_googlenet_capture():
     assert sum(l["macs"] for l in layers) == pytest.approx(1.5e9, rel=0.02)
 
 
-def two_tier_instances():
+def edge_cloud_instances():
     return [p for p in sorted(INSTANCES.glob("*.json"))
             if json.loads(p.read_text())["settings"]["problem"] in ("split", "split_bits")]
 
 
-@pytest.mark.parametrize("path", two_tier_instances(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", edge_cloud_instances(), ids=lambda p: p.name)
 def test_shipped_instances_load(path):
     inst = splitopt.load_instance(path)
     assert inst.source.get("script") == "instances/make_instances.py"

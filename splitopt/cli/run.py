@@ -44,7 +44,7 @@ def run_command(
     """Cut the MODEL by PLAN into runnable torch modules, run them in sequence on synthetic
     inputs and compare with the unsplit model and the evaluator's bytes.
 
-    Two-tier and chain plans: one part per device, the tensors crossing each boundary.
+    Edge/cloud and chain plans: one part per device, the tensors crossing each boundary.
     Mesh plans: one part per stage (a device may have several parts when a path leaves it
     and comes back), each tensor sent once per destination device; the bytes are checked
     per device pair and, routed over the instance's links, per link against the mesh

@@ -33,7 +33,7 @@ class Plan:
     weight_bits: Mapping[str, int]
     activation_bits: Mapping[str, int]
 
-    # ----- constructors for the two-tier (edge/cloud) problems ------------------------
+    # ----- constructors for the edge/cloud (edge/cloud) problems ------------------------
     @classmethod
     def edge_cloud(cls, inst: Instance, edge_bits: Mapping[str, tuple[int, int]]) -> "Plan":
         """Layers in ``edge_bits`` run on the edge at (weight bits, activation bits);

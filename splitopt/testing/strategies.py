@@ -24,12 +24,12 @@ def instances(draw, problem: str = "split_bits", min_layers: int = 3, max_layers
 
 
 def split_instances() -> st.SearchStrategy[Instance]:
-    """Family 1 (float split): 3-7 layers, at most 2**7 plans."""
+    """Problem split (float cut): 3-7 layers, at most 2**7 plans."""
     return instances(problem="split", min_layers=3, max_layers=7)
 
 
 def split_bits_instances() -> st.SearchStrategy[Instance]:
-    """Family 2 (split + bit-widths), small enough for brute force (at most about 2,000
+    """Problem split_bits (cut + bit-widths), small enough for brute force (at most about 2,000
     plans): two candidate bit-widths with 3-5 layers, or three with 3 layers."""
     two = st.sampled_from([(4, 8), (2, 8)]).flatmap(
         lambda bits: instances(problem="split_bits", min_layers=3, max_layers=5, bit_widths=bits))

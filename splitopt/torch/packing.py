@@ -260,16 +260,16 @@ def _check_payload(p: PackedTensor) -> None:
 
 def pack_sent_tensors(inst, plan, tensors: Mapping[str, torch.Tensor],
                       ranges: Mapping[str, tuple[float, float]] | None = None) -> dict[str, PackedTensor]:
-    """Pack every tensor the two-tier ``plan`` sends across the cut, at the plan's sent
+    """Pack every tensor the edge/cloud ``plan`` sends across the cut, at the plan's sent
     bits (``inst.sent_bits``: raw inputs at their own bits, layer outputs at
     ``transmit_bits`` or their activation bits). ``tensors`` maps tensor names to values
     (at least the sent ones); ``ranges`` optional calibrated (lo, hi) per tensor (default:
     each tensor's own min/max). Returns ``{tensor: PackedTensor}`` in the evaluator's
     order. Raises InvalidPlan if a sent tensor is missing or its shape differs from the
     instance's."""
-    from splitopt.families.edge_cloud.evaluate import evaluate as evaluate_two_tier
+    from splitopt.families.edge_cloud.evaluate import evaluate as evaluate_edge_cloud
 
-    metrics = evaluate_two_tier(inst, plan)
+    metrics = evaluate_edge_cloud(inst, plan)
     out = {}
     for name, _ in metrics.sent_tensors:
         if name not in tensors:

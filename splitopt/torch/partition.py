@@ -1,7 +1,7 @@
 """Cut a captured module by a plan into runnable ``torch.fx.GraphModule`` parts and run
 them in sequence, handing tensors from device to device.
 
-Supported plans: two-tier (``split``, ``split_bits``) and ``chain`` plans (one part per
+Supported plans: edge/cloud (``split``, ``split_bits``) and ``chain`` plans (one part per
 device) and ``mesh`` plans (one part per *stage*; a device may have several), by
 :func:`partition`. Multiview plans (``multiview``):
 :func:`splitopt.torch.partition_multiview.partition_multiview`; ``partition`` raises
@@ -11,7 +11,7 @@ This module is the entry point: it checks the plan against the capture and the
 instance, decides each layer's bits and calibrates the ranges of quantized layers, then
 hands over to
 
-* :mod:`splitopt.torch.partition_chain`: two-tier and chain plans, one part per device,
+* :mod:`splitopt.torch.partition_chain`: edge/cloud and chain plans, one part per device,
   crossings per boundary;
 * :mod:`splitopt.torch.partition_mesh`: mesh plans, parts are stages, crossings per
   device pair;
@@ -60,7 +60,7 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
               capture: Capture | None = None, rename=None, devices: Sequence[str] | None = None,
               calibration: torch.Tensor | None = None, reference_bits: int | None = None) -> SplitModel:
     """Cut ``module`` by ``plan`` into runnable parts (see module docstring): one part per
-    device for two-tier and chain plans, one part per stage for mesh plans.
+    device for edge/cloud and chain plans, one part per stage for mesh plans.
 
     ``inst``: the instance the plan was made for (its layer names must equal the
     capture's, its input shape the example's; it fixes the device order, the sent bits,
@@ -78,7 +78,7 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
 
     if inst is not None and inst.settings.problem not in ("split", "split_bits", "chain", "mesh"):
         raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported by partition "
-                            "(two-tier, chain and mesh plans; multiview plans: splitopt.torch.partition_multiview)")
+                            "(edge/cloud, chain and mesh plans; multiview plans: splitopt.torch.partition_multiview)")
     if inst is not None and len(inst.inputs) != 1:
         raise InvalidModel(f"instance '{inst.name}' has {len(inst.inputs)} graph inputs; partition supports one")
     if inst is not None and tuple(example_input.shape) != (1, *inst.inputs[0].shape):
@@ -138,7 +138,7 @@ def is_mesh(plan, inst=None) -> bool:
 
 
 def device_order(plan, inst=None, devices: Sequence[str] | None = None, layer_names: Sequence[str] = ()) -> list[str]:
-    """Devices in execution order: ``devices`` if given; two-tier instances: edge, cloud;
+    """Devices in execution order: ``devices`` if given; edge/cloud instances: edge, cloud;
     chain instances: ``settings.chain``; mesh instances: ``instance.devices`` (for mesh
     plans the order only names the devices: parts run in the order of the stages);
     otherwise the order of first use by the layers."""

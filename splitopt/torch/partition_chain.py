@@ -1,6 +1,6 @@
-"""Partition two-tier (``split``, ``split_bits``) and ``chain`` plans: one part per device.
+"""Partition edge/cloud (``split``, ``split_bits``) and ``chain`` plans: one part per device.
 
-The devices are ordered (two-tier: edge then cloud; chain: ``settings.chain``; otherwise
+The devices are ordered (edge/cloud: edge then cloud; chain: ``settings.chain``; otherwise
 the order in which the layers first use them; :func:`splitopt.torch.partition.device_order`)
 and every device gets one part (:mod:`splitopt.torch.part_builder`), run in that order.
 A part returns the outputs of its layers that later parts read and the model output
@@ -29,7 +29,7 @@ from splitopt.torch.split_model import Crossing, Part, SplitModel, sent_bits, te
 def partition_chain(capture: Capture, plan, inst, order: list[str], example_input: torch.Tensor,
                     reference_bits: int, wbits: dict[str, int], abits: dict[str, int],
                     ranges: dict[str, tuple[float, float]], quantized: bool) -> SplitModel:
-    """Two-tier and chain plans, already checked against the capture
+    """Edge/cloud and chain plans, already checked against the capture
     (:func:`splitopt.torch.partition.partition` does): one part per device of ``order``,
     crossings per boundary. ``wbits``/``abits``: per layer weight and activation bits;
     ``ranges``: calibrated (min, max) of quantized layers' outputs; ``quantized``: some

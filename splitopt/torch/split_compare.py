@@ -33,7 +33,7 @@ FLOAT_ATOL = 1e-5
 
 
 def evaluator_sent_bytes(inst, plan) -> list[float]:
-    """Bytes per sample per crossing as ``splitopt.evaluate`` counts them: two-tier
+    """Bytes per sample per crossing as ``splitopt.evaluate`` counts them: edge/cloud
     ``[metrics.transmitted_bytes]``; chain ``metrics.devices[m].sent_bytes`` for every
     device but the last; mesh the bytes of :func:`evaluator_mesh_crossings` (per device
     pair, in the order of :class:`SplitModel`'s mesh crossings). Raises NotApplicable for
@@ -48,7 +48,7 @@ def evaluator_sent_bytes(inst, plan) -> list[float]:
         return [float(metrics.transmitted_bytes)]
     if inst.settings.problem == "chain":
         return [float(d.sent_bytes) for d in metrics.devices[:-1]]
-    raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported (two-tier, chain and mesh)")
+    raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported (edge/cloud, chain and mesh)")
 
 
 def evaluator_mesh_crossings(inst, plan) -> list[tuple[str, str, float]]:

@@ -1,7 +1,7 @@
 """A partitioned module: its parts, the tensors crossing between them, and running it.
 
 :func:`splitopt.torch.partition.partition` builds a :class:`SplitModel` from a plan:
-two-tier (``split``, ``split_bits``) and ``chain`` plans get one :class:`Part` per device
+edge/cloud (``split``, ``split_bits``) and ``chain`` plans get one :class:`Part` per device
 (:mod:`splitopt.torch.partition_chain`), ``mesh`` plans one per stage
 (:mod:`splitopt.torch.partition_mesh`). A part is an fx graph module built by
 :mod:`splitopt.torch.part_builder`; what crosses between parts is a list of
@@ -31,7 +31,7 @@ DEFAULT_REFERENCE_BITS = 16
 @dataclass(frozen=True)
 class Crossing:
     """The tensors sent from device ``source`` to device ``target``, each ``(name,
-    elements per sample, bits per element)``. Two-tier and chain plans: the boundary
+    elements per sample, bits per element)``. Edge/cloud and chain plans: the boundary
     between consecutive devices (forwarded tensors included); mesh plans: an ordered
     device pair, each tensor once per destination device however many hops its route
     takes (see :meth:`SplitModel.link_bytes` for the per-link view)."""
@@ -80,7 +80,7 @@ class RunStats:
 class SplitModel:
     """The parts of a partitioned module and how to run them.
 
-    ``kind``: ``"sequential"`` (two-tier and chain: one part per device in device order,
+    ``kind``: ``"sequential"`` (edge/cloud and chain: one part per device in device order,
     crossing ``m`` after part ``m``) or ``"mesh"`` (parts are stages in run order; each
     device keeps its own tensors; ``source`` produces the raw input, final outputs are
     delivered to ``sink`` when it is set)."""
@@ -109,7 +109,7 @@ class SplitModel:
 
     @property
     def sent_bytes(self) -> list[float]:
-        """Bytes per sample per crossing (two-tier/chain: each boundary device m -> m+1;
+        """Bytes per sample per crossing (edge/cloud/chain: each boundary device m -> m+1;
         mesh: each device pair), from the shapes."""
         return [c.bytes for c in self.crossings]
 

@@ -5,7 +5,7 @@ module follows it section by section. Each layer's bit-width choice is encoded b
 *selectors*: linear forms ``wsel[i][w]`` ("layer i is on the edge with weight bits w")
 and ``asel[i][a]`` ("... with activation bits a"), each summing to ``e[i]``:
 
-* family 1 (one pair, the reference precision): both selectors are ``e[i]`` itself;
+* ``split`` (one pair, the reference precision): both selectors are ``e[i]`` itself;
 * a layer whose edge latency table is separable, ``Le[w,a] = Lw[w] + La[a]`` (the
   analytical model always is; measured tables may be): binaries ``u[i,w]`` and
   ``v[i,a]``; a weightless layer has no ``u`` (its weight bits change nothing);

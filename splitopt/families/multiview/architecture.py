@@ -52,8 +52,8 @@ def _ndim(inst: Instance, tensor: str) -> int:
     return len(_shape(inst, tensor))
 
 
-def two_tier_view(inst: Instance, fusion: str, width: int | None, sensor: str) -> Instance:
-    """The single-view network of (fusion, width) as a two-tier ``split`` instance between
+def edge_cloud_view(inst: Instance, fusion: str, width: int | None, sensor: str) -> Instance:
+    """The single-view network of (fusion, width) as a edge/cloud ``split`` instance between
     ``sensor`` and the aggregator, over a private link at the rate the sensor's transfers
     get on the bus (``Instance.link_rate_bits_per_s``). Used for the sensor memory walk
     (``splitopt.core.memory``, SplitNets App. G) and the sent tensors."""
@@ -79,6 +79,6 @@ def layer_ms(inst: Instance, fusion: str, width: int | None, name: str, device: 
     d = data(inst)
     dev = inst.device_by_name[device]
     if name in (REDUCE, FUSE):
-        view = two_tier_view(inst, fusion, width, d.sensors[0])
+        view = edge_cloud_view(inst, fusion, width, d.sensors[0])
         return layer_latency_ms(view, view.layer_by_name[name], dev, d.bits, d.bits)
     return layer_latency_ms(inst, inst.layer_by_name[name], dev, d.bits, d.bits)

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 from splitopt.core.instance import Instance
 from splitopt.core.memory import edge_set_use
 from splitopt.core.schedule import Task
-from splitopt.families.multiview.architecture import arch_layers, layer_ms, two_tier_view
+from splitopt.families.multiview.architecture import arch_layers, layer_ms, edge_cloud_view
 from splitopt.families.multiview.data import MEMORY_RTOL, data, derived
 from splitopt.families.multiview.plan import MultiviewPlan, check_plan
 
@@ -54,7 +54,7 @@ def view_costs(inst: Instance, fusion: str, width: int | None, sensor: str, cut:
         pipeline = d.pipeline(fusion, width)
 
         def walk():  # the memory walk and the sent tensor do not depend on the sensor device
-            view = two_tier_view(inst, fusion, width, d.sensors[0])
+            view = edge_cloud_view(inst, fusion, width, d.sensors[0])
             bits = {l.name: d.bits for l in view.layers}
             return edge_set_use(view, frozenset(on_sensor), bits, bits)
 
