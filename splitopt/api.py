@@ -130,6 +130,7 @@ def result_to_dict(inst: Any, result: SolveResult) -> dict[str, Any]:
         "build_s": result.build_s,
         "solve_s": result.solve_s,
         "message": result.message,
+        "interrupted": bool(result.extra.get("interrupted")),
         "metrics": result.metrics.to_dict() if result.metrics is not None else None,
         "plan": plan_to_dict(inst, result.plan) if result.plan is not None else None,
     }

@@ -35,6 +35,7 @@ from splitopt.api import instance_schema, load_instance, load_plan, parse_instan
 from splitopt.cli.app import app
 from splitopt.core import ranges
 from splitopt.core.errors import InvalidInstance, InvalidPlan, NotApplicable
+from splitopt.core.result import Status
 from splitopt.core.instance_io import to_dict
 from splitopt.families.maxload.instance import parse_peer_instance
 from splitopt.solve import solve
@@ -502,6 +503,48 @@ def test_solver_options_of_every_backend_are_checked_before_reading_the_instance
 ])
 def test_cpsat_parameters_are_checked_by_type(no_long_work, option, needle):
     one_line(cli("solve", BIG, "--solver", "cpsat", "--option", option), needle)
+
+
+@pytest.mark.parametrize("option, needle", [
+    ("cuts=maybe", "cutsOnOff"), ("strategy=7", "valid range is 0 to 2"), ("maxNodes=abc", "illegal"),
+    ("seconds=3", "--time-limit"), ("threads=4", "--threads"), ("sec=3", "--time-limit"),
+    ("integerTolerance=0.1", "tolerances"), ("cutoff=1", "infeasible"), ("increment=5", "optimum"),
+    ("solve=1", "not a CBC parameter"), ("export=x.mps", "not a CBC parameter"), ("nosuch=1", "option 'nosuch'"),
+    ("cuts=[1]", "takes a number or a word"), ("cuts=on -export x", "not a value"), ("logLevel=0", "--verbose"),
+])
+def test_cbc_parameters_are_checked_by_the_binary(no_long_work, option, needle):
+    one_line(cli("solve", BIG, "--solver", "milp-cbc", "--option", option), needle)
+
+
+@pytest.mark.parametrize("option, needle", [
+    ("presolve=maybe", "refuses the value"), ("mip_heuristic_effort=abc", "takes a number"),
+    ("mip_heuristic_effort=-1", "refuses the value"), ("mip_max_nodes=1.5", "takes an integer"),
+    ("mip_max_nodes=" + str(2**40), "32-bit"), ("threads=3", "--threads"), ("time_limit=2", "--time-limit"),
+    ("mip_feasibility_tolerance=0.1", "tolerances"), ("mip_allow_restart=true", "wrong optimum"),
+    ("objective_bound=1", "infeasible"), ("solution_file=x.sol", "files"), ("nosuch=1", "not a HiGHS option"),
+])
+def test_highs_options_are_checked_by_highs(no_long_work, option, needle):
+    one_line(cli("solve", BIG, "--solver", "milp-highs", "--option", option), needle)
+
+
+@pytest.mark.parametrize("solver, option", [
+    ("milp-cbc", "cuts=off"), ("milp-cbc", "strategy=0"), ("milp-cbc", "heur=off"), ("milp-cbc", "presolve=more"),
+    ("milp-highs", "presolve=off"), ("milp-highs", "mip_heuristic_effort=0.3"), ("milp-highs", "mip_detect_symmetry=false"),
+])
+def test_solver_native_options_pass_through_to_the_solver(solver, option):
+    inst = load_instance(TOY)
+    key, _, raw = option.partition("=")
+    value = json.loads(raw) if raw[0].isdigit() or raw in ("true", "false") else raw
+    res = solve(inst, solver, options={key: value})
+    assert res.status is Status.OPTIMAL, res.message
+    assert res.objective == pytest.approx(solve(inst, "brute-force").objective, rel=1e-6)
+
+
+def test_a_solver_crash_is_reported_as_an_error_naming_the_options():
+    # CBC 2.10.3 (PuLP's binary) dies of a segmentation fault with strategy=2 on this instance
+    res = solve(load_instance(TOY), "milp-cbc", options={"strategy": 2})
+    assert res.status is Status.ERROR and res.plan is None
+    assert "CBC crashed (SIGSEGV) with the options strategy=2" in res.message
 
 
 def test_a_cpsat_parameter_cpsat_refuses_is_one_line():

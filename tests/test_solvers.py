@@ -13,7 +13,7 @@ from splitopt import Status, evaluate, parse_instance
 from splitopt.solve import solve
 from splitopt.testing.contracts import EXACT_BACKENDS
 from splitopt.testing.generators import random_instance
-from splitopt.backends.milp import parse_cbc_log
+from splitopt.backends.cbc import parse_cbc_log
 
 DATA = Path(__file__).parent / "data"
 EXACT = list(EXACT_BACKENDS)

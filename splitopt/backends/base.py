@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
+from splitopt.backends.deadline import DeadlinePassed
 from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
 from splitopt.core.options import SolveOptions
 from splitopt.core.program import Program
@@ -115,8 +116,10 @@ class ProgramBackend(Backend):
 
     @abstractmethod
     def run(self, program: Program, options: SolveOptions) -> RunResult:
-        """Run ``program`` within ``options.remaining_s()`` seconds; never raise on a
-        time limit or an interrupt (return what is known)."""
+        """Run ``program`` within ``options.remaining_s()`` seconds and return what is
+        known when the deadline or Ctrl-C stops the solver (``interrupted``); while
+        emitting the program it may raise DeadlinePassed (or let a KeyboardInterrupt
+        through): the template then returns the start plan."""
 
     @abstractmethod
     def export(self, program: Program, path: Any) -> None:
@@ -127,7 +130,13 @@ class ProgramBackend(Backend):
         kind = self.kind_for(family)
         t0 = time.perf_counter()
         start = feasible_start_plan(family, inst)
-        program = family.build_program(inst, kind, start)
+        try:
+            program = family.build_program(inst, kind, start)
+        except KeyboardInterrupt:
+            if start is None:
+                raise
+            return self._stopped(family, inst, start, None, "interrupted (Ctrl-C) while building the program",
+                                 {"build_s": time.perf_counter() - t0, "interrupted": True}, 0.0)
         build_s = time.perf_counter() - t0
         if options.export_path is not None:
             self.export(program, options.export_path)
@@ -138,7 +147,16 @@ class ProgramBackend(Backend):
             return self._stopped(family, inst, start, None, "the time limit ran out while building the program",
                                  extra, time.perf_counter() - t0 - build_s)
         t1 = time.perf_counter()
-        raw = self.run(program, options)
+        try:
+            raw = self.run(program, options)
+        except DeadlinePassed:
+            raw = RunResult(Status.NO_SOLUTION_FOUND, message="the time limit ran out while emitting the program",
+                            interrupted=True)
+        except KeyboardInterrupt:
+            if start is None:
+                raise
+            raw = RunResult(Status.NO_SOLUTION_FOUND, message="interrupted (Ctrl-C) before the solver had a plan",
+                            interrupted=True)
         extra.update(raw.stats)
         extra["solve_s"] = time.perf_counter() - t1
         if raw.interrupted:

@@ -34,30 +34,33 @@ class BruteForceBackend(Backend):
 
     def solve(self, family: Any, inst: Any, options: SolveOptions) -> BackendOutput:
         """The least-objective plan meeting every limit, proven by enumeration. The time
-        limit is honoured between plans (then FEASIBLE with the best so far)."""
+        limit and Ctrl-C are honoured between plans (then FEASIBLE with the best so far)."""
         self.check_options(options.solver_options)
         t0 = time.perf_counter()
         plans = family.enumerate_plans(inst, self.limit)
-        best, best_value, evaluated, stopped = None, math.inf, 0, False
-        for plan in plans:
-            remaining = options.remaining_s()
-            if remaining is not None and remaining <= 0:
-                stopped = True
-                break
-            try:
-                metrics = family.evaluate(inst, plan)
-            except InvalidPlan:
-                continue
-            evaluated += 1
-            if metrics.feasible and metrics.objective_ms < best_value:
-                best, best_value = plan, metrics.objective_ms
+        best, best_value, evaluated, stopped = None, math.inf, 0, ""
+        try:
+            for plan in plans:
+                remaining = options.remaining_s()
+                if remaining is not None and remaining <= 0:
+                    stopped = "stopped by the time limit"
+                    break
+                try:
+                    metrics = family.evaluate(inst, plan)
+                except InvalidPlan:
+                    continue
+                evaluated += 1
+                if metrics.feasible and metrics.objective_ms < best_value:
+                    best, best_value = plan, metrics.objective_ms
+        except KeyboardInterrupt:
+            stopped = "interrupted (Ctrl-C)"
         extra = {"plans_evaluated": evaluated, "solve_s": time.perf_counter() - t0, "optimal_rtol": 0.0}
         if stopped:
+            extra["interrupted"] = True
             if best is None:
-                return BackendOutput(Status.NO_SOLUTION_FOUND, message="brute-force: stopped by the time limit",
-                                     extra=extra)
+                return BackendOutput(Status.NO_SOLUTION_FOUND, message=f"brute-force: {stopped}", extra=extra)
             return BackendOutput(Status.FEASIBLE, plan=best, objective=best_value,
-                                 message="brute-force: stopped by the time limit", extra=extra)
+                                 message=f"brute-force: {stopped} after {evaluated} plans", extra=extra)
         if best is None:
             return BackendOutput(Status.INFEASIBLE, message="brute-force: no plan meets every limit", extra=extra)
         return BackendOutput(Status.OPTIMAL, plan=best, objective=best_value, bound=best_value, extra=extra)

@@ -1,14 +1,16 @@
-"""MILP backends through PuLP: CBC (bundled with PuLP, the default) and HiGHS.
+"""What the MILP backends (``cbc.py``, ``highs.py``) share: the emission of a family's
+``LinearProgram`` with its row scaling, the PuLP model (CBC's input, and the ``.lp``/
+``.mps`` files of ``--export-model``), the template that turns a solver's answer into a
+``RunResult``, and streaming a solver's log to stderr.
 
-A family builds a ``LinearProgram`` (``splitopt.core.program``); it is emitted here.
-Error rows are divided by the budget (and ``memory`` rows in bytes by their limit) so that
-the solver's absolute feasibility tolerance (1e-7) is a relative one; ``bits`` rows stay
-in bits. A run that hits its time limit is
-reported FEASIBLE with the solver's best bound, never OPTIMAL (CBC may print "Optimal"
-after a time-limited run: ../shared/NOTES.md), and the status is read from
-``prob.sol_status`` and the solver's own log, not from ``LpStatus`` alone. A run that
-stops before finding any plan returns the family's start plan as FEASIBLE with the
-solver's bound (``splitopt.backends.base.ProgramBackend``).
+Error rows are divided by the budget (and ``memory`` rows in bytes by their limit) so
+that the solver's absolute feasibility tolerance (1e-7) is a relative one; ``bits`` rows
+stay in bits. A run that hits its time limit is reported FEASIBLE with the solver's best
+bound, never OPTIMAL (CBC may print "Optimal" after a time-limited run:
+../shared/NOTES.md). A run that stops before finding any plan returns the family's start
+plan as FEASIBLE with the solver's bound (``splitopt.backends.base.ProgramBackend``).
+Emission checks the user's deadline every few thousand rows
+(``splitopt.backends.deadline``).
 """
 
 from __future__ import annotations
@@ -16,18 +18,35 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
-import warnings
 from abc import abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator, Mapping
 
 from splitopt.backends.base import ProgramBackend, RunResult
-from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
+from splitopt.backends.deadline import CHECK_EVERY_ROWS, check_deadline
+from splitopt.core.errors import InvalidOption, NotApplicable
 from splitopt.core.options import PORTABLE_OPTIONS, SolveOptions, check_portable_option
-from splitopt.core.program import LinearProgram, Program
+from splitopt.core.program import LinearProgram, Program, Row
 from splitopt.core.result import Status
+
+
+def emitted_rows(lp: LinearProgram, options: SolveOptions | None = None) -> Iterator[tuple[int, Row, dict[int, float], float]]:
+    """Each row of ``lp`` as a MILP solver receives it: (index, row, coefficients, rhs),
+    error and memory rows divided by their right-hand side. Checks the deadline of
+    ``options`` every CHECK_EVERY_ROWS rows (DeadlinePassed)."""
+    for j, row in enumerate(lp.rows):
+        if options is not None and j % CHECK_EVERY_ROWS == 0:
+            check_deadline(options)
+        scale = 1.0 / row.rhs if row.kind in ("error", "memory") and row.rhs > 0 else 1.0
+        coeffs = {i: c * scale for i, c in row.coeffs.items()} if scale != 1.0 else row.coeffs
+        if row.kind == "error" and row.sense == "<=" and row.rhs > 0:
+            # error rows: nonnegative errors of 0/1 choices; one above the budget can only
+            # be 0, and 2.0 says so as well without a huge ratio (a tiny budget)
+            coeffs = {i: min(c, 2.0) if lp.variables[i].ub <= 1 and c >= 0 else c for i, c in coeffs.items()}
+        yield j, row, coeffs, row.rhs * scale
 
 
 def _new_variable(prob, name: str, lb: float, ub: float, cat: str):
@@ -39,8 +58,14 @@ def _new_variable(prob, name: str, lb: float, ub: float, cat: str):
     return pulp.LpVariable(name, lowBound=lb, upBound=ub, cat=cat)
 
 
-def to_pulp(lp: LinearProgram, name: str = "splitopt"):
-    """Translate a LinearProgram to a ``pulp.LpProblem``; returns (problem, variables)."""
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def to_pulp(lp: LinearProgram, name: str = "splitopt", options: SolveOptions | None = None):
+    """Translate a LinearProgram to a ``pulp.LpProblem``; returns (problem, variables).
+    Expressions are built from (variable, coefficient) pairs, not by PuLP's operator
+    arithmetic, which made one temporary expression per term (3x slower on 50,000 rows)."""
     import pulp
 
     prob = pulp.LpProblem(name, pulp.LpMinimize)
@@ -52,28 +77,13 @@ def to_pulp(lp: LinearProgram, name: str = "splitopt"):
             cat = pulp.LpBinary if (v.lb, v.ub) == (0.0, 1.0) else pulp.LpInteger
         else:
             cat = pulp.LpContinuous
-        safe = re.sub(r"[^A-Za-z0-9_]", "_", v.name)
-        xs.append(_new_variable(prob, f"v{i}_{safe}"[:200], v.lb, v.ub, cat))
-    prob += pulp.lpSum(c * xs[i] for i, c in lp.objective.items()) + lp.objective_constant, "latency_ms"
-    for j, row in enumerate(lp.rows):
-        scale = 1.0
-        if row.kind in ("error", "memory") and row.rhs > 0:
-            scale = 1.0 / row.rhs
-        coeffs = {i: c * scale for i, c in row.coeffs.items()}
-        if row.kind == "error" and row.sense == "<=" and row.rhs > 0:
-            # error rows: nonnegative errors of 0/1 choices; one above the budget can only
-            # be 0, and 2.0 says so as well without a huge ratio (a tiny budget)
-            coeffs = {i: min(c, 2.0) if lp.variables[i].ub <= 1 and c >= 0 else c for i, c in coeffs.items()}
-        expr = pulp.lpSum(c * xs[i] for i, c in coeffs.items())
-        rhs = row.rhs * scale
-        if row.sense == "<=":
-            cons = expr <= rhs
-        elif row.sense == ">=":
-            cons = expr >= rhs
-        else:
-            cons = expr == rhs
-        safe = re.sub(r"[^A-Za-z0-9_]", "_", row.name or "row")
-        prob += cons, f"c{j}_{safe}"[:200]
+        xs.append(_new_variable(prob, f"v{i}_{_safe(v.name)}"[:200], v.lb, v.ub, cat))
+    prob.setObjective(pulp.LpAffineExpression([(xs[i], c) for i, c in lp.objective.items()],
+                                              constant=lp.objective_constant, name="latency_ms"))
+    senses = {"<=": pulp.LpConstraintLE, ">=": pulp.LpConstraintGE, "==": pulp.LpConstraintEQ}
+    for j, row, coeffs, rhs in emitted_rows(lp, options):
+        expr = pulp.LpAffineExpression([(xs[i], c) for i, c in coeffs.items()])
+        prob.addConstraint(pulp.LpConstraint(expr, senses[row.sense], rhs=rhs), f"c{j}_{_safe(row.name or 'row')}"[:200])
     return prob, xs
 
 
@@ -87,7 +97,7 @@ def export_pulp(prob, path: Path) -> None:
         raise InvalidOption(f"--export-model {path}: cannot write the file ({e.strerror or type(e).__name__})") from None
 
 
-class _LogTail:
+class LogTail:
     """Copy a growing log file to stderr while a solver runs (``--verbose``), so that
     stdout stays clean for ``--json``."""
 
@@ -106,7 +116,7 @@ class _LogTail:
         while True:
             stop = self._stop.is_set()
             if os.path.exists(self.path):
-                with open(self.path) as f:
+                with open(self.path, errors="replace") as f:
                     f.seek(offset)
                     chunk = f.read()
                     offset = f.tell()
@@ -123,39 +133,50 @@ class _LogTail:
             self._thread.join()
 
 
-def parse_cbc_log(text: str) -> dict:
-    """What CBC's log ``text`` reports: ``result`` (the "Result - ..." line), and where
-    printed ``objective`` and ``bound`` (the objective's units; floats)."""
-    out: dict = {}
-    m = re.search(r"Result - (.+)", text)
-    if m:
-        out["result"] = m.group(1).strip()
-    for key, pattern in (("objective", r"Objective value:\s+(\S+)"), ("bound", r"Lower bound:\s+(\S+)")):
-        m = re.search(pattern, text)
-        if m:
-            try:
-                out[key] = float(m.group(1))
-            except ValueError:
-                pass
-    return out
+@dataclass
+class MilpAnswer:
+    """What a MILP solver answered, in the solver's terms: ``status``; ``values`` (one per
+    variable of the LinearProgram) when it has a solution; its best ``bound`` and its own
+    ``objective`` value (either may leave out the program's constant: the template
+    aligns the bound with the objective; without an objective, ``constant_in_bound``
+    says whether the bound includes it); ``interrupted``: stopped by the deadline or
+    Ctrl-C."""
+
+    status: Status
+    values: list[float] | None = None
+    bound: float | None = None
+    objective: float | None = None
+    message: str = ""
+    interrupted: bool = False
+    constant_in_bound: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
-class PulpBackend(ProgramBackend):
-    """A MILP backend through PuLP: runs ``LinearProgram``s."""
+class MilpBackend(ProgramBackend):
+    """A MILP backend: runs ``LinearProgram``s. A subclass implements :meth:`_solve` and,
+    for the solver's own options, :meth:`check_native_option`."""
 
     kind = "exact"
     runs = ("linear",)
-    requires = ("pulp",)
-    install_hint = "pip install pulp"
-    #: whether the solver's reported bound leaves out the objective's constant term
-    bound_excludes_constant = True
     options = PORTABLE_OPTIONS
 
-    def check_options(self, options) -> None:
-        """InvalidOption for a name other than the portable ones or a value out of range."""
-        super().check_options(options)
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """InvalidOption for a portable option out of range, or a name the solver does not
+        accept as its own option (or one splitopt sets)."""
+        native = {}
         for key, value in options.items():
-            check_portable_option(key, value)
+            if key in PORTABLE_OPTIONS:
+                check_portable_option(key, value)
+            else:
+                native[key] = value
+        if native:
+            self.check_native_options(native)
+
+    def check_native_options(self, options: Mapping[str, Any]) -> None:
+        """InvalidOption (one line naming it) for the first option the solver does not take."""
+        key = next(iter(options))
+        raise InvalidOption(f"option '{key}': not an option of solver '{self.name}' (options: "
+                            f"{', '.join(sorted(PORTABLE_OPTIONS))})")
 
     def export(self, program: Program, path) -> None:
         prob, _ = to_pulp(program.model)
@@ -163,163 +184,45 @@ class PulpBackend(ProgramBackend):
 
     def run(self, program: Program, options: SolveOptions) -> RunResult:
         lp: LinearProgram = program.model
-        prob, xs = to_pulp(lp, name="splitopt")
-        # No MIP start: CBC 2.10.3 exits with an error when a MIP start meets a time limit
-        # (seen here), and PuLP's HiGHS interface takes none. The template returns the
-        # start plan instead when the solver stops without a plan of its own.
-        status, bound, message, solver_objective = self._run(prob, options)
-        if status in (Status.INFEASIBLE, Status.ERROR):
-            return RunResult(status, message=message)
-        if status is Status.NO_SOLUTION_FOUND:
-            if bound is not None and self.bound_excludes_constant:
+        answer = self._solve(lp, options)
+        stats = dict(answer.stats)
+        if answer.status in (Status.INFEASIBLE, Status.ERROR):
+            return RunResult(answer.status, message=answer.message, stats=stats)
+        bound = answer.bound
+        if answer.status is Status.NO_SOLUTION_FOUND or answer.values is None:
+            if bound is not None and not answer.constant_in_bound:
                 bound += lp.objective_constant
-            return RunResult(status, bound=bound, message=message)
-        values = [v.value() if v.value() is not None else 0.0 for v in xs]
-        objective = lp.evaluate_objective(values)
-        if bound is not None and solver_objective is not None:
+            return RunResult(Status.NO_SOLUTION_FOUND, bound=bound, message=answer.message,
+                             interrupted=answer.interrupted, stats=stats)
+        objective = lp.evaluate_objective(answer.values)
+        if bound is not None and answer.objective is not None:
             # solvers may drop the objective's constant term; shift their bound alike
-            bound += objective - solver_objective
+            bound += objective - answer.objective
+        status = answer.status
         if status is Status.OPTIMAL:
             bound = objective if bound is None else min(bound, objective)
-        return RunResult(status, values=values, objective=objective, bound=bound, message=message)
+        return RunResult(status, values=answer.values, objective=objective, bound=bound, message=answer.message,
+                         interrupted=answer.interrupted, stats=stats)
 
     @abstractmethod
-    def _run(self, prob, options: SolveOptions) -> tuple[Status, float | None, str, float | None]:
-        """Run the solver on ``prob``; return (status, best bound or None, message, the
-        solver's own objective value or None), bound and value in the solver's terms."""
+    def _solve(self, lp: LinearProgram, options: SolveOptions) -> MilpAnswer:
+        """Emit and solve ``lp`` within the budget of ``options`` (checking it while
+        emitting: DeadlinePassed), stopping on Ctrl-C with what the solver has."""
 
 
-class CbcBackend(PulpBackend):
-    name = "milp-cbc"
-    description = "MILP, PuLP + CBC 2.10 (bundled with PuLP)"
-
-    def _run(self, prob, options):
-        import pulp
-
-        budget = _remaining(options)
-        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-            # PuLP 3.3 announces that PULP_CBC_CMD (the bundled CBC) leaves in 4.0; pinned < 4
-            warnings.simplefilter("ignore", DeprecationWarning)
-            log = os.path.join(tmp, "cbc.log")
-            solver = pulp.PULP_CBC_CMD(
-                msg=False,
-                timeLimit=budget,
-                threads=options.threads,
-                logPath=log,
-                gapRel=float(options.solver_options.get("mip_gap", 0.0)),
-                gapAbs=options.solver_options.get("mip_gap_abs"),
-            )
-            start = time.perf_counter()
-            with _LogTail(log, options.verbose):
-                try:
-                    prob.solve(solver)
-                except pulp.PulpSolverError as e:
-                    return Status.ERROR, None, f"CBC failed: {e}", None
-            elapsed = time.perf_counter() - start
-            text = Path(log).read_text() if os.path.exists(log) else ""
-        info = parse_cbc_log(text)
-        result = info.get("result", "")
-        # every variable is bounded, so CBC's "infeasible or unbounded" means infeasible;
-        # but a time limit can cut CBC's preprocessing short and make it say so wrongly
-        # (seen: a 300-layer instance with a feasible cloud-only plan, limit 0.1 s)
-        claims_infeasible = (
-            prob.sol_status == pulp.LpSolutionInfeasible
-            or "infeasible" in result.lower()
-            or (prob.status == pulp.LpStatusInfeasible and "infeasible" in text.lower())
-        )
-        limited = budget is not None and elapsed >= 0.5 * budget
-        if claims_infeasible and limited:
-            return Status.NO_SOLUTION_FOUND, None, "CBC: stopped by the time limit (an infeasibility claim from an interrupted run is not trusted)", None
-        if claims_infeasible:
-            return Status.INFEASIBLE, None, "CBC: infeasible", None
-        stopped = "time limit" in result.lower() or "stopped" in result.lower()
-        if budget is not None and elapsed >= budget * 0.98:
-            stopped = stopped or "optimal" not in result.lower()
-        if prob.sol_status == pulp.LpSolutionOptimal and not stopped:
-            # with a gap option "optimal" means within that gap: only the logged bound is proven
-            gap_asked = any(options.solver_options.get(k) for k in ("mip_gap", "mip_gap_abs"))
-            bound = info.get("bound") if gap_asked else info.get("objective")
-            message = f"CBC: {result or 'optimal'}" if gap_asked else "CBC: optimal"
-            return Status.OPTIMAL, bound, message, info.get("objective")
-        if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
-            return Status.FEASIBLE, info.get("bound"), f"CBC: {result or 'stopped'}", info.get("objective")
-        return Status.NO_SOLUTION_FOUND, info.get("bound"), f"CBC: no plan found ({result or pulp.LpStatus[prob.status]})", None
-
-
-#: HiGHS fixes its thread pool at the first solve in a process; a later solve asking
-#: for another count returns "Not Solved" (../shared/NOTES.md). The first count asked
-#: for is used for every HiGHS solve of the process.
-_HIGHS_THREADS: int | None = None
-
-
-def highs_threads(requested: int) -> int:
-    """The thread count every HiGHS solve of this process must use."""
-    global _HIGHS_THREADS
-    if _HIGHS_THREADS is None:
-        _HIGHS_THREADS = max(1, int(requested))
-    return _HIGHS_THREADS
-
-
-class HighsBackend(PulpBackend):
-    name = "milp-highs"
-    description = "MILP, PuLP + HiGHS (highspy)"
-    requires = ("pulp", "highspy")
-    install_hint = "pip install 'highspy>=1.7.1,<1.15'"
-
-    def _run(self, prob, options):
-        import highspy
-        import pulp
-
-        note = ""
-        for threads in (highs_threads(options.threads), None):
-            with tempfile.TemporaryDirectory() as tmp:
-                log = os.path.join(tmp, "highs.log")
-                # the log goes to a file that is streamed to stderr, never to stdout
-                logging = {"log_file": log, "log_to_console": False} if options.verbose else {}
-                solver = pulp.HiGHS(
-                    msg=options.verbose,
-                    timeLimit=_remaining(options),
-                    threads=threads,
-                    gapRel=float(options.solver_options.get("mip_gap", 0.0)),
-                    gapAbs=options.solver_options.get("mip_gap_abs"),
-                    # HiGHS 1.14 can claim a wrong optimum after a restart (seen on a
-                    # 7-layer chain: "Optimal" at 0.10025 ms, the optimum is 0.10020 ms)
-                    mip_allow_restart=False,
-                    **logging,
-                )
-                if not solver.available():
-                    raise SolverFailure("HiGHS is not available to PuLP (see ../shared/NOTES.md on highspy and ortools)")
-                with _LogTail(log, options.verbose):
-                    try:
-                        prob.solve(solver)
-                    except pulp.PulpSolverError as e:
-                        return Status.ERROR, None, f"HiGHS failed: {e}", None
-            model = getattr(prob, "solverModel", None)
-            if model is None:
-                return Status.ERROR, None, f"HiGHS: {pulp.LpStatus[prob.status]}", None
-            if threads is None or model.getModelStatus() != highspy.HighsModelStatus.kNotset:
-                break
-            # something else in this process ran HiGHS first with another thread count, which
-            # HiGHS keeps: it answers "Not Set" at once; run again with the option unset
-            note = f" (with this process's HiGHS thread count, not {threads})"
-
-        model_status = model.getModelStatus()
-        info = model.getInfo()
-        bound = getattr(info, "mip_dual_bound", None)
-        value = getattr(info, "objective_function_value", None)
-        text = model.modelStatusToString(model_status)
-        if model_status == highspy.HighsModelStatus.kInfeasible:
-            return Status.INFEASIBLE, None, f"HiGHS: infeasible{note}", None
-        if model_status == highspy.HighsModelStatus.kOptimal:
-            return Status.OPTIMAL, bound, f"HiGHS: optimal{note}", value
-        if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
-            return Status.FEASIBLE, bound, f"HiGHS: {text}{note}", value
-        if bound is not None and not (abs(bound) < 1e30):
-            bound = None  # HiGHS reports +-inf when it has no bound
-        return Status.NO_SOLUTION_FOUND, bound, f"HiGHS: no plan found ({text}){note}", None
-
-
-def _remaining(options: SolveOptions) -> float | None:
-    """The solver's time limit: what is left of the user's budget (at least 0.01 s)."""
+def remaining_budget(options: SolveOptions) -> float | None:
+    """The solver's own time limit: what is left of the user's budget (at least 0.01 s)."""
     left = options.remaining_s()
     return None if left is None else max(0.01, left)
+
+
+def solver_option_value(value: Any) -> str:
+    """A user's option value as a solver's command line or option string takes it
+    (true/false -> on/off)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def read_text(path: str) -> str:
+    return Path(path).read_text(errors="replace") if os.path.exists(path) else ""

@@ -19,8 +19,8 @@ from splitopt.families.registry import families
 
 #: name -> "module:Class" of the generic backends
 BACKENDS: dict[str, str] = {
-    "milp-cbc": "splitopt.backends.milp:CbcBackend",
-    "milp-highs": "splitopt.backends.milp:HighsBackend",
+    "milp-cbc": "splitopt.backends.cbc:CbcBackend",
+    "milp-highs": "splitopt.backends.highs:HighsBackend",
     "cpsat": "splitopt.backends.cpsat:CpSatBackend",
     "brute-force": "splitopt.backends.brute_force:BruteForceBackend",
 }

@@ -5,7 +5,8 @@ Exit codes: 0 a plan was found (OPTIMAL or FEASIBLE) or the command succeeded;
 1 internal solver failure (a bug: please report); 2 bad input (instance, plan, option,
 path, unknown solver; also an output file that cannot be written after the work, e.g. a
 full disk); 3 an optional package is not installed (a solver, the torch
-extra); 4 no plan (INFEASIBLE or NO_SOLUTION_FOUND).
+extra); 4 no plan (INFEASIBLE or NO_SOLUTION_FOUND); 130 Ctrl-C outside a solver run
+(during a solver run Ctrl-C stops the solver, and its incumbent is reported as usual).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from splitopt.core.errors import (
 )
 
 EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NO_PLAN = 1, 2, 3, 4
+#: Ctrl-C outside a solver run (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130
 #: optional packages and the extra that installs them (pyproject.toml)
 EXTRA_OF = {"torch": "torch", "transformers": "torch", "sklearn": "torch", "hypothesis": "test"}
 
@@ -64,6 +67,10 @@ def errors():
     except SplitoptError as e:
         error_line(f"error: {e}")
         raise typer.Exit(EXIT_FAILURE)
+    except KeyboardInterrupt:
+        # outside a solver run (loading, building, evaluating): nothing to report
+        error_line("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED)
     except RecursionError:
         error_line("error: input nested too deeply to process")
         raise typer.Exit(EXIT_BAD_INPUT)

@@ -11,7 +11,7 @@ the backends, the CLI, the contract tests) go through this class only.
 
 Adding a family: one folder under ``splitopt/families/`` with a subclass of
 :class:`Family`, and one line in ``splitopt/families/registry.py``.
-``tests/test_family_protocol.py`` checks that every registered family provides every
+``tests/test_contracts.py`` checks that every registered family provides every
 member, and the contract suites of ``splitopt.testing.contracts`` run on it.
 """
 

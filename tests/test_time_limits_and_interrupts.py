@@ -1,0 +1,195 @@
+"""The promises on time limits and Ctrl-C (issue 9; README "What a result promises"):
+
+* a solve with ``time_limit=L`` returns within ``L * 1.1 + 1`` s, building included, with
+  the solver's incumbent or the family's start plan;
+* Ctrl-C stops the solver, leaves no child process behind, and the incumbent is printed
+  as FEASIBLE with its gap (exit 0); Ctrl-C outside a solver run is one line, exit 130.
+
+The solver process handling is checked on stand-in children whose behaviour is known
+(one that ignores SIGINT, one that stops on it), the whole promise on real solvers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import typer
+
+from splitopt.api import load_instance
+from splitopt.backends.deadline import DeadlinePassed, run_child
+from splitopt.backends.milp import to_pulp
+from splitopt.backends.highs import to_highs
+from splitopt.cli.common import EXIT_INTERRUPTED, errors
+from splitopt.core.options import SolveOptions
+from splitopt.core.program import LinearProgram
+from splitopt.core.result import Status
+from splitopt.solve import solve
+
+ROOT = Path(__file__).parent.parent
+MESH = ROOT / "instances" / "jmsnas_mesh_googlenet.json"  # CBC and HiGHS do not prove it in 60 s
+CHAIN = ROOT / "instances" / "transformer1000_chain8_throughput.json"  # CP-SAT: about 20 s
+IGNORES_SIGINT = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n"
+STOPS_ON_SIGINT = ("import signal, sys, time\n"
+                   "def stop(*_):\n    print('incumbent written', flush=True)\n    sys.exit(0)\n"
+                   "signal.signal(signal.SIGINT, stop)\nprint('searching', flush=True)\ntime.sleep(60)\n")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose (reaped by its parent later)
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_child_that_ignores_the_stop_is_killed_after_the_grace_period(tmp_path):
+    options = SolveOptions(time_limit_s=0.5)
+    t0 = time.monotonic()
+    run = run_child([sys.executable, "-c", IGNORES_SIGINT], str(tmp_path / "log"), options)
+    elapsed = time.monotonic() - t0
+    assert run.stopped and run.killed and not run.interrupted
+    assert elapsed <= 0.5 * 1.1 + 1.0, elapsed
+    assert not alive(run.pid)
+
+
+def test_a_child_that_stops_on_sigint_reports_and_exits_on_its_own(tmp_path):
+    log = tmp_path / "log"
+    run = run_child([sys.executable, "-c", STOPS_ON_SIGINT], str(log), SolveOptions(time_limit_s=1.0))
+    assert run.stopped and not run.killed and run.returncode == 0
+    assert log.read_text().splitlines() == ["searching", "incumbent written"]
+
+
+def test_a_child_finishing_in_time_is_left_alone(tmp_path):
+    run = run_child([sys.executable, "-c", "print('done')"], str(tmp_path / "log"), SolveOptions(time_limit_s=30))
+    assert (run.returncode, run.stopped, run.killed, run.interrupted) == (0, False, False, False)
+
+
+def test_ctrl_c_is_forwarded_to_the_child_and_not_raised(tmp_path):
+    # in a subprocess: the test sends SIGINT to the process that waits on the child
+    code = (
+        "import os, signal, sys, threading\n"
+        "from splitopt.backends.deadline import run_child\n"
+        "from splitopt.core.options import SolveOptions\n"
+        f"script = {STOPS_ON_SIGINT!r}\n"
+        "threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        f"run = run_child([sys.executable, '-c', script], {str(tmp_path / 'log')!r}, SolveOptions())\n"
+        "print(run.interrupted, run.killed, run.returncode, run.pid)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    interrupted, killed, returncode, pid = proc.stdout.split()
+    assert (interrupted, killed, returncode) == ("True", "False", "0")
+    assert not alive(int(pid))
+    assert (tmp_path / "log").read_text().splitlines() == ["searching", "incumbent written"]
+
+
+def _program(rows: int) -> LinearProgram:
+    lp = LinearProgram()
+    xs = [lp.var(f"x{i}") for i in range(rows)]
+    for i, x in enumerate(xs):
+        lp.add({x: 1.0}, "<=", 1.0, name=f"r{i}")
+        lp.add_objective(x, -1.0)
+    return lp
+
+
+@pytest.mark.parametrize("emit", [to_pulp, to_highs])
+def test_emission_stops_at_the_deadline(emit):
+    options = SolveOptions(time_limit_s=1e-6)
+    time.sleep(0.01)
+    with pytest.raises(DeadlinePassed):
+        emit(_program(10), options=options)
+    emit(_program(10), options=SolveOptions(time_limit_s=60))  # in time: emitted
+
+
+@pytest.mark.parametrize("solver", ["milp-cbc", "milp-highs", "cpsat"])
+def test_a_time_limited_solve_keeps_the_budget(solver):
+    inst = load_instance(MESH)
+    limit = 2.0
+    t0 = time.monotonic()
+    res = solve(inst, solver, time_limit=limit)
+    elapsed = time.monotonic() - t0
+    assert elapsed <= limit * 1.1 + 1.0, (elapsed, res.message)
+    assert res.status in (Status.FEASIBLE, Status.OPTIMAL), res.message
+    if res.status is Status.FEASIBLE and res.bound is not None:
+        assert res.bound <= res.objective
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().split(")")[-1].split()[1]) == pid:
+                    out.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
+@pytest.mark.parametrize("solver, path", [("milp-cbc", MESH), ("milp-highs", MESH), ("cpsat", CHAIN)])
+def test_ctrl_c_returns_the_incumbent_and_leaves_no_child(solver, path):
+    proc = subprocess.Popen([sys.executable, "-m", "splitopt", "solve", str(path), "--solver", solver, "--json",
+                             "--verbose"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log: list[str] = []
+    reader = threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True)
+    reader.start()
+    children: list[int] = []
+    deadline = time.monotonic() + 60
+    # wait until the solver runs: CBC as a child process, HiGHS and CP-SAT logging
+    while time.monotonic() < deadline and proc.poll() is None:
+        children = _children(proc.pid)
+        if (solver == "milp-cbc" and children) or (solver != "milp-cbc" and len(log) > 3):
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the solve ended before it could be interrupted"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    reader.join(timeout=10)
+    assert proc.returncode == 0, "".join(log[-5:])
+    result = json.loads(out)
+    assert result["status"] == "FEASIBLE", result["message"]
+    assert result["interrupted"] is True, result["message"]
+    assert result["bound_ms"] is None or result["bound_ms"] <= result["objective_ms"]
+    assert not any(alive(pid) for pid in children), children
+
+
+def test_ctrl_c_outside_a_solver_run_is_one_line_and_exit_130(capsys):
+    with pytest.raises(typer.Exit) as exit_info:
+        with errors():
+            raise KeyboardInterrupt
+    assert exit_info.value.exit_code == EXIT_INTERRUPTED == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_ctrl_c_during_brute_force_returns_the_best_plan_so_far(monkeypatch):
+    from splitopt.families.registry import family_of
+
+    inst = load_instance(ROOT / "tests" / "data" / "toy.json")
+    family = type(family_of(inst))
+    original = family.evaluate
+    calls = {"n": 0}
+
+    def evaluate(self, inst, plan):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return original(self, inst, plan)
+
+    monkeypatch.setattr(family, "evaluate", evaluate)
+    res = solve(inst, "brute-force")
+    assert res.status is Status.FEASIBLE and "interrupted" in res.message
+    assert res.extra["plans_evaluated"] == 4
