@@ -163,3 +163,15 @@ def test_bit_choice_encoding_per_layer(toy_data):
     assert build_split_program(inst.with_settings(problem="split")).meta["encoding"]["a"] == "single"
     for solver in EXACT:  # both encodings in one model, same optimum
         assert solve(inst, solver).objective == pytest.approx(solve(inst, "milp-cbc").objective, rel=1e-7)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cbc_solves_googlenet_split_bits_with_any_thread_count(threads):
+    """CBC's repeatable parallel mode (-threads 102) crashed with SIGSEGV on this program;
+    splitopt runs CBC on one thread whatever --threads says."""
+    from splitopt.api import load_instance
+
+    inst = load_instance(Path(__file__).parent.parent / "instances" / "googlenet_eyeriss.json")
+    res = solve(inst, "milp-cbc", threads=threads)
+    assert res.status is Status.OPTIMAL, res.message
+    assert res.objective == pytest.approx(179.9637, abs=1e-3)

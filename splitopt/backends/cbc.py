@@ -9,12 +9,16 @@ deadline or on Ctrl-C CBC gets SIGINT, which stops its branch and bound with the
 incumbent written out; a CBC still in its root LP or preprocessing (where SIGINT does
 nothing) is killed after the grace period and the family's start plan is returned.
 
-Threads: ``-threads 100+n`` (CBC's repeatable parallel mode), so that the same run gives
-the same plan. The solver's own options (``--option cuts=off``, ``strategy=2``,
-``heuristics=off``, ...) are CBC's parameters, checked by name against the binary's own
-parameter list and by value by the binary itself before the instance is read; those
-splitopt sets, those that change what OPTIMAL or INFEASIBLE mean (tolerances, cutoff,
-increment) and actions are refused.
+Threads: one (``-threads 1``), whatever ``--threads`` says. CBC 2.10.3's repeatable
+parallel mode (``-threads 100+n``) crashed with SIGSEGV on ``googlenet_eyeriss`` (3 runs of
+3, the same MPS file solves single-threaded in 1.2 s) and its other parallel mode does
+not give the same plan for the same run, which splitopt promises.
+
+The solver's own options (``--option cuts=off``, ``strategy=2``, ``heuristics=off``, ...)
+are CBC's parameters, checked by name against the binary's own parameter list and by
+value by the binary itself before the instance is read; those splitopt sets, those that
+change what OPTIMAL or INFEASIBLE mean (tolerances, cutoff, increment) and actions are
+refused.
 """
 
 from __future__ import annotations
@@ -206,8 +210,7 @@ class CbcBackend(MilpBackend):
             args = ([stdbuf, "-oL"] if stdbuf else []) + [cbc_path(), mps, "-timeMode", "elapsed"]
             if budget is not None:
                 args += ["-sec", f"{budget:.3f}"]
-            threads = options.threads
-            args += ["-threads", str(100 + threads if threads > 1 else 1)]
+            args += ["-threads", "1"]  # see the module docstring
             args += ["-ratioGap", repr(float(options.solver_options.get("mip_gap", 0.0)))]
             if options.solver_options.get("mip_gap_abs") is not None:
                 args += ["-allowableGap", repr(float(options.solver_options["mip_gap_abs"]))]

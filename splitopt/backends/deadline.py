@@ -10,13 +10,12 @@ begun), and HiGHS polls its limit only inside simplex, IPM and MIP loops. So:
 * emitters call :func:`check_deadline` every few thousand rows and stop with
   :class:`DeadlinePassed` when the budget is spent (the backend then returns the
   family's start plan);
-* a solver that runs as a child process (CBC) runs through :func:`run_child`: in its own
+* a solver runs as a child process (CBC; HiGHS through ``python -m
+  splitopt.backends.highs``) through :func:`run_child`: in its own
   session (a terminal's Ctrl-C reaches splitopt only, which forwards it), sent SIGINT at
   the deadline or on Ctrl-C (CBC then stops its search and writes its incumbent), and
   killed :func:`stop_grace_s` seconds later if it has not stopped; it never outlives the
-  call;
-* an in-process solver (HiGHS) runs on a worker thread and is cancelled through its own
-  interrupt callback at the deadline or on Ctrl-C (``splitopt.backends.highs``).
+  call (HiGHS's child cancels HiGHS through its interrupt callbacks on SIGINT).
 """
 
 from __future__ import annotations

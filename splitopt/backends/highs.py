@@ -1,32 +1,39 @@
-"""``milp-highs``: HiGHS through highspy, in process.
+"""``milp-highs``: HiGHS through highspy, in a child process.
 
 The ``LinearProgram`` goes to HiGHS as one row-wise sparse matrix (``HighsLp``), with
 the row scaling every MILP backend shares (``splitopt.backends.milp.emitted_rows``); PuLP's
 HiGHS interface built it term by term through Python expressions and took longer than
-the solve on the larger programs. HiGHS runs on a worker thread (highspy's
-``startSolve``); the calling thread waits, and at the deadline or on Ctrl-C cancels the
-solve through HiGHS's interrupt callbacks, which HiGHS polls in its simplex, IPM and
-branch-and-bound loops; HiGHS then returns its incumbent and bound.
+the solve on the larger programs. The matrix is written as numpy arrays to a temporary
+folder and solved by ``python -m splitopt.backends.highs FOLDER``, a child process of
+its own session (``splitopt.backends.deadline.run_child``, as CBC): at the deadline or on
+Ctrl-C the child gets SIGINT, cancels HiGHS through its interrupt callbacks and writes
+the incumbent and bound; a child that does not answer within the grace period is killed
+and the family's start plan is returned. In process, HiGHS could not be abandoned: its
+presolve polls the interrupt rarely, and ran 23 s past a 10 s limit on
+``transformer1000_chain8_throughput`` (benchmarks/results/time_limits.md). A fresh
+process per solve also gives every solve the thread count it asks for (HiGHS fixes its
+thread pool at the first solve of a process: ../shared/NOTES.md). The child costs about
+0.2 s of start-up.
 
 Fixed settings: ``mip_allow_restart=false`` (HiGHS 1.13 and 1.14 claimed a wrong optimum
 after a restart: "Optimal" at 0.10025 ms on a 7-layer chain whose optimum is
-0.10020 ms), and the thread count of the first HiGHS solve of the process (HiGHS keeps
-it for the process: ../shared/NOTES.md). The solver's own options (``--option
-presolve=off``, ``mip_heuristic_effort=0.2``, ...) are HiGHS options, checked by name,
-type and range by HiGHS itself before the instance is read; those splitopt sets, the
-tolerances the programs state theirs at, objective bounds and file options are refused.
+0.10020 ms). The solver's own options (``--option presolve=off``,
+``mip_heuristic_effort=0.2``, ...) are HiGHS options, checked by name, type and range by
+HiGHS itself before the program is built; those splitopt sets, the tolerances the
+programs state theirs at, objective bounds and file options are refused.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import sys
 import tempfile
-import time
 from typing import Any, Mapping
 
-from splitopt.backends.deadline import check_deadline
-from splitopt.backends.milp import LogTail, MilpAnswer, MilpBackend, emitted_rows, remaining_budget
+from splitopt.backends.deadline import ChildRun, check_deadline, run_child
+from splitopt.backends.milp import LogTail, MilpAnswer, MilpBackend, emitted_rows, read_text, remaining_budget
 from splitopt.core.errors import InvalidOption, SolverFailure
 from splitopt.core.jsonfile import cut, shown
 from splitopt.core.options import SolveOptions
@@ -51,19 +58,6 @@ FIXED_PARTS = {
     "file": "splitopt writes no files through the solver",
     "infinite": "splitopt's programs are bounded",
 }
-
-_HIGHS_THREADS: int | None = None
-
-
-def highs_threads(requested: int) -> int:
-    """The thread count every HiGHS solve of this process must use: the first one asked
-    for (HiGHS fixes its thread pool at the first solve of a process; a later solve asking
-    for another count returns "Not Set": ../shared/NOTES.md)."""
-    global _HIGHS_THREADS
-    if _HIGHS_THREADS is None:
-        _HIGHS_THREADS = max(1, int(requested))
-    return _HIGHS_THREADS
-
 
 def quiet_highs():
     """A ``highspy.Highs`` that prints nothing."""
@@ -105,25 +99,16 @@ def set_option(h, key: str, value: Any) -> None:
                             f"one of its values)")
 
 
-def to_highs(lp: LinearProgram, options: SolveOptions | None = None):
-    """``lp`` as a ``highspy.HighsLp`` (row-wise matrix), rows as every MILP backend emits
-    them; checks the deadline while emitting (DeadlinePassed)."""
-    import highspy
+def model_arrays(lp: LinearProgram, options: SolveOptions | None = None) -> dict:
+    """``lp`` as the arrays of a HiGHS model with a row-wise matrix (numpy), rows as every
+    MILP backend emits them; checks the deadline while emitting (DeadlinePassed)."""
     import numpy as np
 
-    inf = highspy.kHighsInf
-    model = highspy.HighsLp()
+    inf = math.inf
     n = len(lp.variables)
-    model.num_col_ = n
     cost = np.zeros(n)
     for i, c in lp.objective.items():
         cost[i] = c
-    model.col_cost_ = cost
-    model.offset_ = float(lp.objective_constant)
-    model.col_lower_ = np.array([v.lb for v in lp.variables], dtype=float)
-    model.col_upper_ = np.array([v.ub for v in lp.variables], dtype=float)
-    model.integrality_ = [highspy.HighsVarType.kInteger if v.binary else highspy.HighsVarType.kContinuous
-                          for v in lp.variables]
     starts, index, value, lower, upper = [0], [], [], [], []
     for _, row, coeffs, rhs in emitted_rows(lp, options):
         index.extend(coeffs.keys())
@@ -131,16 +116,41 @@ def to_highs(lp: LinearProgram, options: SolveOptions | None = None):
         starts.append(len(index))
         lower.append(rhs if row.sense in (">=", "==") else -inf)
         upper.append(rhs if row.sense in ("<=", "==") else inf)
-    model.num_row_ = len(lower)
-    model.row_lower_ = np.array(lower, dtype=float)
-    model.row_upper_ = np.array(upper, dtype=float)
+    return {"offset": np.array([float(lp.objective_constant)]), "cost": cost,
+            "col_lower": np.array([v.lb for v in lp.variables], dtype=float),
+            "col_upper": np.array([v.ub for v in lp.variables], dtype=float),
+            "integer": np.array([v.binary for v in lp.variables], dtype=bool),
+            "row_lower": np.array(lower, dtype=float), "row_upper": np.array(upper, dtype=float),
+            "start": np.array(starts, dtype=np.int32), "index": np.array(index, dtype=np.int32),
+            "value": np.array(value, dtype=float)}
+
+
+def to_highs(arrays: Mapping[str, Any]):
+    """A ``highspy.HighsLp`` from :func:`model_arrays`."""
+    import highspy
+    import numpy as np
+
+    inf = highspy.kHighsInf
+    model = highspy.HighsLp()
+    n = len(arrays["cost"])
+    m = len(arrays["row_lower"])
+    model.num_col_ = n
+    model.num_row_ = m
+    model.col_cost_ = arrays["cost"]
+    model.offset_ = float(arrays["offset"][0])
+    model.col_lower_ = arrays["col_lower"]
+    model.col_upper_ = arrays["col_upper"]
+    model.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous
+                          for b in arrays["integer"]]
+    model.row_lower_ = np.where(np.isinf(arrays["row_lower"]), -inf, arrays["row_lower"])
+    model.row_upper_ = np.where(np.isinf(arrays["row_upper"]), inf, arrays["row_upper"])
     matrix = model.a_matrix_
     matrix.format_ = highspy.MatrixFormat.kRowwise
     matrix.num_col_ = n
-    matrix.num_row_ = len(lower)
-    matrix.start_ = np.array(starts, dtype=np.int32)
-    matrix.index_ = np.array(index, dtype=np.int32)
-    matrix.value_ = np.array(value, dtype=float)
+    matrix.num_row_ = m
+    matrix.start_ = arrays["start"]
+    matrix.index_ = arrays["index"]
+    matrix.value_ = arrays["value"]
     model.a_matrix_ = matrix
     return model
 
@@ -157,7 +167,7 @@ class HighsBackend(MilpBackend):
             set_option(h, key, value)
 
     def _solve(self, lp: LinearProgram, options: SolveOptions) -> MilpAnswer:
-        import highspy
+        import numpy as np
 
         if not lp.variables:  # HiGHS answers "Empty" to a program without columns
             met = all((r.sense == "<=" and 0 <= r.rhs) or (r.sense == ">=" and 0 >= r.rhs) or
@@ -166,101 +176,136 @@ class HighsBackend(MilpBackend):
                 return MilpAnswer(Status.INFEASIBLE, message="HiGHS: infeasible (a program without variables)")
             return MilpAnswer(Status.OPTIMAL, [], lp.objective_constant, lp.objective_constant,
                               "HiGHS: optimal (a program without variables)")
-        model = to_highs(lp, options)
-        check_deadline(options)
-        note = ""
-        for threads in (highs_threads(options.threads), None):
-            with tempfile.TemporaryDirectory(prefix="splitopt-highs-") as tmp:
-                log = os.path.join(tmp, "highs.log")
-                h = quiet_highs()
-                if options.verbose:  # to a file streamed to stderr, never to stdout
-                    for key, value in (("output_flag", True), ("log_to_console", False), ("log_file", log)):
-                        h.setOptionValue(key, value)
-                budget = remaining_budget(options)
-                if budget is not None:
-                    h.setOptionValue("time_limit", float(budget))
-                if threads is not None:
-                    h.setOptionValue("threads", int(threads))
-                h.setOptionValue("random_seed", int(options.seed))
-                h.setOptionValue("mip_allow_restart", False)
-                h.setOptionValue("mip_rel_gap", float(options.solver_options.get("mip_gap", 0.0)))
-                if options.solver_options.get("mip_gap_abs") is not None:
-                    h.setOptionValue("mip_abs_gap", float(options.solver_options["mip_gap_abs"]))
-                for key, value in options.solver_options.items():
-                    if key not in ("mip_gap", "mip_gap_abs"):
-                        set_option(h, key, value)
-                if h.passModel(model) != highspy.HighsStatus.kOk:
-                    raise SolverFailure("milp-highs: HiGHS refused the program")
-                with LogTail(log, options.verbose):
-                    stopped, interrupted, wall = _run_cancellable(h, options)
-            status = h.getModelStatus()
-            if threads is None or status != highspy.HighsModelStatus.kNotset:
-                break
-            # something else in this process ran HiGHS first with another thread count, which
-            # HiGHS keeps: it answers "Not Set" at once; run again with the option unset
-            note = f" (with this process's HiGHS thread count, not {threads})"
-        return _answer(h, lp, status, stopped, interrupted, note, wall)
+        with tempfile.TemporaryDirectory(prefix="splitopt-highs-") as tmp:
+            np.savez(os.path.join(tmp, "model.npz"), **model_arrays(lp, options))
+            settings: dict[str, Any] = {"random_seed": int(options.seed), "mip_allow_restart": False,
+                                        "threads": max(1, int(options.threads)),
+                                        "mip_rel_gap": float(options.solver_options.get("mip_gap", 0.0))}
+            if options.verbose:  # HiGHS's console is the log file, streamed to stderr
+                settings.update(output_flag=True, log_to_console=True)
+            if options.solver_options.get("mip_gap_abs") is not None:
+                settings["mip_abs_gap"] = float(options.solver_options["mip_gap_abs"])
+            native = {k: v for k, v in options.solver_options.items() if k not in ("mip_gap", "mip_gap_abs")}
+            budget = remaining_budget(options)
+            if budget is not None:
+                settings["time_limit"] = float(budget)
+            with open(os.path.join(tmp, "settings.json"), "w") as f:
+                json.dump({"settings": settings, "native": native}, f)
+            check_deadline(options)
+            log = os.path.join(tmp, "highs.log")
+            with LogTail(log, options.verbose):
+                child = run_child([sys.executable, "-m", "splitopt.backends.highs", tmp], log, options)
+            answer_path = os.path.join(tmp, "answer.json")
+            answer = None
+            if not child.killed and os.path.exists(answer_path):
+                with open(answer_path) as f:
+                    answer = json.load(f)
+                if answer.get("has_solution"):
+                    answer["values"] = np.load(os.path.join(tmp, "values.npy")).tolist()
+            text = read_text(log)
+        return _answer(lp, answer, child, text)
 
 
-def _run_cancellable(h, options: SolveOptions) -> tuple[bool, bool, float]:
-    """Run ``h`` on a worker thread; cancel it at the deadline or on Ctrl-C and wait for it
-    to return its incumbent (a running HiGHS cannot be abandoned safely: it holds the
-    process's HiGHS scheduler; it stops at its next poll of the interrupt callbacks).
-    Returns (stopped at the deadline, interrupted, wall seconds)."""
+def solve_in_child(folder: str) -> None:
+    """The child process: read ``model.npz`` and ``settings.json`` from ``folder``, solve,
+    write ``answer.json`` (and ``values.npy``). SIGINT (the parent's deadline or Ctrl-C)
+    cancels the solve through HiGHS's interrupt callbacks, which HiGHS polls in its
+    simplex, IPM and branch and bound; HiGHS then returns its incumbent and bound. A HiGHS
+    that does not poll in time (its presolve can run for many seconds on a large program)
+    is killed by the parent after the grace period."""
+    import highspy
+    import numpy as np
+
+    with open(os.path.join(folder, "settings.json")) as f:
+        given = json.load(f)
+    with np.load(os.path.join(folder, "model.npz")) as data:
+        arrays = {k: data[k] for k in data.files}
+    h = quiet_highs()
+    for key, value in given["settings"].items():
+        h.setOptionValue(key, value)
+    for key, value in given["native"].items():
+        set_option(h, key, value)
+    # kWarning: HiGHS took the program and dropped matrix entries of |value| <= 1e-9
+    # (small_matrix_value) left by the row scaling; the evaluator re-checks the plan
+    if h.passModel(to_highs(arrays)) == highspy.HighsStatus.kError:
+        _write_answer(folder, {"refused": True})
+        return
     h.HandleUserInterrupt = True
-    t0 = time.monotonic()
-    stopped = interrupted = False
-    cancelled_at: float | None = None
+    interrupted = False
     h.startSolve()
     while True:
         try:
             done, _ = h.wait(0.05)
         except KeyboardInterrupt:
-            if interrupted:  # a second Ctrl-C: HiGHS is stopping already
-                continue
-            interrupted = True
-            h.cancelSolve()
-            cancelled_at = time.monotonic()
+            if not interrupted:
+                interrupted = True
+                h.cancelSolve()
             continue
         if done:
             break
-        left = options.remaining_s()
-        if cancelled_at is None and left is not None and left <= 0:
-            stopped = True
-            h.cancelSolve()
-            cancelled_at = time.monotonic()
-    return stopped, interrupted, time.monotonic() - t0
+    status = h.getModelStatus()
+    info = h.getInfo()
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    if has_solution:
+        np.save(os.path.join(folder, "values.npy"), np.asarray(h.getSolution().col_value, dtype=float))
+    _write_answer(folder, {"status": int(status), "status_text": h.modelStatusToString(status),
+                           "has_solution": has_solution, "objective": info.objective_function_value,
+                           "mip_dual_bound": info.mip_dual_bound})
 
 
-def _answer(h, lp: LinearProgram, status, stopped: bool, interrupted: bool, note: str, wall: float) -> MilpAnswer:
-    """Read HiGHS's model status, solution and bound."""
+def _write_answer(folder: str, answer: dict) -> None:
+    """Write ``answer.json`` whole or not at all (a kill mid-write leaves no answer)."""
+    path = os.path.join(folder, "answer.json")
+    with open(path + ".part", "w") as f:
+        json.dump(answer, f, allow_nan=True)
+    os.replace(path + ".part", path)
+
+
+def _answer(lp: LinearProgram, answer: dict | None, child: ChildRun, log: str) -> MilpAnswer:
+    """Read what the child wrote: HiGHS's model status, solution and bound."""
     import highspy
 
     S = highspy.HighsModelStatus
-    info = h.getInfo()
-    stats = {"highs_status": h.modelStatusToString(status), "highs_wall_s": wall}
-    asked = "; interrupted (Ctrl-C)" if interrupted else "; stopped at the deadline" if stopped else ""
-    text = h.modelStatusToString(status)
-    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    values = list(h.getSolution().col_value) if has_solution else None
+    stats = {"highs_returncode": child.returncode, "highs_wall_s": child.elapsed_s}
+    asked = "; interrupted (Ctrl-C)" if child.interrupted else "; stopped at the deadline" if child.stopped else ""
+    if answer is None:
+        if child.killed:
+            return MilpAnswer(Status.NO_SOLUTION_FOUND, message=f"HiGHS{asked}; it did not stop within the grace "
+                              "period (a long presolve pass) and was killed", interrupted=True, stats=stats)
+        if child.stopped or child.interrupted:  # stopped before HiGHS ran (while the child started)
+            return MilpAnswer(Status.NO_SOLUTION_FOUND, message=f"HiGHS{asked} before it began", interrupted=True,
+                              stats=stats)
+        last = (log.strip().splitlines() or ["no output"])[-1]
+        return MilpAnswer(Status.ERROR, message=f"HiGHS process ended with exit code {child.returncode}: "
+                          f"{cut(last)}", stats=stats)
+    if answer.get("refused"):
+        raise SolverFailure("milp-highs: HiGHS refused the program")
+    status = S(answer["status"])
+    text = answer["status_text"]
+    stats["highs_status"] = text
+    values = answer.get("values")
     if values is not None and len(values) != len(lp.variables):
         values = None
     integer = any(v.binary for v in lp.variables)
-    bound = info.mip_dual_bound if integer else (info.objective_function_value if status == S.kOptimal else None)
+    bound = answer["mip_dual_bound"] if integer else (answer["objective"] if status == S.kOptimal else None)
     if bound is not None and not abs(bound) < 1e30:
         bound = None  # HiGHS reports +-inf when it has no bound
-    objective = info.objective_function_value if values is not None else None
+    objective = answer["objective"] if values is not None else None
     # a cancel that came too late leaves HiGHS's proven answer standing
     if status == S.kInfeasible:
-        return MilpAnswer(Status.INFEASIBLE, message=f"HiGHS: infeasible{note}", stats=stats)
+        return MilpAnswer(Status.INFEASIBLE, message="HiGHS: infeasible", stats=stats)
     if status == S.kOptimal and values is not None:
-        return MilpAnswer(Status.OPTIMAL, values, bound, objective, f"HiGHS: optimal{note}", stats=stats)
+        return MilpAnswer(Status.OPTIMAL, values, bound, objective, "HiGHS: optimal", stats=stats)
     if status in (S.kModelError, S.kSolveError, S.kPresolveError, S.kPostsolveError, S.kLoadError,
                   S.kMemoryLimit) and values is None:
-        return MilpAnswer(Status.ERROR, message=f"HiGHS: {text}{note}", stats=stats)
-    limited = stopped or interrupted or status in (S.kTimeLimit, S.kInterrupt, S.kHighsInterrupt)
+        return MilpAnswer(Status.ERROR, message=f"HiGHS: {text}", stats=stats)
+    limited = child.stopped or child.interrupted or status in (S.kTimeLimit, S.kInterrupt, S.kHighsInterrupt)
     if values is not None:
-        return MilpAnswer(Status.FEASIBLE, values, bound, objective, f"HiGHS: {text}{note}{asked}",
+        return MilpAnswer(Status.FEASIBLE, values, bound, objective, f"HiGHS: {text}{asked}",
                           interrupted=limited, stats=stats)
-    return MilpAnswer(Status.NO_SOLUTION_FOUND, bound=bound, message=f"HiGHS: no plan found ({text}){note}{asked}",
+    return MilpAnswer(Status.NO_SOLUTION_FOUND, bound=bound, message=f"HiGHS: no plan found ({text}){asked}",
                       interrupted=limited, constant_in_bound=True, stats=stats)
+
+
+if __name__ == "__main__":
+    solve_in_child(sys.argv[1])
