@@ -164,7 +164,7 @@ def markdown(report: dict) -> str:
         "",
         f"`python benchmarks/maxload.py` ({report['started']}; {report['machine']}; 2 threads per solve). "
         f"CP-SAT: presolve off, time limit {a['cpsat_time_limit']} s, median of {a['repeats']} runs "
-        f"(1 run when the first takes more than {a['repeat_below']} s); MILP (PuLP + HiGHS / CBC 2.10.3): "
+        f"(1 run when the first takes more than {a['repeat_below']} s); MILP (HiGHS through highspy / CBC 2.10.3 through PuLP's MPS file): "
         f"time limit {a['milp_time_limit']} s, median of {a['milp_repeats']} run(s). "
         "Objective: the placement's max-load by `splitopt.families.maxload.evaluate.max_load` (ms per sample); bound: the "
         "solver's proven lower bound (CP-SAT: minus its integer-scaling tolerance); gap = (objective - "
@@ -201,7 +201,7 @@ def markdown_latency(report: dict) -> str:
         f"`python benchmarks/maxload.py --objective latency` ({report['started']}; {report['machine']}; "
         f"2 threads per solve; load average at the start {report.get('load', '-')}). CP-SAT (native latency "
         f"model, presolve on where no row can reach 2**31) with time limit {a['cpsat_time_limit']} s, "
-        f"milp-highs (the latency LinearProgram through PuLP + HiGHS) with {a['milp_time_limit']} s; one run each. "
+        f"milp-highs (the latency LinearProgram through highspy) with {a['milp_time_limit']} s; one run each. "
         "Objective: the placement's latency by `splitopt.families.maxload.evaluate.latency` (ms); bound: the "
         "solver's proven lower bound (CP-SAT: minus its rounding tolerance); gap = (objective - bound) / "
         "objective; time: wall (build + solve), cpu: CPU seconds of the solve (the machine is shared: a run "

@@ -94,3 +94,46 @@ def test_search_space(family):
         contracts.check_search_space(family, seed)
 
     run()
+
+
+HEURISTICS = contracts.heuristic_backends()
+#: examples per family for each heuristic (REINFORCE trains a torch policy: fewer)
+HEURISTIC_EXAMPLES = {"evolutionary": 25, "q-learning": 15, "reinforce": 6}
+
+
+@pytest.mark.parametrize("backend", HEURISTICS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_heuristic(family, backend):
+    @examples(HEURISTIC_EXAMPLES.get(backend, 10))
+    @given(seed=SEEDS)
+    def run(seed):
+        contracts.check_heuristic(family, backend, seed)
+
+    run()
+
+
+#: draws per family for the optimum rate of evolutionary search, and the least rate
+OPTIMUM_DRAWS = 30
+OPTIMUM_RATE = 0.8
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_evolutionary_search_finds_the_brute_force_optimum_in_most_draws(family):
+    """On small random instances, 2,000 evaluations of evolutionary search reach the
+    brute-force optimum in at least 80 % of the draws where a feasible plan exists (the
+    rates measured are in the README)."""
+    found = [contracts.heuristic_finds_optimum(family, "evolutionary", seed, 2000) for seed in range(OPTIMUM_DRAWS)]
+    judged = [f for f in found if f is not None]
+    assert len(judged) >= OPTIMUM_DRAWS // 3, f"only {len(judged)} draws had a feasible optimum"
+    rate = sum(judged) / len(judged)
+    assert rate >= OPTIMUM_RATE, f"evolutionary reached the optimum in {sum(judged)} of {len(judged)} draws"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_auto_returns_the_optimum_or_an_honest_gap(family):
+    @examples(8)
+    @given(seed=SEEDS)
+    def run(seed):
+        contracts.check_auto(family, seed)
+
+    run()

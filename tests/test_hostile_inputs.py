@@ -485,7 +485,8 @@ def test_bad_solve_options_are_one_line_before_reading_the_instance(no_long_work
     assert time.perf_counter() - t0 < 1.0
 
 
-@pytest.mark.parametrize("solver", ["milp-cbc", "milp-highs", "cpsat", "brute-force", "chain-dp"])
+@pytest.mark.parametrize("solver", ["milp-cbc", "milp-highs", "cpsat", "brute-force", "chain-dp", "evolutionary",
+                                    "q-learning", "auto"])
 @pytest.mark.parametrize("option, needle", [
     ("nosuch=1", "option 'nosuch'"), ("mip_gap=abc", "mip_gap"), ("mip_gap=-1", "mip_gap"), ("mip_gap=2", "mip_gap"),
     ("mip_gap_abs=[1]", "mip_gap_abs"), ("mip_gap=true", "mip_gap"),
@@ -514,6 +515,22 @@ def test_cpsat_parameters_are_checked_by_type(no_long_work, option, needle):
 ])
 def test_cbc_parameters_are_checked_by_the_binary(no_long_work, option, needle):
     one_line(cli("solve", BIG, "--solver", "milp-cbc", "--option", option), needle)
+
+
+@pytest.mark.parametrize("solver, option, needle", [
+    ("evolutionary", "population=1", "population"), ("evolutionary", "population=-5", "population"),
+    ("evolutionary", "population=2.5", "integer"), ("evolutionary", "crossover=1.5", "crossover"),
+    ("evolutionary", "mutation=nan", "mutation"), ("evolutionary", "preset=nope", "not a preset"),
+    ("evolutionary", "evaluations=0", "evaluations"), ("evolutionary", "evaluations=" + str(10**12), "evaluations"),
+    ("evolutionary", "generations=abc", "generations"), ("evolutionary", "alpha=0.1", "option 'alpha'"),
+    ("q-learning", "alpha=2", "alpha"), ("q-learning", "gamma=-0.1", "gamma"), ("q-learning", "population=8", "population"),
+    ("reinforce", "lr=0", "lr"), ("reinforce", "hidden=0", "hidden"), ("reinforce", "episodes=1e400", "episodes"),
+    ("auto", "evaluations=10", "takes no solver options"),
+])
+def test_heuristic_options_are_checked_before_reading_the_instance(no_long_work, solver, option, needle):
+    if solver == "reinforce":
+        pytest.importorskip("torch")
+    one_line(cli("solve", BIG, "--solver", solver, "--option", option), needle)
 
 
 @pytest.mark.parametrize("option, needle", [

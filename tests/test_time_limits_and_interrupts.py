@@ -113,8 +113,11 @@ def test_emission_stops_at_the_deadline(emit):
     emit(_program(10), options=SolveOptions(time_limit_s=60))  # in time: emitted
 
 
-@pytest.mark.parametrize("solver", ["milp-cbc", "milp-highs", "cpsat"])
+@pytest.mark.parametrize("solver", ["milp-cbc", "milp-highs", "cpsat", "evolutionary", "q-learning", "reinforce",
+                                    "auto"])
 def test_a_time_limited_solve_keeps_the_budget(solver):
+    if solver == "reinforce":
+        pytest.importorskip("torch")
     inst = load_instance(MESH)
     limit = 2.0
     t0 = time.monotonic()
@@ -204,6 +207,22 @@ def test_ctrl_c_returns_the_incumbent_and_leaves_no_child(solver, path):
     assert result["interrupted"] is True, result["message"]
     assert result["bound_ms"] is None or result["bound_ms"] <= result["objective_ms"]
     assert not any(alive(pid) for pid in children), children
+
+
+@pytest.mark.parametrize("solver", ["evolutionary", "auto"])
+def test_ctrl_c_during_a_search_returns_its_best_plan(solver):
+    """Evolutionary search on the 1,000-layer chain (about 13 ms per evaluation) is
+    interrupted mid-search: its best plan so far comes back FEASIBLE, exit 0."""
+    proc = subprocess.Popen([sys.executable, "-m", "splitopt", "solve", str(CHAIN), "--solver", solver, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(5.0)
+    assert proc.poll() is None, "the solve ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-500:]
+    result = json.loads(out)
+    assert result["status"] == "FEASIBLE", result["message"]
+    assert result["interrupted"] is True, result["message"]
 
 
 def test_ctrl_c_outside_a_solver_run_is_one_line_and_exit_130(capsys):

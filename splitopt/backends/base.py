@@ -52,7 +52,8 @@ class RunResult:
 class Backend(ABC):
     #: registry name, e.g. "milp-cbc"
     name: ClassVar[str] = ""
-    #: "exact" (proves optimality), "baseline" (a published method) or "heuristic"
+    #: "exact" (proves optimality), "baseline" (a published method), "heuristic" (search;
+    #: proves nothing) or "portfolio" (auto: search, then an exact backend)
     kind: ClassVar[str] = "exact"
     #: importable modules it needs; checked without importing them
     requires: ClassVar[tuple[str, ...]] = ()
@@ -129,7 +130,7 @@ class ProgramBackend(Backend):
         self.check_options(options.solver_options)
         kind = self.kind_for(family)
         t0 = time.perf_counter()
-        start = feasible_start_plan(family, inst)
+        start = options.start_plan if options.start_plan is not None else feasible_start_plan(family, inst)
         try:
             program = family.build_program(inst, kind, start)
         except KeyboardInterrupt:

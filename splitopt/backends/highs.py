@@ -157,7 +157,7 @@ def to_highs(arrays: Mapping[str, Any]):
 
 class HighsBackend(MilpBackend):
     name = "milp-highs"
-    description = "MILP, HiGHS through highspy (in process, cancelled at the deadline)"
+    description = "MILP, HiGHS through highspy (a child process, cancelled at the deadline)"
     requires = ("highspy",)
     install_hint = "pip install 'highspy>=1.7.1,<1.14'"
 

@@ -23,6 +23,10 @@ BACKENDS: dict[str, str] = {
     "milp-highs": "splitopt.backends.highs:HighsBackend",
     "cpsat": "splitopt.backends.cpsat:CpSatBackend",
     "brute-force": "splitopt.backends.brute_force:BruteForceBackend",
+    "evolutionary": "splitopt.backends.heuristic:EvolutionaryBackend",
+    "q-learning": "splitopt.backends.heuristic:QLearningBackend",
+    "reinforce": "splitopt.backends.heuristic:ReinforceBackend",
+    "auto": "splitopt.backends.auto:AutoBackend",
 }
 #: older names kept so that existing commands still work
 ALIASES: dict[str, str] = {

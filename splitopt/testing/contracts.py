@@ -20,7 +20,13 @@ random_family_instance``), and asserts:
 * ``check_start_plan``: a start plan, when the family gives one, meets every limit;
 * ``check_same_seed_same_plan``: two solves with the same seed give the same plan;
 * ``check_search_space``: every sampled genome decodes to a plan the evaluator accepts,
-  and (where the space represents every plan) decoding a plan's genome gives the plan.
+  and (where the space represents every plan) decoding a plan's genome gives the plan;
+* ``check_heuristic``: a heuristic backend returns a plan the evaluator accepts, with the
+  evaluator's objective, never OPTIMAL, never better than the brute-force optimum,
+  FEASIBLE only where a feasible plan exists, within its evaluation budget, and the same
+  plan for the same seed;
+* ``check_auto``: the ``auto`` portfolio finds the brute-force optimum (OPTIMAL) or says
+  INFEASIBLE exactly when brute force does, with a bound below the optimum.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ from splitopt.testing.generators import random_family_instance
 
 #: the generic exact backends every family's programs run on
 EXACT_BACKENDS = ("cpsat", "milp-highs", "milp-cbc")
+#: evaluations a heuristic gets in the contract checks (small instances: enough to find
+#: good plans, cheap enough to run on many draws)
+HEURISTIC_EVALUATIONS = 300
 #: words one of which an INFEASIBLE message must contain (it names the binding limit)
 LIMIT_WORDS = ("memory", "budget", "required", "min_accuracy", "maxSizePerFPGA", "supportedOnFpga", "device",
                "limit", "route", "link")
@@ -183,3 +192,58 @@ def check_search_space(family_name: str, seed: int, samples: int = 10) -> None:
             return
         for plan in plans[:50]:
             assert space.decode(space.from_plan(plan)).key() == plan.key(), plan
+
+
+def heuristic_backends() -> tuple[str, ...]:
+    """The registered heuristic backends whose packages are installed."""
+    from splitopt.backends.registry import backend_class, names
+
+    return tuple(n for n in names(kind="heuristic") if backend_class(n).is_installed())
+
+
+def check_heuristic(family_name: str, backend: str, seed: int) -> None:
+    inst = random_family_instance(family_name, seed)
+    fam = family_of(inst)
+    budget = {"evaluations": HEURISTIC_EVALUATIONS}
+    res = solve(inst, backend, seed=seed % 1000, threads=1, options=budget)
+    assert res.status in (Status.FEASIBLE, Status.NO_SOLUTION_FOUND), (backend, res.status, res.message)
+    assert res.extra["evaluations"] <= HEURISTIC_EVALUATIONS, res.extra["evaluations"]
+    ref = _reference(inst)
+    if res.plan is not None:
+        metrics = fam.evaluate(inst, res.plan)  # InvalidPlan here: a malformed plan
+        assert (res.status is Status.FEASIBLE) == metrics.feasible, (res.status, metrics.violations)
+        if metrics.feasible:
+            assert res.objective == metrics.objective_ms, (res.objective, metrics.objective_ms)
+            if ref is not None:
+                assert ref.status is Status.OPTIMAL, f"{backend} found a feasible plan where brute force found none"
+                assert res.objective >= ref.objective * (1 - 1e-9) - 1e-12, (res.objective, ref.objective)
+    again = solve(inst, backend, seed=seed % 1000, threads=1, options=budget)
+    assert again.status is res.status and again.extra["evaluations"] == res.extra["evaluations"]
+    if res.plan is not None:
+        assert again.plan.key() == res.plan.key()
+
+
+def heuristic_finds_optimum(family_name: str, backend: str, seed: int, evaluations: int) -> bool | None:
+    """Whether ``backend`` with ``evaluations`` reaches the brute-force optimum of a random
+    instance (within 1e-9 relative); None where brute force does not apply or no plan is
+    feasible."""
+    inst = random_family_instance(family_name, seed)
+    ref = _reference(inst)
+    if ref is None or ref.status is not Status.OPTIMAL:
+        return None
+    res = solve(inst, backend, seed=seed % 1000, threads=1, options={"evaluations": evaluations})
+    return res.status is Status.FEASIBLE and res.objective <= ref.objective * (1 + 1e-9) + 1e-12
+
+
+def check_auto(family_name: str, seed: int) -> None:
+    inst = random_family_instance(family_name, seed)
+    res = solve(inst, "auto", seed=seed % 1000, threads=1)
+    ref = _reference(inst)
+    if ref is None:
+        return
+    if ref.status is Status.INFEASIBLE:
+        assert res.status is Status.INFEASIBLE, (res.status, res.message)
+        return
+    assert res.status is Status.OPTIMAL, (res.status, res.message)
+    assert abs(res.objective - ref.objective) <= 1e-4 * abs(ref.objective) + 1e-9, (res.objective, ref.objective)
+    assert res.bound is not None and res.bound <= ref.objective * (1 + 1e-9) + 1e-12

@@ -1,0 +1,149 @@
+"""REINFORCE (backend ``reinforce``, needs the torch extra): a recurrent policy over the
+decisions of any family's search space, trained by policy gradient, as the Separable NN
+paper's controller (an LSTM of 100 cells that emits one decision per step, each decision
+fed back as the next input, trained by REINFORCE on the reward of the sampled model).
+
+* Policy: at decision t the input is the embedding of the previous action plus that of
+  the step; an ``LSTMCell`` (``hidden`` cells) and a linear layer give logits over the
+  widest step's actions, masked to the actions valid at t
+  (``splitopt.heuristics.decisions``).
+* Reward: minus the plan's cost (``decisions.cost``: objective / the best seed's objective
+  for a plan meeting every limit, 10 + broken limits otherwise), by the family's
+  evaluator; the paper's reward is validation accuracy, which splitopt's families do not
+  model.
+* Update, after each generation of ``episodes`` sampled plans:
+  ``loss = -mean((R - b) * sum_t log pi(a_t)) - entropy * H``, Adam (``lr``); the
+  baseline ``b`` is a moving average of the rewards (decay 0.9), as in Zoph and Le's
+  controller. The seed plans are not replayed (REINFORCE learns on policy).
+
+torch is imported when this runs, never by the core; the torch generator is seeded from
+the search's seed, so the same seed gives the same plan.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, Mapping, Sequence
+
+from splitopt.heuristics.base import Heuristic, Setting
+from splitopt.heuristics.decisions import Decisions, cost
+from splitopt.heuristics.search import Search
+from splitopt.search.space import Genome
+
+
+class Reinforce(Heuristic):
+    name = "reinforce"
+    description = "REINFORCE with an LSTM policy over the genes (the Separable NN paper's controller); torch extra"
+    requires = ("torch",)
+    settings = (
+        Setting("hidden", int, 100, "LSTM cells (the paper: 100)", low=1, high=4096),
+        Setting("lr", float, 0.01, "Adam learning rate", low=1e-7, high=10.0),
+        Setting("episodes", int, 32, "plans sampled per policy update", low=1, high=100_000),
+        Setting("entropy", float, 0.001, "weight of the entropy bonus", low=0.0, high=10.0),
+    )
+
+    def run(self, search: Search, rng: random.Random, seeds: Sequence[Genome], config: Mapping[str, Any]) -> None:
+        import torch
+
+        dec = Decisions(search.space)
+        scored_seeds = search.score(seeds)
+        search.end_generation()
+        if not dec.steps:
+            search.score([{}])
+            return
+        feasible = [s.objective for s in scored_seeds if s.feasible]
+        reference = min(feasible) if feasible else math.nan
+        generator = torch.Generator().manual_seed(rng.randrange(2**31))
+        torch.manual_seed(rng.randrange(2**31))  # the policy's initial weights
+        threads = torch.get_num_threads()
+        # one intra-op thread: the policy's tensors are tiny, and torch's OpenMP threads
+        # spin on a loaded machine (a 2-core machine with a solver beside it ran 100x slower)
+        torch.set_num_threads(1)
+        try:
+            self._train(search, dec, reference, config, generator)
+        finally:
+            torch.set_num_threads(threads)
+
+    @staticmethod
+    def _train(search: Search, dec: Decisions, reference: float, config: Mapping[str, Any], generator) -> None:
+        import torch
+
+        policy = build_policy(len(dec.steps), dec.width, config["hidden"])
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config["lr"])
+        masks = _masks(dec)
+        baseline = None
+        while not search.done:
+            actions, log_prob, entropy = policy.sample(dec, masks, config["episodes"], generator)
+            scored = search.score_each([dec.genome(a) for a in actions])
+            judged = [i for i, s in enumerate(scored) if s is not None]
+            if not judged:
+                search.end_generation()
+                continue
+            for i in judged:
+                if math.isnan(reference) and scored[i].feasible:
+                    reference = scored[i].objective
+            rewards = torch.tensor([-cost(scored[i], reference) for i in judged])
+            mean = float(rewards.mean())
+            baseline = mean if baseline is None else 0.9 * baseline + 0.1 * mean
+            index = torch.tensor(judged)
+            loss = -((rewards - baseline) * log_prob[index]).mean() - config["entropy"] * entropy[index].mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            search.end_generation()
+
+
+def _masks(dec: Decisions):
+    """Per step, the actions that exist (a step narrower than the widest has fewer)."""
+    import torch
+
+    mask = torch.zeros(len(dec.steps), dec.width, dtype=torch.bool)
+    for t, step in enumerate(dec.steps):
+        mask[t, : len(step.options)] = True
+    return mask
+
+
+def build_policy(steps: int, width: int, hidden: int):
+    """The controller (built here so that torch is imported only when REINFORCE runs)."""
+    import torch
+    from torch import nn
+
+    class Policy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.action = nn.Embedding(width + 1, hidden)  # index width: "no previous action"
+            self.step = nn.Embedding(steps, hidden)
+            self.cell = nn.LSTMCell(hidden, hidden)
+            self.out = nn.Linear(hidden, width)
+
+        def sample(self, dec: Decisions, masks, batch: int, generator):
+            """``batch`` decision sequences; their summed log-probabilities and entropies."""
+            h = torch.zeros(batch, hidden)
+            c = torch.zeros(batch, hidden)
+            prev = torch.full((batch,), width, dtype=torch.long)
+            taken = []
+            placed = None
+            log_prob = torch.zeros(batch)
+            entropy = torch.zeros(batch)
+            for t, step in enumerate(dec.steps):
+                x = self.action(prev) + self.step.weight[t]
+                h, c = self.cell(x, (h, c))
+                logits = self.out(h).masked_fill(~masks[t], float("-inf"))
+                if step.position == 0:  # a permutation begins: nothing placed yet
+                    placed = torch.zeros(batch, width, dtype=torch.bool)
+                if step.position >= 0:  # a permutation's next item: not one placed already
+                    logits = logits.masked_fill(placed, float("-inf"))
+                probs = torch.softmax(logits, dim=-1)
+                action = torch.multinomial(probs.detach(), 1, generator=generator).squeeze(1)
+                logp = torch.log_softmax(logits, dim=-1)
+                log_prob = log_prob + logp.gather(1, action[:, None]).squeeze(1)
+                entropy = entropy - (probs * logp.masked_fill(probs == 0, 0.0)).sum(-1)
+                if step.position >= 0:
+                    placed = placed.scatter(1, action[:, None], True)
+                taken.append(action)
+                prev = action
+            chosen = torch.stack(taken, dim=1).tolist() if taken else [[] for _ in range(batch)]
+            return chosen, log_prob, entropy
+
+    return Policy()

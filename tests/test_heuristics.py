@@ -1,0 +1,148 @@
+"""Heuristic search (issue 10): the search loop's rules (memo, termination, ranking,
+anytime curve), determinism across processes, the settings, and the ``auto`` portfolio.
+The contract suites (tests/test_contracts.py) check every heuristic on every family."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from splitopt.api import load_instance
+from splitopt.core.errors import InvalidOption
+from splitopt.core.options import SolveOptions
+from splitopt.core.result import Status
+from splitopt.families.registry import family_of
+from splitopt.heuristics.evolutionary import Evolutionary
+from splitopt.heuristics.search import Search, Termination, rank
+from splitopt.solve import solve
+
+ROOT = Path(__file__).parent.parent
+RESNET = ROOT / "instances" / "resnet50_eyeriss.json"
+MESH = ROOT / "instances" / "jmsnas_mesh_threebranch.json"
+
+
+def _search(path: Path, termination: Termination) -> tuple[Search, object]:
+    inst = load_instance(path)
+    fam = family_of(inst)
+    fam.prepare(inst)
+    return Search(fam, inst, fam.space(inst), SolveOptions(), termination), fam
+
+
+def test_a_plan_met_again_is_looked_up_not_evaluated():
+    search, _ = _search(MESH, Termination(evaluations=100))
+    rng = random.Random(1)
+    genome = search.space.sample(rng)
+    first = search.score([genome, dict(genome)])
+    assert search.evaluations == 1 and len(first) == 2 and first[0].key == first[1].key
+    search.score([genome])
+    assert search.evaluations == 1 and search.lookups == 3
+
+
+def test_the_evaluation_budget_is_never_exceeded_and_unjudged_genomes_are_left_out():
+    search, _ = _search(MESH, Termination(evaluations=5))
+    rng = random.Random(2)
+    scored = search.score([search.space.sample(rng) for _ in range(40)])
+    assert search.evaluations == 5 and len({s.key for s in scored}) == 5
+    assert search.done and search.stop_reason == "5 evaluations"
+
+
+def test_generation_and_stall_limits_stop_the_search():
+    search, _ = _search(MESH, Termination(evaluations=None, generations=3))
+    for _ in range(3):
+        assert not search.done
+        search.end_generation()
+    assert search.done and search.stop_reason == "3 generations"
+    search, _ = _search(MESH, Termination(evaluations=None, stall=2))
+    search.score([search.space.sample(random.Random(3))])
+    search.end_generation()  # improved (first plan)
+    search.end_generation()
+    assert not search.done
+    search.end_generation()
+    assert search.done and "no better plan in 2" in search.stop_reason
+
+
+def test_feasibility_first_ranking_and_a_monotone_anytime_curve():
+    search, fam = _search(RESNET, Termination(evaluations=300))
+    rng = random.Random(4)
+    Evolutionary().run(search, rng, [], Evolutionary.configure({"evaluations": 300, "population": 16}))
+    scored = [search.memo[k] for k in search.memo]
+    best = min(r for _, r in scored)
+    assert search.best.rank == best
+    if any(r[0] == 0 for _, r in scored):  # a feasible plan ranks before every infeasible one
+        assert search.best.feasible
+    curve = [(not p.feasible, p.objective) for p in search.history]
+    assert curve == sorted(curve, reverse=True) or all(a >= b for a, b in zip(curve, curve[1:]))
+    assert rank(fam.evaluate(search.inst, search.best.plan)) == search.best.rank
+
+
+def test_same_seed_same_plan_across_processes():
+    """Nothing depends on hash order: two processes with different hash seeds agree."""
+    plans = []
+    for hash_seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-m", "splitopt", "solve", str(MESH), "--solver", "evolutionary",
+                              "--seed", "7", "--option", "evaluations=400", "--json"], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": hash_seed}, timeout=120, check=True)
+        data = json.loads(out.stdout)
+        plans.append((data["objective_ms"], json.dumps(data["plan"], sort_keys=True)))
+    assert plans[0] == plans[1]
+
+
+def test_heuristics_never_claim_optimal_and_report_their_search():
+    inst = load_instance(RESNET)
+    for solver in ("evolutionary", "q-learning"):
+        res = solve(inst, solver, options={"evaluations": 500})
+        assert res.status is Status.FEASIBLE and res.bound is None and res.gap is None
+        assert res.extra["evaluations"] <= 500 and res.extra["stopped_by"]
+        assert "start plan" in res.extra["seeds"] and res.extra["anytime"]
+
+
+def test_evolutionary_settings_and_presets():
+    config = Evolutionary.configure({"preset": "splitnets"})
+    assert (config["population"], config["offspring"], config["generations"]) == (512, 512, 20)
+    assert Evolutionary.configure({"preset": "splitnets", "population": 8})["population"] == 8
+    with pytest.raises(InvalidOption, match="population"):
+        Evolutionary.configure({"population": 0})
+    with pytest.raises(InvalidOption, match="not a preset"):
+        Evolutionary.configure({"preset": "nope"})
+
+
+def test_evolutionary_search_does_not_import_torch():
+    code = ("import sys; from splitopt.api import load_instance; from splitopt.solve import solve; "
+            f"solve(load_instance({str(MESH)!r}), 'evolutionary', options={{'evaluations': 50}}); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_auto_proves_the_optimum_with_the_search_plan_as_its_start():
+    inst = load_instance(MESH)
+    res = solve(inst, "auto", time_limit=60)
+    exact = solve(inst, "cpsat", time_limit=60)
+    assert res.status is Status.OPTIMAL and res.objective == pytest.approx(exact.objective, rel=1e-4)
+    assert res.extra["exact_backend"] == "cpsat" and res.extra["search"]["evaluations"] > 0
+    assert res.message.startswith("auto: evolutionary:")
+
+
+def test_auto_returns_the_search_plan_when_the_exact_program_cannot_be_built_in_time(monkeypatch):
+    """Where the exact program is not built within the budget, the search's plan comes
+    back FEASIBLE (no bound) and the message says what happened."""
+    import splitopt.backends.base as base
+
+    inst = load_instance(MESH)
+    original = base.ProgramBackend.solve
+
+    def slow_build(self, family, inst, options):  # as if building took the whole budget
+        import time
+        time.sleep(max(0.0, options.remaining_s()) + 0.01)
+        return original(self, family, inst, options)
+
+    monkeypatch.setattr(base.ProgramBackend, "solve", slow_build)
+    res = solve(inst, "auto", time_limit=1.0)
+    assert res.status is Status.FEASIBLE and res.plan is not None
+    assert "time limit ran out while building the program" in res.message
