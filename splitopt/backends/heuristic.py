@@ -16,6 +16,7 @@ import time
 from typing import Any, ClassVar, Mapping
 
 from splitopt.backends.base import Backend
+from splitopt.core.errors import InvalidPlan
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
 from splitopt.heuristics.base import Heuristic
@@ -54,6 +55,20 @@ def seed_genomes(family: Any, inst: Any, options: SolveOptions, space: Any) -> t
     return genomes, sources
 
 
+def best_seed_objective(family: Any, inst: Any, space: Any, seeds: list[Genome]) -> float | None:
+    """The best objective (ms) among the seed plans that meet every limit (None: none
+    does): what the search starts from, so that a result shows what the search added."""
+    best = None
+    for genome in seeds:
+        try:
+            metrics = family.evaluate(inst, space.to_plan(space.repair(dict(genome))))
+        except (KeyError, ValueError, InvalidPlan):
+            continue
+        if metrics.feasible and (best is None or metrics.objective_ms < best):
+            best = metrics.objective_ms
+    return best
+
+
 class HeuristicBackend(Backend):
     """A heuristic as a backend; subclasses name the heuristic class by import path."""
 
@@ -75,6 +90,7 @@ class HeuristicBackend(Backend):
         t0 = time.perf_counter()
         space = family.space(inst)
         seeds, sources = seed_genomes(family, inst, options, space)
+        seed_best = best_seed_objective(family, inst, space, seeds)
         build_s = time.perf_counter() - t0
         search = Search(family, inst, space, options, method.termination(config))
         interrupted = False
@@ -85,7 +101,7 @@ class HeuristicBackend(Backend):
             search.stop_reason = "interrupted (Ctrl-C)"
         search.done  # records why it stopped
         extra: dict[str, Any] = {"build_s": build_s, "solve_s": time.perf_counter() - t0 - build_s,
-                                 "seeds": sources, **search.summary()}
+                                 "seeds": sources, "seed_best_ms": seed_best, **search.summary()}
         if interrupted:
             extra["interrupted"] = True
         best = search.best

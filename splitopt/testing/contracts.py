@@ -217,6 +217,9 @@ def check_heuristic(family_name: str, backend: str, seed: int) -> None:
             if ref is not None:
                 assert ref.status is Status.OPTIMAL, f"{backend} found a feasible plan where brute force found none"
                 assert res.objective >= ref.objective * (1 - 1e-9) - 1e-12, (res.objective, ref.objective)
+    seed_best = res.extra.get("seed_best_ms")
+    if seed_best is not None:  # the search starts from its seeds: never worse than the best of them
+        assert res.status is Status.FEASIBLE and res.objective <= seed_best * (1 + 1e-12), (res.objective, seed_best)
     again = solve(inst, backend, seed=seed % 1000, threads=1, options=budget)
     assert again.status is res.status and again.extra["evaluations"] == res.extra["evaluations"]
     if res.plan is not None:
