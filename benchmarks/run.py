@@ -3,7 +3,7 @@
 method. The multi-device families have their own scripts (``chain.py``, ``mesh.py``,
 ``multiview.py``, ``maxload.py``).
 
-    python benchmarks/run.py                       # all edge/cloud instances, all installed backends
+    python benchmarks/run.py                       # all edge/cloud instances, exact backends and baselines
     python benchmarks/run.py --repeats 5 --instances instances/resnet50_eyeriss.json
 
 Times are medians over ``--repeats`` runs of ``splitopt.solve.solve`` in this process:
