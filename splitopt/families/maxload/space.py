@@ -38,6 +38,28 @@ def maxload_space(inst: MaxloadInstance) -> SearchSpace:
             for g, name in enumerate(names):
                 if out[name].startswith("fpga") and not gr.fpga_ok(inst, g):
                     out[name] = cpus[0]
+        if not latency:
+            out = runs_repaired(out)
+        return out
+
+    def runs_repaired(genome: Genome) -> Genome:
+        """Each device's groups one run in group order (an interval of a topological order
+        is convex, so the placement is contiguous wherever each group's forward nodes are
+        consecutive): a group whose device already ran earlier joins the run before it,
+        where that device may take it."""
+        out = dict(genome)
+        closed: set[str] = set()
+        current = None
+        for g, name in enumerate(names):
+            d = out[name]
+            if d != current and d in closed and current is not None and \
+                    (not current.startswith("fpga") or gr.fpga_ok(inst, g)):
+                d = current
+            if d != current:
+                if current is not None:
+                    closed.add(current)
+                current = d
+            out[name] = d
         return out
 
     def to_plan(genome: Genome) -> MaxloadPlacement:
@@ -54,5 +76,7 @@ def maxload_space(inst: MaxloadInstance) -> SearchSpace:
         return genome
 
     notes = ("per colour group: an accelerator or the CPU (cores: the family's choice); unsupported groups repaired "
-             "onto the CPU") if latency else "per colour group: its device; unsupported groups repaired onto cpu0"
-    return SearchSpace(genes, to_plan, from_plan, repair, notes=notes)
+             "onto the CPU") if latency else ("per colour group: its device; unsupported groups repaired onto cpu0, "
+                                             "then each device's groups made one run in group order")
+    # throughput: the runs repair leaves out contiguous placements that interleave devices in group order
+    return SearchSpace(genes, to_plan, from_plan, repair, notes=notes, meta={"represents_every_plan": latency})
