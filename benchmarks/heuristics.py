@@ -44,8 +44,8 @@ AUTO_INSTANCES = [str(ROOT / "instances" / "transformer1000_chain8_throughput.js
                   str(PEER / "OperatorGraphs" / "bert_L-12_training.json"),
                   str(ROOT / "instances" / "jmsnas_mesh_googlenet.json")]
 ANYTIME_INSTANCES = [str(ROOT / "instances" / "googlenet_eyeriss.json"),
-                     str(ROOT / "instances" / "jmsnas_mesh_googlenet.json"),
-                     str(ROOT / "instances" / "splitnets_mobilenetv2_multiview12_serial.json")]
+                     str(ROOT / "instances" / "jmsnas_mesh_threebranch_tight.json"),
+                     str(ROOT / "instances" / "transformer1000_chain8_throughput.json")]
 
 
 def cpu_s() -> float:
@@ -172,6 +172,7 @@ def plot(report: dict) -> None:
         ax.set_xlabel("seconds")
         ax.set_ylabel("best objective (ms)")
         ax.set_xscale("symlog", linthresh=0.1)
+        ax.set_xlim(left=0)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(OUT / "heuristics_anytime.png", dpi=110)

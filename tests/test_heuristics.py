@@ -120,7 +120,7 @@ def test_evolutionary_search_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_auto_proves_the_optimum_with_the_search_plan_as_its_start():
+def test_auto_proves_the_optimum_after_its_search():
     inst = load_instance(MESH)
     res = solve(inst, "auto", time_limit=60)
     exact = solve(inst, "cpsat", time_limit=60)

@@ -130,7 +130,7 @@ class ProgramBackend(Backend):
         self.check_options(options.solver_options)
         kind = self.kind_for(family)
         t0 = time.perf_counter()
-        start = options.start_plan if options.start_plan is not None else feasible_start_plan(family, inst)
+        start = feasible_start_plan(family, inst)
         try:
             program = family.build_program(inst, kind, start)
         except KeyboardInterrupt:

@@ -79,10 +79,6 @@ class SolveOptions:
     export_path: Path | None = None
     solver_options: Mapping[str, Any] = field(default_factory=dict)
     deadline: float | None = None
-    #: a plan meeting every limit to start from instead of the family's start plan (the
-    #: ``auto`` backend passes its search's best): the program's hint and horizon where
-    #: the family builds them from a start plan, and the plan a stopped run falls back on
-    start_plan: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_limit_s", check_time_limit(self.time_limit_s))
