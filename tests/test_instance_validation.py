@@ -449,3 +449,13 @@ def test_evaluate_refuses_a_plan_without_bit_widths():
     plan = Plan({"a": "edge", "b": "cloud", "c": "cloud"}, {}, {})
     with pytest.raises(InvalidPlan, match="plan.layers.a"):
         evaluate(inst, plan)
+
+
+@pytest.mark.parametrize("name", ["edge_cloud", "chain", "mesh", "multiview"])
+def test_a_family_without_a_foreign_format_refuses_foreign_data_in_one_line(name):
+    from splitopt.families.registry import family
+
+    with pytest.raises(InvalidInstance) as err:
+        family(name).read({"nodes": [], "edges": []}, "peer.json")
+    text = str(err.value)
+    assert "\n" not in text and text.startswith("peer.json: ") and f"'{name}' imports no foreign format" in text

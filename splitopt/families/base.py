@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
+from splitopt.core.errors import InvalidInstance
 from splitopt.core.program import Program
 from splitopt.core.result import BackendOutput, Status
 from splitopt.search.space import SearchSpace
@@ -89,8 +90,12 @@ class Family(ABC):
         return False
 
     def read(self, data: Any, path: Any) -> Any:
-        """Import such data (read from ``path``) as an instance of this family."""
-        raise NotImplementedError(f"family '{self.name}' imports no foreign format")
+        """Import such data (read from ``path``) as an instance of this family. A family
+        that imports no foreign format (``reads`` is always False) refuses every such
+        data: InvalidInstance, one line naming the file."""
+        where = f"{path}: " if path is not None else ""
+        raise InvalidInstance(f"{where}problem family '{self.name}' imports no foreign format; give a splitopt "
+                              f"instance ('format': 'splitopt-instance/1')")
 
     # ----- data --------------------------------------------------------------------------
     @abstractmethod
