@@ -25,11 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import sys
 import time
 from pathlib import Path
+
+from machine import machine  # benchmarks/, the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,18 +54,6 @@ def cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def machine() -> str:
-    cpu = platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"
-
-
 def run(path: str, solver: str, time_limit: float | None, options: dict | None = None) -> dict:
     inst = load_instance(path)
     c0, t0 = cpu_s(), time.perf_counter()
@@ -82,13 +71,16 @@ def seed_best(path: str) -> float | None:
     from splitopt.backends.heuristic import best_seed_objective, seed_genomes
     from splitopt.core.options import SolveOptions
     from splitopt.families.registry import family_of
+    from splitopt.heuristics.search import Search, Termination
 
     inst = load_instance(path)
     fam = family_of(inst)
     fam.prepare(inst)
     space = fam.space(inst)
     seeds, _ = seed_genomes(fam, inst, SolveOptions(time_limit_s=120), space)
-    return best_seed_objective(fam, inst, space, seeds)
+    search = Search(fam, inst, space, SolveOptions(), Termination(evaluations=None))
+    search.score(seeds)
+    return best_seed_objective(search, seeds)
 
 
 def name_of(path: str) -> str:
@@ -193,7 +185,7 @@ def main() -> None:
     ap.add_argument("--append", action="store_true", help="keep the rows of an existing result file")
     a = ap.parse_args()
     path = OUT / "heuristics.json"
-    report = {"started": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
+    report = {"started": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(shared=True),
               "load": " ".join(f"{x:.1f}" for x in os.getloadavg()), "args": vars(a),
               "heuristics": {}, "auto": {}, "anytime": {}}
     if a.append and path.exists():

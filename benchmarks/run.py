@@ -20,7 +20,6 @@ import csv
 import dataclasses
 import glob
 import json
-import platform
 import statistics
 import sys
 import time
@@ -32,6 +31,8 @@ from splitopt.backends import registry
 from splitopt.families.registry import family
 from splitopt.solve import solve
 
+from machine import machine  # benchmarks/, the script's folder
+
 #: the edge/cloud family: the instances and backends this benchmark covers
 EDGE_CLOUD = family("edge_cloud")
 EDGE_CLOUD_PROBLEMS = EDGE_CLOUD.problems
@@ -42,20 +43,6 @@ def kind(name: str) -> str:
     return registry.get_backend(name, EDGE_CLOUD).kind
 
 HERE = Path(__file__).parent
-
-
-def machine() -> str:
-    import os
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def run_one(inst, name: str, repeats: int, time_limit: float | None, threads: int) -> dict:

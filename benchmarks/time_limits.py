@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from machine import machine  # benchmarks/, the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER = ROOT.parent / "shared" / "peer-instances" / "dnn-partitioning"
@@ -35,18 +35,6 @@ INSTANCES = [
     PEER / "throughput-inputs" / "OperatorGraphs" / "bert_L-12_training.json",
     PEER / "throughput-inputs" / "LayerGraphs" / "inceptionv3_training.json",
 ]
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def run(path: Path, backend: str, limit: float) -> dict:

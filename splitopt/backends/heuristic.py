@@ -55,17 +55,20 @@ def seed_genomes(family: Any, inst: Any, options: SolveOptions, space: Any) -> t
     return genomes, sources
 
 
-def best_seed_objective(family: Any, inst: Any, space: Any, seeds: list[Genome]) -> float | None:
-    """The best objective (ms) among the seed plans that meet every limit (None: none
-    does): what the search starts from, so that a result shows what the search added."""
+def best_seed_objective(search: Search, seeds: list[Genome]) -> float | None:
+    """The best objective (ms) among the seed plans that meet every limit, read from the
+    search's memo (every heuristic judges its seeds first; a seed the budget left
+    unjudged does not count); None where none does: what the search started from, so
+    that a result shows what the search added."""
     best = None
     for genome in seeds:
         try:
-            metrics = family.evaluate(inst, space.to_plan(space.repair(dict(genome))))
+            key = search.space.to_plan(search.space.repair(dict(genome))).key()
         except (KeyError, ValueError, InvalidPlan):
             continue
-        if metrics.feasible and (best is None or metrics.objective_ms < best):
-            best = metrics.objective_ms
+        metrics, r = search.memo.get(key, (None, None))
+        if metrics is not None and r[0] == 0 and (best is None or r[2] < best):
+            best = r[2]
     return best
 
 
@@ -90,7 +93,6 @@ class HeuristicBackend(Backend):
         t0 = time.perf_counter()
         space = family.space(inst)
         seeds, sources = seed_genomes(family, inst, options, space)
-        seed_best = best_seed_objective(family, inst, space, seeds)
         build_s = time.perf_counter() - t0
         search = Search(family, inst, space, options, method.termination(config))
         interrupted = False
@@ -101,7 +103,7 @@ class HeuristicBackend(Backend):
             search.stop_reason = "interrupted (Ctrl-C)"
         search.done  # records why it stopped
         extra: dict[str, Any] = {"build_s": build_s, "solve_s": time.perf_counter() - t0 - build_s,
-                                 "seeds": sources, "seed_best_ms": seed_best, **search.summary()}
+                                 "seeds": sources, "seed_best_ms": best_seed_objective(search, seeds), **search.summary()}
         if interrupted:
             extra["interrupted"] = True
         best = search.best
