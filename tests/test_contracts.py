@@ -19,6 +19,16 @@ def examples(n: int):
     return settings(max_examples=n, deadline=None)
 
 
+def for_seeds(n: int, check, *args) -> None:
+    """Run ``check(*args, seed)`` on ``n`` hypothesis-drawn seeds."""
+    @examples(n)
+    @given(seed=SEEDS)
+    def run(seed):
+        check(*args, seed)
+
+    run()
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_protocol(family):
     contracts.check_protocol(family)
@@ -27,73 +37,38 @@ def test_protocol(family):
 @pytest.mark.parametrize("backend", contracts.EXACT_BACKENDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_exact_matches_brute_force(family, backend):
-    @examples(EXAMPLES[family])
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_exact_matches_brute_force(family, backend, seed)
-
-    run()
+    for_seeds(EXAMPLES[family], contracts.check_exact_matches_brute_force, family, backend)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_program_agrees_with_evaluator(family):
-    @examples(40)
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_program_agrees_with_evaluator(family, seed)
-
-    run()
+    for_seeds(40, contracts.check_program_agrees_with_evaluator, family)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_methods_never_beat_the_optimum(family):
-    @examples(max(10, EXAMPLES[family] // 2))
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_methods_never_beat_the_optimum(family, seed)
-
-    run()
+    for_seeds(max(10, EXAMPLES[family] // 2), contracts.check_methods_never_beat_the_optimum, family)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_plan_json_round_trip(family):
-    @examples(20)
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_plan_json_round_trip(family, seed)
-
-    run()
+    for_seeds(20, contracts.check_plan_json_round_trip, family)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_start_plan(family):
-    @examples(20)
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_start_plan(family, seed)
-
-    run()
+    for_seeds(20, contracts.check_start_plan, family)
 
 
 @pytest.mark.parametrize("backend", contracts.EXACT_BACKENDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_same_seed_same_plan(family, backend):
-    @examples(5)
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_same_seed_same_plan(family, backend, seed)
-
-    run()
+    for_seeds(5, contracts.check_same_seed_same_plan, family, backend)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_search_space(family):
-    @examples(20)
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_search_space(family, seed)
-
-    run()
+    for_seeds(20, contracts.check_search_space, family)
 
 
 HEURISTICS = contracts.heuristic_backends()
@@ -104,12 +79,7 @@ HEURISTIC_EXAMPLES = {"evolutionary": 25, "q-learning": 15, "reinforce": 6}
 @pytest.mark.parametrize("backend", HEURISTICS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_heuristic(family, backend):
-    @examples(HEURISTIC_EXAMPLES.get(backend, 10))
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_heuristic(family, backend, seed)
-
-    run()
+    for_seeds(HEURISTIC_EXAMPLES.get(backend, 10), contracts.check_heuristic, family, backend)
 
 
 #: draws per family for the optimum rate of evolutionary search, and the least rate
@@ -131,9 +101,4 @@ def test_evolutionary_search_finds_the_brute_force_optimum_in_most_draws(family)
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_auto_returns_the_optimum_or_an_honest_gap(family):
-    @examples(8)
-    @given(seed=SEEDS)
-    def run(seed):
-        contracts.check_auto(family, seed)
-
-    run()
+    for_seeds(8, contracts.check_auto, family)
