@@ -175,3 +175,15 @@ def test_cbc_solves_googlenet_split_bits_with_any_thread_count(threads):
     res = solve(inst, "milp-cbc", threads=threads)
     assert res.status is Status.OPTIMAL, res.message
     assert res.objective == pytest.approx(179.9637, abs=1e-3)
+
+
+def test_cbc_does_not_prune_the_optimum_with_its_own_cutoff_increment():
+    """Left to choose its cutoff increment, CBC stopped at 2.176014 ms on this multiview
+    instance (optimum 2.176007, its root LP) and called it optimal with that bound."""
+    from splitopt.testing.generators import random_family_instance
+
+    inst = random_family_instance("multiview", 22820)
+    res = solve(inst, "milp-cbc")
+    best = solve(inst, "brute-force")
+    assert res.status is Status.OPTIMAL and res.bound <= best.objective * (1 + 1e-9)
+    assert res.objective == pytest.approx(best.objective, rel=1e-9)
