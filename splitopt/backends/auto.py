@@ -27,6 +27,7 @@ import time
 from typing import Any, Mapping
 
 from splitopt.backends.base import Backend
+from splitopt.backends.registry import backend_class, get_backend
 from splitopt.core.errors import InvalidOption, SolverFailure
 from splitopt.core.jsonfile import cut
 from splitopt.core.options import SolveOptions
@@ -46,8 +47,6 @@ def exact_backend_for(family: Any) -> str:
     """The exact backend auto runs on ``family``: CP-SAT where it handles the family's
     programs and is installed (fastest on every family in the benchmarks), else the
     family's default."""
-    from splitopt.backends.registry import backend_class
-
     cls = backend_class(PREFERRED_EXACT)
     if cls.is_installed() and cls().handles(family, family.problems[0]):
         return PREFERRED_EXACT
@@ -66,8 +65,6 @@ class AutoBackend(Backend):
                                 f"e.g. --solver cpsat or --solver evolutionary, to pass its options)")
 
     def solve(self, family: Any, inst: Any, options: SolveOptions) -> BackendOutput:
-        from splitopt.backends.registry import get_backend
-
         self.check_options(options.solver_options)
         t0 = time.perf_counter()
         limit = options.remaining_s()

@@ -36,7 +36,7 @@ import random
 from typing import Any
 
 from splitopt.api import evaluate, plan_from_dict, plan_to_dict
-from splitopt.backends.registry import get_backend
+from splitopt.backends.registry import backend_class, get_backend, names
 from splitopt.core.errors import NotApplicable
 from splitopt.core.program import row_violations
 from splitopt.core.result import Status
@@ -196,8 +196,6 @@ def check_search_space(family_name: str, seed: int, samples: int = 10) -> None:
 
 def heuristic_backends() -> tuple[str, ...]:
     """The registered heuristic backends whose packages are installed."""
-    from splitopt.backends.registry import backend_class, names
-
     return tuple(n for n in names(kind="heuristic") if backend_class(n).is_installed())
 
 
