@@ -50,10 +50,11 @@ def parse_instance(data: Any) -> Any:
 
 
 def default_backend_of(path: str | Path) -> str | None:
-    """The backend ``solve`` uses by default for the instance file ``path``, judged from
-    its problem name or format alone, without the checks (None where it cannot tell):
-    lets the CLI check solver options before the slow full load. Unreadable files are
-    InvalidInstance as in :func:`load_instance`."""
+    """The family's default exact backend for the instance file ``path`` (what solver
+    options given without a solver go to), judged from its problem name or format alone,
+    without the checks (None where it cannot tell): lets the CLI check solver options
+    before the slow full load. Unreadable files are InvalidInstance as in
+    :func:`load_instance`."""
     data = read_json(path, InvalidInstance)
     if not isinstance(data, dict):
         return None

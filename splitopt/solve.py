@@ -18,6 +18,15 @@ from splitopt.families.registry import family_of
 
 #: relative tolerance between a backend's own objective and the evaluator's
 AGREEMENT_RTOL = 1e-6
+#: the backend ``solve`` runs when the caller names none
+DEFAULT_SOLVER = "auto"
+
+
+def default_solver(family: Family, options: Mapping[str, Any] | None = None, export: bool = False) -> str:
+    """The backend ``solve`` runs when the caller names none: ``auto``; with solver
+    options (which ``auto`` does not take) or a program to export (``auto`` may run
+    several), the family's default exact backend."""
+    return family.default_backend if options or export else DEFAULT_SOLVER
 
 
 def solve(
@@ -31,8 +40,10 @@ def solve(
     diagnose: bool = True,
     options: Mapping[str, Any] | None = None,
 ) -> SolveResult:
-    """Solve ``inst`` with backend ``solver`` (see ``splitopt solvers``; None: the family's
-    default, ``milp-cbc`` for the edge/cloud problems, ``cpsat`` for the others).
+    """Solve ``inst`` with backend ``solver`` (see ``splitopt solvers``; None: ``auto``, a
+    short exact run, then heuristic search, then the exact program for the rest of the
+    budget; with ``options`` or ``export_path`` and no solver, the family's default exact backend,
+    ``milp-cbc`` for the edge/cloud problems, ``cpsat`` for the others).
 
     ``time_limit``: the wall-clock budget in seconds from this call to its answer,
     building the program included (None: none); on reaching it the best plan found is
@@ -52,7 +63,7 @@ def solve(
     )
     family = family_of(inst)
     family.prepare(inst)
-    backend = get_backend(solver or family.default_backend, family)
+    backend = get_backend(solver or default_solver(family, options, export_path is not None), family)
     inst = _problem_for(backend, family, inst)
     t0 = time.perf_counter()
     out = backend.solve(family, inst, opts)

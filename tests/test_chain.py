@@ -320,3 +320,27 @@ def test_cli_refuses_edge_cloud_commands_on_a_chain(tmp_path):
     assert out.exit_code == 2 and "--problem split: applies to edge/cloud instances" in out.output
     out = CliRunner().invoke(app, ["solve", str(path), "--solver", "neurosurgeon"])
     assert out.exit_code == 2 and "does not handle problem 'chain'" in out.output
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), objective=st.sampled_from(["latency", "throughput"]))
+def test_segments_dp_is_the_best_contiguous_split_on_any_dag(seed, objective):
+    """On random DAGs (skips included) ``segments-dp`` equals the best of every cut tuple
+    of the file order, by the evaluator, with memory ignored; and never beats the
+    brute-force optimum over all placements."""
+    import itertools
+
+    from splitopt.core.options import SolveOptions
+    from splitopt.families.chain.methods import _segments_plan, segments_dp
+
+    inst = random_chain_instance(seed, 5, 3, objective=objective)
+    out = segments_dp(inst, SolveOptions())
+    got = evaluate(inst, out.plan).objective_ms
+    assert got == pytest.approx(out.objective, rel=1e-9, abs=1e-12)
+    n, m = len(inst.layers), len(inst.settings.chain)
+    best = min(evaluate(inst, _segments_plan(inst, list(c))).objective_ms
+               for c in itertools.combinations_with_replacement(range(n + 1), m - 1))
+    assert got == pytest.approx(best, rel=1e-9, abs=1e-12)
+    ref = solve(inst, "brute-force")
+    if ref.status is Status.OPTIMAL and evaluate(inst, out.plan).feasible:
+        assert got >= ref.objective * (1 - 1e-9) - 1e-12

@@ -67,6 +67,11 @@ def test_same_seed_same_plan(family, backend):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_lower_bound_never_exceeds_the_optimum(family):
+    for_seeds(EXAMPLES[family], contracts.check_lower_bound, family)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_search_space(family):
     for_seeds(20, contracts.check_search_space, family)
 

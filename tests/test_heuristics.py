@@ -120,13 +120,30 @@ def test_evolutionary_search_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_auto_proves_the_optimum_after_its_search():
+def test_auto_returns_what_its_probe_proves():
+    """An instance the exact backend proves within the probe (a tenth of the limit) costs
+    no search."""
     inst = load_instance(MESH)
     res = solve(inst, "auto", time_limit=60)
     exact = solve(inst, "cpsat", time_limit=60)
     assert res.status is Status.OPTIMAL and res.objective == pytest.approx(exact.objective, rel=1e-4)
-    assert res.extra["exact_backend"] == "cpsat" and res.extra["search"]["evaluations"] > 0
-    assert res.message.startswith("auto: evolutionary:")
+    assert res.extra["exact_backend"] == "cpsat" and res.extra["probe"]["status"] == "OPTIMAL"
+    assert "search" not in res.extra and res.message.startswith("auto: cpsat for")
+
+
+def test_auto_proves_the_optimum_after_its_search(monkeypatch):
+    """A probe too short to prove anything: the search runs, seeded with the probe's plan
+    if it has one, then the exact run proves the optimum."""
+    import splitopt.backends.auto as auto
+
+    monkeypatch.setattr(auto, "PROBE_SHARE", 1e-5)
+    inst = load_instance(MESH)
+    res = solve(inst, "auto", time_limit=60)
+    exact = solve(inst, "cpsat", time_limit=60)
+    assert res.extra["probe"]["status"] != "OPTIMAL"
+    assert res.status is Status.OPTIMAL and res.objective == pytest.approx(exact.objective, rel=1e-4)
+    assert res.extra["search"]["evaluations"] > 0 and res.extra["exact"]["status"] == "OPTIMAL"
+    assert "evolutionary:" in res.message
 
 
 def test_auto_returns_the_search_plan_when_the_exact_program_cannot_be_built_in_time(monkeypatch):
@@ -146,3 +163,42 @@ def test_auto_returns_the_search_plan_when_the_exact_program_cannot_be_built_in_
     res = solve(inst, "auto", time_limit=1.0)
     assert res.status is Status.FEASIBLE and res.plan is not None
     assert "time limit ran out while building the program" in res.message
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_edge_cloud_repair_meets_the_error_budget_when_raising_bits_can(seed):
+    """The budget repair only raises bits of edge layers (same edge set, no bit lower);
+    afterwards the plan meets the error budget whenever the same edge set at the highest
+    candidate bits does; on random genomes of random split_bits instances."""
+    from splitopt.families.edge_cloud.space import CLOUD
+    from splitopt.testing.generators import random_family_instance
+
+    inst = random_family_instance("edge_cloud", seed)
+    if inst.settings.problem != "split_bits" or inst.settings.error_budget is None:
+        inst = inst.with_settings(problem="split_bits", error_budget=0.01 + 0.05 * (seed % 4))
+    fam = family_of(inst)
+    fam.prepare(inst)
+    space = fam.space(inst)
+    rng = random.Random(seed)
+    top = max(inst.candidate_bits())
+    for _ in range(20):
+        genome = space.sample(rng)
+        down = dict(genome)
+        repaired = space.repair(genome)
+        assert [n for n, v in repaired.items() if v == CLOUD] == [n for n, v in space.repair(
+            {n: (top, top) if v != CLOUD else v for n, v in down.items()}).items() if v == CLOUD]
+        for n, v in repaired.items():
+            if v != CLOUD and down[n] != CLOUD:
+                assert v[0] >= down[n][0] and v[1] >= down[n][1], (n, down[n], v)
+        best = {n: (top, top) if v != CLOUD else v for n, v in repaired.items()}
+        if fam.evaluate(inst, space.to_plan(best)).error <= inst.settings.error_budget:
+            assert fam.evaluate(inst, space.to_plan(repaired)).error <= inst.settings.error_budget * (1 + 1e-6)
+
+
+def test_evolutionary_search_finds_googlenet_eyeriss_optimum_through_the_budget_repair():
+    """The deeper cut of the optimum needs layers added to the edge and bits raised
+    elsewhere at once (the error budget is nearly spent): the repair makes that one move."""
+    inst = load_instance(ROOT / "instances" / "googlenet_eyeriss.json")
+    exact = solve(inst, "cpsat")
+    res = solve(inst, "evolutionary", options={"evaluations": 4000})
+    assert res.objective <= exact.objective * (1 + 1e-6), (res.objective, exact.objective)

@@ -458,7 +458,8 @@ def test_bert24_latency_is_proven_optimal():
     # start plan), never better than the proven optimum, never worse than the start plan
     milp = solve(inst, "milp-highs", time_limit=2)
     assert milp.status is Status.FEASIBLE, milp.message
-    assert milp.objective >= res.objective - 1e-9 and milp.bound <= res.objective + 1e-9
+    assert milp.objective >= res.objective - 1e-9
+    assert milp.bound is None or milp.bound <= res.objective + 1e-9  # none when HiGHS is stopped in its presolve
     assert milp.objective <= latency(inst, family_of(inst).start_plan(inst))
 
 

@@ -276,7 +276,7 @@ def test_cli_writes_a_placement_evaluate_and_dnnp_eval_read(tmp_path):
     res = runner.invoke(main_app, ["solve", str(f), "--json", "-o", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    assert data["status"] == "OPTIMAL" and data["solver"] == "cpsat" and data["problem"] == "maxload"
+    assert data["status"] == "OPTIMAL" and data["solver"] == "auto" and data["problem"] == "maxload"
     ev = runner.invoke(main_app, ["dnnp-eval", str(f), str(out)])
     assert ev.exit_code == 0, ev.output
     evaluated = json.loads(ev.stdout)

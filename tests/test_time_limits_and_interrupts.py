@@ -251,3 +251,32 @@ def test_ctrl_c_during_brute_force_returns_the_best_plan_so_far(monkeypatch):
     res = solve(inst, "brute-force")
     assert res.status is Status.FEASIBLE and "interrupted" in res.message
     assert res.extra["plans_evaluated"] == 4
+
+
+def test_ctrl_c_after_a_cpsat_solve_still_raises_keyboard_interrupt():
+    """CP-SAT leaves SIGINT at its default disposition after a solve; splitopt puts
+    Python's handler back, so Ctrl-C in later work (auto's search, a diagnosis) is a
+    KeyboardInterrupt, not a killed process."""
+    code = ("import os, signal, threading, time\n"
+            "from splitopt.api import load_instance\nfrom splitopt.solve import solve\n"
+            f"solve(load_instance({str(ROOT / 'instances' / 'jmsnas_mesh_googlenet.json')!r}), 'cpsat')\n"
+            "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "try:\n    time.sleep(5)\n    print('slept')\nexcept KeyboardInterrupt:\n    print('KeyboardInterrupt')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stdout.strip()) == (0, "KeyboardInterrupt"), (out.returncode, out.stderr[-300:])
+
+
+def test_ctrl_c_stops_cpsat_and_says_it_was_the_user():
+    """CP-SAT runs in a worker thread with its own SIGINT handler off: Ctrl-C in the main
+    thread stops its search at once, the incumbent comes back, and the result says the
+    user (not the deadline) stopped it: what ``auto`` needs to end instead of going on."""
+    code = ("import json, os, signal, threading, time\n"
+            "from splitopt.api import load_instance\nfrom splitopt.solve import solve\n"
+            f"inst = load_instance({str(CHAIN)!r})\n"
+            "threading.Timer(4.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "t = time.monotonic(); r = solve(inst, 'cpsat', time_limit=60)\n"
+            "print(json.dumps([r.status.value, bool(r.extra.get('ctrl_c')), time.monotonic() - t]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    status, ctrl_c, seconds = json.loads(out.stdout)
+    assert status == "FEASIBLE" and ctrl_c and seconds < 30, (status, ctrl_c, seconds)

@@ -1,23 +1,29 @@
-"""``auto``: evolutionary search first, then the family's exact program; the better of
-the two plans, with the exact bound.
+"""``auto`` (the default backend): a short exact run, then evolutionary search, then the
+exact program for the rest of the budget; the better plan, with the best bound known.
 
-1. Evolutionary search (``splitopt.backends.heuristic``) runs for a first slice of the
-   budget: ``HEURISTIC_SHARE`` of the time limit (at most ``10^4`` evaluations), or
-   ``EVALUATIONS_WITHOUT_LIMIT`` evaluations when there is no time limit.
-2. The exact backend (``cpsat`` where it runs the family's programs, else the family's
-   default) runs for the rest of the budget, from the family's own start plan. The
-   search's plan is not given to it as a hint: measured on
+1. Probe: the exact backend (``cpsat`` where it runs the family's programs, else the
+   family's default exact backend) runs for ``PROBE_SHARE`` of the time limit
+   (``PROBE_WITHOUT_LIMIT_S`` without one). Most instances are proven here, and then
+   ``auto`` costs no more than the exact backend alone; an INFEASIBLE proof ends it too.
+2. Search: evolutionary search (``splitopt.backends.heuristic``), seeded with the family's
+   start plan, its baselines' plans and the probe's incumbent, for ``HEURISTIC_SHARE`` of
+   what is left of the limit (at most ``EVALUATIONS_WITH_LIMIT`` evaluations); without a
+   limit, ``EVALUATIONS_WITHOUT_LIMIT`` evaluations or ``SEARCH_WITHOUT_LIMIT_S``,
+   whichever comes first.
+3. Exact: the exact backend again, for the rest of the budget, from the family's own
+   start plan. The search's plan is not given to it as a hint: measured on
    ``transformer1000_chain8_throughput``, CP-SAT hinted with the search's plan (65.5 ms)
    proved the optimum in 9-19 s in 3 runs and not within 24 s in 3; unhinted, in 9-11 s
    in 6 runs of 6.
-3. The answer is the better plan by the family's evaluator, with the exact run's bound,
-   so the gap is honest; OPTIMAL only when the exact run proved it. Where the exact
-   program could not be built or solved in time, the search's plan comes back FEASIBLE
-   with whatever bound the exact run knew (none when it was not built), and the message
-   says so.
 
-Ctrl-C during the search returns the search's best plan at once (the exact run does not
-start); during the exact run, that run's answer (its incumbent or the start plan).
+The answer is the best plan of the three runs by the family's evaluator, with the best
+lower bound known: the exact runs' bounds and the family's cheap relaxation bound
+(``Family.lower_bound``), so the gap is honest; OPTIMAL only when an exact run proved
+it. Where the exact program could not be built or solved in time, the search's plan
+comes back FEASIBLE with that bound, and the message says so.
+
+Ctrl-C during any phase returns at once with the best plan found so far (the later
+phases do not start).
 """
 
 from __future__ import annotations
@@ -33,14 +39,23 @@ from splitopt.core.jsonfile import cut
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
 
-#: share of the time limit evolutionary search gets before the exact run
+#: share of the time limit the first exact run (the probe) gets
+PROBE_SHARE = 0.1
+#: length of the probe when there is no time limit (s)
+PROBE_WITHOUT_LIMIT_S = 2.0
+#: share of what is left after the probe that evolutionary search gets
 HEURISTIC_SHARE = 0.2
 #: evaluations of evolutionary search when there is no time limit
 EVALUATIONS_WITHOUT_LIMIT = 2000
+#: seconds of evolutionary search at most when there is no time limit (an evaluation of
+#: the 1,000-layer chain takes about 40 ms: 2,000 of them would dwarf the exact run)
+SEARCH_WITHOUT_LIMIT_S = 2.0
 #: evaluations of evolutionary search at most, within its slice of a time limit
 EVALUATIONS_WITH_LIMIT = 10_000
 #: the exact backend auto prefers, where it handles the family
 PREFERRED_EXACT = "cpsat"
+#: a slice shorter than this (s) is not started
+MIN_SLICE_S = 1e-3
 
 
 def exact_backend_for(family: Any) -> str:
@@ -53,11 +68,34 @@ def exact_backend_for(family: Any) -> str:
     return family.default_backend
 
 
+def _sliced(options: SolveOptions, seconds: float | None, solver_options: Mapping[str, Any]) -> SolveOptions:
+    """``options`` with a budget of ``seconds`` from now (None: none, or the user's
+    deadline when that comes first)."""
+    left = options.remaining_s()
+    if seconds is None and left is None:
+        return dataclasses.replace(options, solver_options=dict(solver_options))
+    seconds = left if seconds is None else seconds if left is None else min(seconds, left)
+    seconds = max(seconds, MIN_SLICE_S)
+    return dataclasses.replace(options, time_limit_s=seconds, deadline=time.monotonic() + seconds,
+                               solver_options=dict(solver_options))
+
+
+def _stopped_by_user(out: BackendOutput) -> bool:
+    """Whether the user's Ctrl-C stopped a run (every exact backend says so in
+    ``ctrl_c``, apart from stops at its deadline, which it marks only ``interrupted``)."""
+    return bool(out.extra.get("ctrl_c"))
+
+
+def _out_of_time(options: SolveOptions) -> bool:
+    left = options.remaining_s()
+    return left is not None and left < MIN_SLICE_S
+
+
 class AutoBackend(Backend):
     name = "auto"
     kind = "portfolio"
-    description = ("evolutionary search for a first slice of the budget, then the exact program started from its "
-                   "plan (cpsat where it applies); the better plan with the exact bound")
+    description = ("default: a short exact run (cpsat where it applies), then evolutionary search, then the exact "
+                   "program for the rest of the budget; the best plan with the best bound known")
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         for key in options:
@@ -67,51 +105,89 @@ class AutoBackend(Backend):
     def solve(self, family: Any, inst: Any, options: SolveOptions) -> BackendOutput:
         self.check_options(options.solver_options)
         t0 = time.perf_counter()
-        limit = options.remaining_s()
-        if limit is None:
-            search_options = dataclasses.replace(options, solver_options={"evaluations": EVALUATIONS_WITHOUT_LIMIT})
-        else:
-            share = max(0.0, HEURISTIC_SHARE * limit)
-            search_options = dataclasses.replace(options, time_limit_s=share, deadline=time.monotonic() + share,
-                                                 solver_options={"evaluations": EVALUATIONS_WITH_LIMIT})
-        heuristic = get_backend("evolutionary").solve(family, inst, search_options)
-        search_s = time.perf_counter() - t0
-        found = heuristic.plan if heuristic.status is Status.FEASIBLE else None
-        extra: dict[str, Any] = {"search": {k: v for k, v in heuristic.extra.items() if k != "anytime"},
-                                 "anytime": heuristic.extra.get("anytime", []), "search_s": search_s}
-        said = (f"evolutionary: {heuristic.extra.get('evaluations', 0)} evaluations in {search_s:.2f} s"
-                + (f", best {family.evaluate(inst, found).objective_ms:.6g} ms" if found is not None else
-                   ", no plan meeting every limit"))
-        if heuristic.extra.get("interrupted"):
-            extra.update(interrupted=True, returned="search plan", solve_s=search_s)
-            return dataclasses.replace(heuristic, message=f"auto: interrupted (Ctrl-C) during the search; {said}",
-                                       extra=extra)
-
         exact_name = exact_backend_for(family)
-        exact_options = dataclasses.replace(options, solver_options={})
-        exact = get_backend(exact_name).solve(family, inst, exact_options)
-        extra.update({"exact_backend": exact_name, "exact_status": exact.status.value,
-                      **{f"exact_{k}": v for k, v in exact.extra.items() if k in ("build_s", "solve_s", "returned")}})
-        if exact.extra.get("interrupted"):
-            extra["interrupted"] = True
+        exact_backend = get_backend(exact_name)
+        extra: dict[str, Any] = {"exact_backend": exact_name}
+        runs: list[tuple[str, BackendOutput]] = []
+
+        # 1. the probe
+        limit = options.remaining_s()
+        probe_s = PROBE_WITHOUT_LIMIT_S if limit is None else PROBE_SHARE * limit
+        probe = exact_backend.solve(family, inst, _sliced(options, probe_s, {}))
+        runs.append(("probe", probe))
+        extra["probe"] = {"status": probe.status.value, "s": time.perf_counter() - t0,
+                          **{k: v for k, v in probe.extra.items() if k in ("build_s", "solve_s", "returned")}}
+        said = [f"{exact_name} for {extra['probe']['s']:.2f} s: {probe.message or probe.status.value}"]
+        if probe.status in (Status.OPTIMAL, Status.INFEASIBLE) or _stopped_by_user(probe):
+            extra["interrupted"] = probe.status not in (Status.OPTIMAL, Status.INFEASIBLE)
+            return self._answer(family, inst, runs, extra, said, t0)
+
+        # 2. the search, seeded with the probe's plan too
+        if not _out_of_time(options):
+            left = options.remaining_s()
+            if left is None:
+                search_options = _sliced(options, SEARCH_WITHOUT_LIMIT_S, {"evaluations": EVALUATIONS_WITHOUT_LIMIT})
+            else:
+                search_options = _sliced(options, HEURISTIC_SHARE * left, {"evaluations": EVALUATIONS_WITH_LIMIT})
+            t1 = time.perf_counter()
+            probe_plan = [("exact probe", probe.plan)] if probe.plan is not None and probe.status.has_plan else []
+            search = get_backend("evolutionary").solve(family, inst, search_options, extra_seeds=probe_plan)
+            runs.append(("search", search))
+            search_s = time.perf_counter() - t1
+            extra.update(search={k: v for k, v in search.extra.items() if k != "anytime"},
+                         anytime=search.extra.get("anytime", []), search_s=search_s)
+            said.append(f"evolutionary: {search.extra.get('evaluations', 0)} evaluations in {search_s:.2f} s")
+            if search.extra.get("interrupted"):
+                extra["interrupted"] = True
+                return self._answer(family, inst, runs, extra, said, t0)
+
+        # 3. the exact run for the rest of the budget
+        if not _out_of_time(options):
+            t2 = time.perf_counter()
+            exact = exact_backend.solve(family, inst, _sliced(options, None, {}))
+            runs.append(("exact", exact))
+            if _stopped_by_user(exact):
+                extra["interrupted"] = True
+            extra["exact"] = {"status": exact.status.value, "s": time.perf_counter() - t2,
+                              **{k: v for k, v in exact.extra.items() if k in ("build_s", "solve_s", "returned")}}
+            said.append(f"{exact_name}: {exact.message or exact.status.value}")
+        return self._answer(family, inst, runs, extra, said, t0)
+
+    def _answer(self, family: Any, inst: Any, runs: list[tuple[str, BackendOutput]], extra: dict[str, Any],
+                said: list[str], t0: float) -> BackendOutput:
+        """The best plan of ``runs`` by the evaluator, with the best bound known."""
         extra["solve_s"] = time.perf_counter() - t0
-        message = f"auto: {said}; {exact_name}: {exact.message}"
-        if exact.status is Status.INFEASIBLE:
-            if found is not None:
-                raise SolverFailure(f"auto: {exact_name} claims the instance is infeasible, but evolutionary search "
-                                    f"found a plan that meets every limit")
-            return dataclasses.replace(exact, message=exact.message, extra=extra)
-        if exact.plan is not None and exact.status.has_plan:
-            exact_objective = family.evaluate(inst, exact.plan).objective_ms
-            if found is None or exact.status is Status.OPTIMAL or \
-                    exact_objective <= family.evaluate(inst, found).objective_ms:
-                extra["returned"] = "exact plan" if exact.extra.get("returned") is None else \
-                    f"exact run's {exact.extra['returned']}"
-                return dataclasses.replace(exact, message=message, extra=extra)
-        if found is None:
+        if not extra.get("interrupted"):
+            extra.pop("interrupted", None)
+        message = "auto: " + "; ".join(said)
+        proofs = [(phase, out) for phase, out in runs if out.status in (Status.OPTIMAL, Status.INFEASIBLE)]
+        found = [(phase, out) for phase, out in runs if out.plan is not None and out.status.has_plan]
+        if any(out.status is Status.INFEASIBLE for _, out in proofs):
+            if found:
+                raise SolverFailure(f"auto: {extra['exact_backend']} claims the instance is infeasible, but "
+                                    f"{found[0][0]} found a plan that meets every limit")
+            phase, out = proofs[0]
             extra["returned"] = "nothing"
-            return dataclasses.replace(exact, message=message, extra=extra)
-        extra["returned"] = "search plan"
-        bound = exact.bound if exact.status is not Status.ERROR else None
-        return BackendOutput(Status.FEASIBLE, plan=found, objective=heuristic.objective, bound=bound,
-                             message=f"{message}; returning the search's plan", extra=extra)
+            return dataclasses.replace(out, message=message, extra=extra)
+        if not found:
+            extra["returned"] = "nothing"
+            last = runs[-1][1]
+            return BackendOutput(last.status, message=message, extra=extra)
+        scored = [(family.evaluate(inst, out.plan).objective_ms, i, phase, out) for i, (phase, out) in enumerate(found)]
+        _, _, phase, best = min(scored, key=lambda t: (t[0], t[1]))
+        bounds = [out.bound for _, out in runs if out.bound is not None and out.status is not Status.ERROR]
+        relaxation = family.lower_bound(inst)
+        if relaxation is not None:
+            bounds.append(relaxation)
+            extra["relaxation_bound_ms"] = relaxation
+        bound = max(bounds) if bounds else None
+        extra["returned"] = {"probe": "probe plan", "search": "search plan", "exact": "exact plan"}[phase]
+        # a plan no worse than a proven optimum is proven optimal by the same bound
+        status = Status.OPTIMAL if proofs else Status.FEASIBLE
+        if status is Status.FEASIBLE:
+            if bound is not None and relaxation is not None and bound == relaxation:
+                message += f"; bound: the family's relaxation ({relaxation:.6g} ms)"
+            message += f"; returning the {extra['returned']}"
+        return BackendOutput(status, plan=best.plan, objective=best.objective, bound=bound,
+                             objective_tolerance_ms=best.objective_tolerance_ms, one_sided=best.one_sided,
+                             message=message, extra=extra)

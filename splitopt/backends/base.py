@@ -137,7 +137,7 @@ class ProgramBackend(Backend):
             if start is None:
                 raise
             return self._stopped(family, inst, start, None, "interrupted (Ctrl-C) while building the program",
-                                 {"build_s": time.perf_counter() - t0, "interrupted": True}, 0.0)
+                                 {"build_s": time.perf_counter() - t0, "interrupted": True, "ctrl_c": True}, 0.0)
         build_s = time.perf_counter() - t0
         if options.export_path is not None:
             self.export(program, options.export_path)
@@ -157,7 +157,7 @@ class ProgramBackend(Backend):
             if start is None:
                 raise
             raw = RunResult(Status.NO_SOLUTION_FOUND, message="interrupted (Ctrl-C) before the solver had a plan",
-                            interrupted=True)
+                            interrupted=True, stats={"ctrl_c": True})
         extra.update(raw.stats)
         extra["solve_s"] = time.perf_counter() - t1
         if raw.interrupted:

@@ -29,7 +29,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import warnings
 from functools import lru_cache
 from typing import Any, Mapping
@@ -234,6 +233,8 @@ class CbcBackend(MilpBackend):
         info = parse_cbc_log(text)
         result = re.sub(r"(?i)user ctrl-c.*", "stopped by Ctrl-C", info.get("result", ""))
         stats = {"cbc_result": result, "cbc_returncode": child.returncode, "cbc_wall_s": child.elapsed_s}
+        if child.interrupted:
+            stats["ctrl_c"] = True  # the user's Ctrl-C, not the deadline (what auto needs to know)
         asked = "interrupted (Ctrl-C)" if child.interrupted else "stopped at the deadline" if child.stopped else ""
         if child.killed:
             return MilpAnswer(Status.NO_SOLUTION_FOUND, bound=info.get("bound"), message=f"CBC: {asked}; it did "

@@ -49,6 +49,7 @@ from typing import Any, Mapping
 
 from splitopt.backends.base import ProgramBackend, RunResult
 from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
+from splitopt.core.interrupts import solve_cpsat
 from splitopt.core.jsonfile import cut, shown
 from splitopt.core.options import SolveOptions, check_portable_option
 from splitopt.core.program import LinearProgram, Program
@@ -205,7 +206,8 @@ def cpsat_solver(time_limit_s: float | None, threads: int, seed: int, verbose: b
 
 #: parameters the user may not set through options: splitopt sets them from its own options
 RESERVED = {"max_time_in_seconds": "--time-limit", "num_workers": "--threads", "num_search_workers": "--threads",
-            "random_seed": "--seed", "log_search_progress": "--verbose", "log_to_stdout": "--verbose"}
+            "random_seed": "--seed", "log_search_progress": "--verbose", "log_to_stdout": "--verbose",
+            "catch_sigint_signal": "Ctrl-C (splitopt stops the search itself)"}
 #: parameters splitopt sets per model, and why
 FIXED = {"cp_model_presolve": "splitopt turns presolve off where or-tools #5293 could certify a wrong optimum"}
 #: portable option names every exact backend accepts, as CP-SAT parameters
@@ -323,9 +325,12 @@ def run_model(model, options: SolveOptions, presolve: bool, unit_ms: float = 1.0
     remaining = options.remaining_s()
     solver = cpsat_solver(None if remaining is None else max(0.01, remaining), options.threads, options.seed,
                           options.verbose, presolve=presolve, extra=extra)
-    code = solver.Solve(model)
+    code, ctrl_c = solve_cpsat(solver, model)
     name = solver.StatusName(code)
     stats = {"cpsat_status": name, "presolve": presolve, "wall_s": solver.WallTime()}
+    if ctrl_c:
+        stats["ctrl_c"] = True  # the user's Ctrl-C, not the deadline (what auto needs to know)
+        name += " (stopped by Ctrl-C)"
     if code == cp_model.INFEASIBLE:
         return RunResult(Status.INFEASIBLE, message="CP-SAT: infeasible", stats=stats)
     if code == cp_model.MODEL_INVALID:

@@ -4,8 +4,9 @@ the family's start plan and its baselines' plans (each run only while the budget
 runs the heuristic (``splitopt.heuristics``) under the user's deadline and its own
 termination rule, and returns the best plan found: FEASIBLE when it meets every limit
 (never OPTIMAL: a heuristic proves nothing), NO_SOLUTION_FOUND otherwise, with the
-evaluations done and the anytime curve in ``extra``. The result carries no bound of its
-own; the ``auto`` backend pairs a heuristic with an exact one for that.
+evaluations done and the anytime curve in ``extra``. Its bound (and so its gap) is the
+family's cheap relaxation bound (``Family.lower_bound``) where the family states one;
+the ``auto`` backend pairs a heuristic with an exact run for a proven one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib
 import random
 import time
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from splitopt.backends.base import Backend
 from splitopt.core.errors import InvalidPlan
@@ -24,11 +25,23 @@ from splitopt.heuristics.search import Search
 from splitopt.search.space import Genome
 
 
-def seed_genomes(family: Any, inst: Any, options: SolveOptions, space: Any) -> tuple[list[Genome], list[str]]:
-    """Genomes of the family's start plan and of its baselines' plans (the baselines that
-    run on the instance's problem, while the budget lasts), and the names of their
-    sources. A plan the space cannot encode is skipped."""
-    genomes, sources = [], []
+def seed_genomes(family: Any, inst: Any, options: SolveOptions, space: Any,
+                 extra: Sequence[tuple[str, Any]] = ()) -> tuple[list[Genome], list[str], bool]:
+    """Genomes of the ``extra`` (source, plan) pairs, of the family's start plan and of
+    its baselines' plans (the baselines that run on the instance's problem, while the
+    budget lasts), the names of their sources, and whether Ctrl-C cut the seeding short
+    (then the seeds found so far). A plan the space cannot encode is skipped."""
+    genomes: list[Genome] = []
+    sources: list[str] = []
+    try:
+        _add_seeds(family, inst, options, space, extra, genomes, sources)
+    except KeyboardInterrupt:
+        return genomes, sources, True
+    return genomes, sources, False
+
+
+def _add_seeds(family: Any, inst: Any, options: SolveOptions, space: Any, extra: Sequence[tuple[str, Any]],
+               genomes: list[Genome], sources: list[str]) -> None:
 
     def add(plan: Any, source: str) -> None:
         if plan is None:
@@ -41,6 +54,8 @@ def seed_genomes(family: Any, inst: Any, options: SolveOptions, space: Any) -> t
         genomes.append(genome)
         sources.append(source)
 
+    for source, plan in extra:
+        add(plan, source)
     add(family.start_plan(inst), "start plan")
     for method in family.methods():
         left = options.remaining_s()
@@ -52,7 +67,6 @@ def seed_genomes(family: Any, inst: Any, options: SolveOptions, space: Any) -> t
             add(method.run(inst, options).plan, method.name)
         except Exception:  # a baseline that does not apply to this instance seeds nothing
             continue
-    return genomes, sources
 
 
 def best_seed_objective(search: Search, seeds: list[Genome]) -> float | None:
@@ -87,21 +101,28 @@ class HeuristicBackend(Backend):
     def check_options(self, options: Mapping[str, Any]) -> None:
         self.heuristic_class().configure(options)
 
-    def solve(self, family: Any, inst: Any, options: SolveOptions) -> BackendOutput:
+    def solve(self, family: Any, inst: Any, options: SolveOptions,
+              extra_seeds: Sequence[tuple[str, Any]] = ()) -> BackendOutput:
+        """The heuristic's best plan; ``extra_seeds``: (source, plan) pairs seeded beside
+        the start plan and the baselines' plans (``auto`` gives its exact probe's plan)."""
         method = self.heuristic_class()
         config = method.configure(options.solver_options)
         t0 = time.perf_counter()
         space = family.space(inst)
-        seeds, sources = seed_genomes(family, inst, options, space)
+        seeds, sources, interrupted = seed_genomes(family, inst, options, space, extra_seeds)
         build_s = time.perf_counter() - t0
         search = Search(family, inst, space, options, method.termination(config))
-        interrupted = False
         try:
-            method().run(search, random.Random(options.seed), seeds, config)
+            if interrupted:  # Ctrl-C while seeding: judge the seeds found so far, nothing more
+                search.score(seeds)
+            else:
+                method().run(search, random.Random(options.seed), seeds, config)
         except KeyboardInterrupt:
             interrupted = True
+        if interrupted:
             search.stop_reason = "interrupted (Ctrl-C)"
-        search.done  # records why it stopped
+        else:
+            search.done  # records why it stopped
         extra: dict[str, Any] = {"build_s": build_s, "solve_s": time.perf_counter() - t0 - build_s,
                                  "seeds": sources, "seed_best_ms": best_seed_objective(search, seeds), **search.summary()}
         if interrupted:
@@ -113,8 +134,11 @@ class HeuristicBackend(Backend):
         status = Status.FEASIBLE if best.feasible else Status.NO_SOLUTION_FOUND
         if not best.feasible:
             message += "; no plan found that meets every limit"
+        bound = family.lower_bound(inst)
+        if bound is not None:
+            extra["relaxation_bound_ms"] = bound
         return BackendOutput(status, plan=best.plan, objective=best.objective if best.feasible else None,
-                             message=message, extra=extra)
+                             bound=bound if best.feasible else None, message=message, extra=extra)
 
 
 class EvolutionaryBackend(HeuristicBackend):

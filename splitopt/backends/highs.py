@@ -267,6 +267,8 @@ def _answer(lp: LinearProgram, answer: dict | None, child: ChildRun, log: str) -
 
     S = highspy.HighsModelStatus
     stats = {"highs_returncode": child.returncode, "highs_wall_s": child.elapsed_s}
+    if child.interrupted:
+        stats["ctrl_c"] = True  # the user's Ctrl-C, not the deadline (what auto needs to know)
     asked = "; interrupted (Ctrl-C)" if child.interrupted else "; stopped at the deadline" if child.stopped else ""
     if answer is None:
         if child.killed:

@@ -120,7 +120,7 @@ def _check_plots_apply(inst, gantt: Optional[Path], breakdown: Optional[Path]) -
 @app.command()
 def solve(
     instance: Path = typer.Argument(..., help="Instance JSON file (splitopt's format or a peer dnn-partitioning file)."),
-    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend name; `splitopt solvers` lists them. Default: milp-cbc for split/split_bits, cpsat otherwise."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend name; `splitopt solvers` lists them. Default: auto (a short exact run, then evolutionary search, then the exact program for the rest of the time limit); with --option or --export-model and no --solver, the family's exact default: milp-cbc for split/split_bits, cpsat otherwise."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Wall-clock seconds for the whole solve, building included; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
     problem: Optional[Problem] = typer.Option(None, "--problem", help="Override the instance's problem: split (float cut) or split_bits (cut + bit-widths)."),
     objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective: chain: latency or throughput; maxload: throughput (max-load) or latency."),

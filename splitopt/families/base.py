@@ -76,7 +76,8 @@ class Family(ABC):
     plan_format: ClassVar[str] = ""
     #: program kinds it builds for the exact backends (``splitopt.core.program.PROGRAM_KINDS``)
     program_kinds: ClassVar[tuple[str, ...]] = ("linear",)
-    #: the backend ``solve`` uses when the user names none
+    #: the family's default exact backend: what ``auto`` (the default of ``solve``) runs
+    #: where CP-SAT does not apply, and what solver options given without a solver go to
     default_backend: ClassVar[str] = "cpsat"
     #: whether its plans have a schedule to draw (``--gantt``, ``--breakdown``)
     has_schedule: ClassVar[bool] = True
@@ -165,6 +166,14 @@ class Family(ABC):
     def space(self, inst: Any) -> SearchSpace:
         """The genes heuristic search varies, with encode/decode/repair to plans."""
 
+    def lower_bound(self, inst: Any) -> float | None:
+        """A proven lower bound (ms) on the objective of every plan of ``inst`` that meets
+        its limits, cheap to compute (no program is built: about linear in the instance's
+        size), from a relaxation the family's formulation states; None where the family
+        states none. What a search's gap is measured against when no exact run bounds
+        it."""
+        return None
+
     # ----- examples -----------------------------------------------------------------------------
     @abstractmethod
     def random_instance(self, seed: int) -> Any:
@@ -213,6 +222,6 @@ class Family(ABC):
 PROTOCOL_MEMBERS = (
     "reads", "read", "name", "core_instance", "problems", "objectives", "settings_key", "settings_schema", "plan_format", "program_kinds",
     "default_backend", "has_schedule", "description", "check", "build_data", "prepare", "plan_from_dict", "plan_to_dict",
-    "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "report",
+    "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "lower_bound", "report",
     "schedule", "breakdown", "summary", "random_instance", "instance_from_data",
 )

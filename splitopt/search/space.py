@@ -95,7 +95,10 @@ def _identity(genome: Genome) -> Genome:
 class SearchSpace:
     """The genes of one instance and the maps between genomes and plans (see the module
     docstring). ``genes`` are in the order decisions are made (sequential methods such as
-    Q-learning decide them one after the other)."""
+    Q-learning decide them one after the other). ``meta``: what the contract suite checks
+    of the space, ``represents_every_plan`` (default true: every plan decodes from its own
+    genome) or, weaker, ``represents_every_feasible_plan`` (every plan that meets every
+    limit does, where the repair changes only plans that break one)."""
 
     genes: tuple[Gene, ...]
     to_plan: Callable[[Genome], Any]

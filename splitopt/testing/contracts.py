@@ -185,11 +185,14 @@ def check_search_space(family_name: str, seed: int, samples: int = 10) -> None:
         repaired = space.repair(dict(genome))
         space.check(repaired)
         fam.evaluate(inst, space.decode(genome))  # InvalidPlan here is a broken repair
-    if space.meta.get("represents_every_plan", True):
+    every = space.meta.get("represents_every_plan", True)
+    if every or space.meta.get("represents_every_feasible_plan", False):
         try:
             plans = list(fam.enumerate_plans(inst, 2000))
         except NotApplicable:
             return
+        if not every:  # only the plans that meet every limit decode to themselves
+            plans = [p for p in plans if fam.evaluate(inst, p).feasible]
         for plan in plans[:50]:
             assert space.decode(space.from_plan(plan)).key() == plan.key(), plan
 
@@ -212,6 +215,8 @@ def check_heuristic(family_name: str, backend: str, seed: int) -> None:
         assert (res.status is Status.FEASIBLE) == metrics.feasible, (res.status, metrics.violations)
         if metrics.feasible:
             assert res.objective == metrics.objective_ms, (res.objective, metrics.objective_ms)
+            if res.bound is not None:  # the family's relaxation bound
+                assert res.bound <= res.objective * (1 + 1e-9) + 1e-12, (res.bound, res.objective)
             if ref is not None:
                 assert ref.status is Status.OPTIMAL, f"{backend} found a feasible plan where brute force found none"
                 assert res.objective >= ref.objective * (1 - 1e-9) - 1e-12, (res.objective, ref.objective)
@@ -222,6 +227,25 @@ def check_heuristic(family_name: str, backend: str, seed: int) -> None:
     assert again.status is res.status and again.extra["evaluations"] == res.extra["evaluations"]
     if res.plan is not None:
         assert again.plan.key() == res.plan.key()
+
+
+def check_lower_bound(family_name: str, seed: int) -> None:
+    """The family's relaxation bound never exceeds the brute-force optimum (nor, where no
+    plan meets the limits, claims anything a feasible plan would break)."""
+    inst = random_family_instance(family_name, seed)
+    fam = family_of(inst)
+    bound = fam.lower_bound(inst)
+    if bound is None:
+        return
+    assert bound >= 0.0 and bound == bound, bound
+    ref = _reference(inst)
+    if ref is not None and ref.status is Status.OPTIMAL:
+        assert bound <= ref.objective * (1 + 1e-9) + 1e-12, (bound, ref.objective)
+    start = fam.start_plan(inst)
+    if start is not None:
+        metrics = fam.evaluate(inst, start)
+        if metrics.feasible:
+            assert bound <= metrics.objective_ms * (1 + 1e-9) + 1e-12, (bound, metrics.objective_ms)
 
 
 def heuristic_finds_optimum(family_name: str, backend: str, seed: int, evaluations: int) -> bool | None:

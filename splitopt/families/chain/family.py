@@ -14,6 +14,7 @@ from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.chain import methods
+from splitopt.families.chain.bound import chain_lower_bound
 from splitopt.families.chain.checks import check_chain
 from splitopt.families.chain.enumerate import enumerate_plans
 from splitopt.families.chain.evaluate import ChainMetrics, evaluate
@@ -27,6 +28,8 @@ from splitopt.search.space import SearchSpace
 METHODS = (
     Method("chain-dp", "exact DP over contiguous segments for chain-shaped graphs (DNNPipe/PipeDream style)",
            methods.chain_dp, kind="exact"),
+    Method("segments-dp", "best contiguous segments of the file order by DP on any layer DAG (PipeDream-style; "
+           "memory left to the evaluator)", methods.segments_dp),
     Method("chain-scan", "HiveMind-style linear search: one split point per device, greedy along the chain",
            methods.chain_scan),
     Method("best-single-device", "all layers on the one device that is best (the input forwarded to it)",
@@ -79,6 +82,9 @@ class ChainFamily(Family):
 
     def space(self, inst: Instance) -> SearchSpace:
         return chain_space(inst)
+
+    def lower_bound(self, inst: Instance) -> float | None:
+        return chain_lower_bound(inst)
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.chain.examples import small_random_data

@@ -3,13 +3,17 @@
 * ``chain-dp``: the exact dynamic program over contiguous segments (DNNPipe /
   PipeDream style) for a layer graph that is a chain, where contiguous segments are
   every valid placement; memory limits included (``formulations/chain_split.md``);
+* ``segments-dp``: the same DP on any layer DAG (segments in file order are valid
+  placements there too, and the link times count every tensor that crosses a cut), with
+  memory left to the evaluator: the best contiguous pipeline split (PipeDream-style), not
+  an optimum (a device may hold layers that are not consecutive in file order);
 * ``chain-scan``: HiveMind-style linear search: device by device, the split point that
   is best if everything after it ran on the next device (and whose devices decided so far
   fit their memory), kept and never revisited;
 * ``best-single-device``: all layers on the one device that is best (the cloud is
   JMSNAS's "cloud computing" baseline).
 
-The last two run on any DAG (segments in file order are valid placements); ``chain-dp``
+The last three run on any DAG (segments in file order are valid placements); ``chain-dp``
 refuses a graph that is not a chain.
 """
 
@@ -88,25 +92,24 @@ def is_chain_graph(inst: Instance) -> str | None:
     return None
 
 
-def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
-    """exact DP over contiguous segments for chain-shaped graphs (DNNPipe/PipeDream style)."""
+def _segments_dp(inst: Instance, memory: bool) -> tuple[float, list[int]] | None:
+    """The best cuts c_0 <= ... <= c_{M-2} of the file order (device m runs [c_{m-1}, c_m))
+    and their objective (ms): ``f_m(b) = min_a f_{m-1}(a) (+ or max) [P_m(b) - P_m(a) +
+    T_m(b)]``, ``O(N^2 M)`` with numpy. ``memory``: only segments that fit their device,
+    by the chain formula (weights + the largest adjacent pair of held tensors), exact only
+    on a chain graph. None when no cuts fit."""
     import numpy as np
 
-    broken = is_chain_graph(inst)
-    if broken is not None:
-        raise NotApplicable(
-            f"chain-dp: the layer graph is not a chain (at layer '{broken}'); use milp-cbc, milp-highs or cpsat"
-        )
-    t0 = time.perf_counter()
     s = inst.settings
     M, N = len(s.chain), len(inst.layers)
     P, T = _prefix_compute(inst), _cross_ms(inst)
-    tensors = chain_tensors(inst)
-    # h[j]: bytes of out(j-1), j = 0..N (j = 0: the raw input); pair[k] = h[k] + h[k+1]
-    h = np.array([tensors.held_bytes[inst.inputs[0].name]] + [tensors.held_bytes[l.name] for l in inst.layers])
-    pair = h[:-1] + h[1:]
-    W = np.concatenate([[0.0], np.cumsum([l.weights * s.cloud_bits / 8.0 for l in inst.layers])])
-    limits = [inst.device_by_name[d].memory_bytes * (1 + 1e-9) for d in s.chain]
+    if memory:
+        tensors = chain_tensors(inst)
+        # h[j]: bytes of out(j-1), j = 0..N (j = 0: the raw input); pair[k] = h[k] + h[k+1]
+        h = np.array([tensors.held_bytes[inst.inputs[0].name]] + [tensors.held_bytes[l.name] for l in inst.layers])
+        pair = h[:-1] + h[1:]
+        W = np.concatenate([[0.0], np.cumsum([l.weights * s.cloud_bits / 8.0 for l in inst.layers])])
+        limits = [inst.device_by_name[d].memory_bytes * (1 + 1e-9) for d in s.chain]
     throughput = s.objective == "throughput"
 
     f_prev = np.full(N + 1, np.inf)
@@ -117,32 +120,53 @@ def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
         last = m == M - 1
         for b in range(N + 1) if not last else [N]:
             a = np.arange(b + 1)
-            # memory of segment [a, b) on device m
-            if b > 0:
-                peak = np.maximum.accumulate(pair[:b][::-1])[::-1]  # peak[a] = max pair[a..b-1]
-                mem = np.empty(b + 1)
-                mem[:b] = W[b] - W[:b] + peak
-                mem[b] = h[b]  # empty segment: the tensor passing through
-            else:
-                mem = np.array([h[0]])
-            ok = mem <= limits[m]
             stage = P[m, b] - P[m, a] + (0.0 if last else T[m, b])
             cost = np.maximum(f_prev[a], stage) if throughput else f_prev[a] + stage
-            cost = np.where(ok, cost, np.inf)
+            if memory:  # memory of segment [a, b) on device m
+                if b > 0:
+                    peak = np.maximum.accumulate(pair[:b][::-1])[::-1]  # peak[a] = max pair[a..b-1]
+                    mem = np.empty(b + 1)
+                    mem[:b] = W[b] - W[:b] + peak
+                    mem[b] = h[b]  # empty segment: the tensor passing through
+                else:
+                    mem = np.array([h[0]])
+                cost = np.where(mem <= limits[m], cost, np.inf)
             j = int(np.argmin(cost))
             f[b], choice[m, b] = cost[j], j
         f_prev = f
-    solve_s = time.perf_counter() - t0
     if not np.isfinite(f_prev[N]):
-        return BackendOutput(Status.INFEASIBLE, message="chain-dp: no placement meets the memory limits",
-                             extra={"solve_s": solve_s})
+        return None
     cuts, b = [], N
     for m in range(M - 1, 0, -1):
         b = int(choice[m, b])
         cuts.append(b)
-    plan = _segments_plan(inst, cuts[::-1])
-    value = float(f_prev[N])
-    return BackendOutput(Status.OPTIMAL, plan=plan, objective=value, bound=value, extra={"solve_s": solve_s})
+    return float(f_prev[N]), cuts[::-1]
+
+
+def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
+    """exact DP over contiguous segments for chain-shaped graphs (DNNPipe/PipeDream style)."""
+    broken = is_chain_graph(inst)
+    if broken is not None:
+        raise NotApplicable(
+            f"chain-dp: the layer graph is not a chain (at layer '{broken}'); use milp-cbc, milp-highs or cpsat"
+        )
+    t0 = time.perf_counter()
+    best = _segments_dp(inst, memory=True)
+    solve_s = time.perf_counter() - t0
+    if best is None:
+        return BackendOutput(Status.INFEASIBLE, message="chain-dp: no placement meets the memory limits",
+                             extra={"solve_s": solve_s})
+    value, cuts = best
+    return BackendOutput(Status.OPTIMAL, plan=_segments_plan(inst, cuts), objective=value, bound=value,
+                         extra={"solve_s": solve_s})
+
+
+def segments_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
+    """best contiguous segments of the file order by DP, on any layer DAG (memory left to the evaluator)."""
+    t0 = time.perf_counter()
+    value, cuts = _segments_dp(inst, memory=False)  # without memory rows some cuts always exist
+    return BackendOutput(Status.FEASIBLE, plan=_segments_plan(inst, cuts), objective=value,
+                         extra={"solve_s": time.perf_counter() - t0})
 
 
 def chain_scan(inst: Instance, options: SolveOptions) -> BackendOutput:

@@ -17,6 +17,7 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.maxload import methods
+from splitopt.families.maxload.bound import maxload_lower_bound
 from splitopt.families.maxload.cpsat import to_cpsat
 from splitopt.families.maxload.diagnose import diagnose
 from splitopt.families.maxload.enumerate import enumerate_plans
@@ -156,6 +157,9 @@ class MaxloadFamily(Family):
 
     def space(self, inst: MaxloadInstance) -> SearchSpace:
         return maxload_space(inst)
+
+    def lower_bound(self, inst: MaxloadInstance) -> float | None:
+        return maxload_lower_bound(inst)
 
     def random_instance(self, seed: int) -> MaxloadInstance:
         """A small random peer file, with either objective (half each)."""

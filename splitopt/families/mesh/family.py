@@ -12,6 +12,7 @@ from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.mesh import methods
+from splitopt.families.mesh.bound import mesh_lower_bound
 from splitopt.families.mesh.checks import check_mesh
 from splitopt.families.mesh.cpsat import build_cpsat
 from splitopt.families.mesh.data import mesh_data
@@ -91,6 +92,10 @@ class MeshFamily(Family):
     def space(self, inst: Instance) -> SearchSpace:
         self.prepare(inst)
         return mesh_space(inst)
+
+    def lower_bound(self, inst: Instance) -> float | None:
+        self.prepare(inst)
+        return mesh_lower_bound(inst)
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.mesh.examples import small_random_data

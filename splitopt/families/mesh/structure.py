@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from splitopt.core.errors import SolverFailure
+from splitopt.core.interrupts import solve_cpsat
 from splitopt.families.mesh.data import MEMORY_RTOL, MeshData
 from splitopt.families.mesh.plan import MeshPlan
 from splitopt.families.mesh.tasks import build_tasks
@@ -210,7 +211,9 @@ def assignment_feasible(data: MeshData, lifted: frozenset = frozenset(), time_li
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.num_workers = 1
     solver.parameters.cp_model_presolve = False  # or-tools #5293: memory rows in bits can pass 2**31
-    code = solver.Solve(model)
+    code, stopped = solve_cpsat(solver, model)
+    if stopped:  # the user's Ctrl-C: no verdict, let the caller's handling take it
+        raise KeyboardInterrupt
     return code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
 
