@@ -331,14 +331,14 @@ def test_segments_dp_is_the_best_contiguous_split_on_any_dag(seed, objective):
     import itertools
 
     from splitopt.core.options import SolveOptions
-    from splitopt.families.chain.methods import _segments_plan, segments_dp
+    from splitopt.families.chain.methods import segments_plan, segments_dp
 
     inst = random_chain_instance(seed, 5, 3, objective=objective)
     out = segments_dp(inst, SolveOptions())
     got = evaluate(inst, out.plan).objective_ms
     assert got == pytest.approx(out.objective, rel=1e-9, abs=1e-12)
     n, m = len(inst.layers), len(inst.settings.chain)
-    best = min(evaluate(inst, _segments_plan(inst, list(c))).objective_ms
+    best = min(evaluate(inst, segments_plan(inst, list(c))).objective_ms
                for c in itertools.combinations_with_replacement(range(n + 1), m - 1))
     assert got == pytest.approx(best, rel=1e-9, abs=1e-12)
     ref = solve(inst, "brute-force")

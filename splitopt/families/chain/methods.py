@@ -69,7 +69,7 @@ def _cross_ms(inst: Instance) -> np.ndarray:
     return T
 
 
-def _segments_plan(inst: Instance, cuts: list[int]):
+def segments_plan(inst: Instance, cuts: list[int]):
     """Plan from cuts c_0 <= ... <= c_{M-2}: device m runs file positions [c_{m-1}, c_m)."""
     bounds = [0] + list(cuts) + [len(inst.layers)]
     index = {}
@@ -157,7 +157,7 @@ def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
         return BackendOutput(Status.INFEASIBLE, message="chain-dp: no placement meets the memory limits",
                              extra={"solve_s": solve_s})
     value, cuts = best
-    return BackendOutput(Status.OPTIMAL, plan=_segments_plan(inst, cuts), objective=value, bound=value,
+    return BackendOutput(Status.OPTIMAL, plan=segments_plan(inst, cuts), objective=value, bound=value,
                          extra={"solve_s": solve_s})
 
 
@@ -165,7 +165,7 @@ def segments_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
     """best contiguous segments of the file order by DP, on any layer DAG (memory left to the evaluator)."""
     t0 = time.perf_counter()
     value, cuts = _segments_dp(inst, memory=False)  # without memory rows some cuts always exist
-    return BackendOutput(Status.FEASIBLE, plan=_segments_plan(inst, cuts), objective=value,
+    return BackendOutput(Status.FEASIBLE, plan=segments_plan(inst, cuts), objective=value,
                          extra={"solve_s": time.perf_counter() - t0})
 
 
@@ -188,18 +188,18 @@ def chain_scan(inst: Instance, options: SolveOptions) -> BackendOutput:
         chosen = None
         decided = range(M) if m == M - 2 else range(m + 1)  # the last choice decides every device
         for _, c in scored:  # the best split point whose decided devices fit their memory
-            loads = evaluate(inst, _segments_plan(inst, cuts + [c] + [N] * (M - 2 - m))).devices
+            loads = evaluate(inst, segments_plan(inst, cuts + [c] + [N] * (M - 2 - m))).devices
             if all(loads[d].memory_bytes <= loads[d].memory_limit * (1 + 1e-9) for d in decided):
                 chosen = c
                 break
         cuts.append(chosen if chosen is not None else scored[0][1])
-    return BackendOutput(Status.FEASIBLE, plan=_segments_plan(inst, cuts))
+    return BackendOutput(Status.FEASIBLE, plan=segments_plan(inst, cuts))
 
 
 def best_single_device(inst: Instance, options: SolveOptions) -> BackendOutput:
     """all layers on the one device that is best (the input forwarded to it)."""
     M, N = len(inst.settings.chain), len(inst.layers)
-    plans = [_segments_plan(inst, [0] * m + [N] * (M - 1 - m)) for m in range(M)]
+    plans = [segments_plan(inst, [0] * m + [N] * (M - 1 - m)) for m in range(M)]
     scored = [(not evaluate(inst, p).feasible, evaluate(inst, p).objective_ms, i) for i, p in enumerate(plans)]
     best = min(scored)
     return BackendOutput(Status.FEASIBLE, plan=plans[best[2]])

@@ -36,9 +36,7 @@ from splitopt.families.maxload.report import report
 from splitopt.families.maxload.space import maxload_space
 from splitopt.search.space import SearchSpace
 
-METHODS = (
-    Method("all-on-cpu", "every node on cpu0 (meets every placement rule when maxCPUs >= 1)", methods.all_on_cpu),
-)
+METHODS = methods.METHODS
 
 
 def _infeasible_program(kind: str, reason: str) -> Program:

@@ -3,6 +3,14 @@
 * ``all-on-cpu``: every node on ``cpu0`` (needs ``maxCPUs >= 1``): it meets every
   placement rule, so it is the plan a time-limited solve falls back on; its max-load is
   the sum of the CPU times, its latency the DAG's longest path of CPU times.
+* ``intervals`` (throughput): the best placement whose devices each hold one interval of
+  a group order, by dynamic programming (``intervals.py``; non-convex intervals
+  excluded).
+* ``group-moves`` (throughput): the ``intervals`` plan improved by moving one colour
+  group at a time while every rule holds (``moves.py``); a device may then hold several
+  stretches of the order.
+
+Baselines' plans seed every heuristic (``splitopt.backends.heuristic.seed_genomes``).
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 from splitopt.core.errors import NotApplicable
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
+from splitopt.families.base import Method
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 
@@ -27,3 +36,55 @@ def all_on_cpu(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     if placement is None:
         raise NotApplicable("all-on-cpu: the instance has no CPU core (maxCPUs=0)")
     return BackendOutput(Status.FEASIBLE, plan=placement)
+
+
+def _throughput_only(inst: MaxloadInstance, name: str) -> None:
+    if inst.objective != "throughput":
+        raise NotApplicable(f"{name}: a max-load (throughput) method; the instance's objective is {inst.objective}")
+
+
+def interval_plan(inst: MaxloadInstance, options: SolveOptions | None = None) -> MaxloadPlacement | None:
+    """The ``intervals`` plan (kept with the instance: ``group-moves`` starts from it);
+    NotApplicable where the time limit of ``options`` runs out first."""
+    from splitopt.families.maxload.intervals import interval_placement
+
+    def out_of_time() -> bool:
+        left = options.remaining_s() if options is not None else None
+        return left is not None and left <= 0
+
+    return inst.derived(("maxload", "intervals"), lambda: interval_placement(inst, out_of_time))
+
+
+def intervals(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
+    """Each device one interval of a group order, the min max-load such plan (DP)."""
+    _throughput_only(inst, "intervals")
+    plan = interval_plan(inst, options)
+    if plan is None:
+        raise NotApplicable("intervals: no placement of intervals of the group order meets the rules")
+    return BackendOutput(Status.FEASIBLE, plan=plan)
+
+
+def group_moves(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
+    """The ``intervals`` plan improved by single-group moves that keep every rule."""
+    from splitopt.families.maxload.moves import improve
+
+    _throughput_only(inst, "group-moves")
+    plan = interval_plan(inst, options)
+    if plan is None:
+        raise NotApplicable("group-moves: no start plan (intervals found none)")
+
+    def out_of_time() -> bool:
+        left = options.remaining_s()
+        return left is not None and left <= 0
+
+    return BackendOutput(Status.FEASIBLE, plan=improve(inst, plan, out_of_time=out_of_time))
+
+
+#: the family's methods besides the generic programs (``MaxloadFamily.methods``)
+METHODS = (
+    Method("all-on-cpu", "every node on cpu0 (meets every placement rule when maxCPUs >= 1)", all_on_cpu),
+    Method("intervals", "throughput: each device one interval of a group order, min max-load by dynamic programming",
+           intervals),
+    Method("group-moves", "throughput: the intervals plan improved by moving one colour group at a time "
+           "(local search keeping every rule)", group_moves),
+)
