@@ -46,7 +46,7 @@ AUTO_INSTANCES = [str(ROOT / "instances" / "transformer1000_chain8_throughput.js
                   str(ROOT / "instances" / "jmsnas_mesh_googlenet.json")]
 ANYTIME_INSTANCES = [str(ROOT / "instances" / "googlenet_eyeriss.json"),
                      str(ROOT / "instances" / "jmsnas_mesh_threebranch_tight.json"),
-                     str(ROOT / "instances" / "transformer1000_chain8_throughput.json")]
+                     str(ROOT / "instances" / "resnet50_eyeriss.json")]
 
 
 def cpu_s() -> float:
@@ -77,7 +77,7 @@ def seed_best(path: str) -> float | None:
     fam = family_of(inst)
     fam.prepare(inst)
     space = fam.space(inst)
-    seeds, _ = seed_genomes(fam, inst, SolveOptions(time_limit_s=120), space)
+    seeds, _, _ = seed_genomes(fam, inst, SolveOptions(time_limit_s=120), space)
     search = Search(fam, inst, space, SolveOptions(), Termination(evaluations=None))
     search.score(seeds)
     return best_seed_objective(search, seeds)

@@ -148,7 +148,7 @@ def test_auto_proves_the_optimum_after_its_search(monkeypatch):
 
 def test_auto_returns_the_search_plan_when_the_exact_program_cannot_be_built_in_time(monkeypatch):
     """Where the exact program is not built within the budget, the search's plan comes
-    back FEASIBLE (no bound) and the message says what happened."""
+    back FEASIBLE with the family's relaxation bound, and the message says what happened."""
     import splitopt.backends.base as base
 
     inst = load_instance(MESH)
@@ -163,6 +163,10 @@ def test_auto_returns_the_search_plan_when_the_exact_program_cannot_be_built_in_
     res = solve(inst, "auto", time_limit=1.0)
     assert res.status is Status.FEASIBLE and res.plan is not None
     assert "time limit ran out while building the program" in res.message
+    # the bound known without a program: the family's relaxation, and the message says so
+    relaxation = family_of(inst).lower_bound(inst)
+    assert relaxation is not None and res.bound == pytest.approx(relaxation) and res.gap is not None
+    assert "bound: the family's relaxation" in res.message
 
 
 @pytest.mark.parametrize("seed", range(40))
