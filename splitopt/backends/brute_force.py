@@ -41,8 +41,7 @@ class BruteForceBackend(Backend):
         best, best_value, evaluated, stopped = None, math.inf, 0, ""
         try:
             for plan in plans:
-                remaining = options.remaining_s()
-                if remaining is not None and remaining <= 0:
+                if options.out_of_time():
                     stopped = "stopped by the time limit"
                     break
                 try:

@@ -40,8 +40,7 @@ class DeadlinePassed(Exception):
 
 def check_deadline(options: SolveOptions) -> None:
     """Raise DeadlinePassed if the budget of ``options`` is spent."""
-    left = options.remaining_s()
-    if left is not None and left <= 0:
+    if options.out_of_time():
         raise DeadlinePassed()
 
 

@@ -58,8 +58,7 @@ def _add_seeds(family: Any, inst: Any, options: SolveOptions, space: Any, extra:
         add(plan, source)
     add(family.start_plan(inst), "start plan")
     for method in family.methods():
-        left = options.remaining_s()
-        if left is not None and left <= 0:
+        if options.out_of_time():
             break
         if method.kind != "baseline" or (method.problems is not None and inst.problem not in method.problems):
             continue

@@ -90,3 +90,8 @@ class SolveOptions:
     def remaining_s(self) -> float | None:
         """Seconds left of the time limit (None: no limit; may be <= 0: time is up)."""
         return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def out_of_time(self) -> bool:
+        """Whether the time limit is spent (never, without one)."""
+        left = self.remaining_s()
+        return left is not None and left <= 0

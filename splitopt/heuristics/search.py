@@ -115,7 +115,7 @@ class Search:
     def _evaluate_in_turn(self, plans: Sequence[Any]) -> list[Any]:
         out = []
         for plan in plans:
-            if self._out_of_time():
+            if self.options.out_of_time():
                 break
             try:
                 out.append(self.family.evaluate(self.inst, plan))
@@ -148,7 +148,7 @@ class Search:
                 fresh[key] = plan
         allowed = self._evaluations_left()
         keys = list(fresh)[:allowed]
-        if keys and not self._out_of_time():
+        if keys and not self.options.out_of_time():
             results = list(self.batch_evaluate([fresh[k] for k in keys]))
             for key, metrics in zip(keys, results):
                 self.memo[key] = (metrics, MALFORMED if metrics is None else rank(metrics))
@@ -173,10 +173,6 @@ class Search:
     def elapsed_s(self) -> float:
         return time.perf_counter() - self._t0
 
-    def _out_of_time(self) -> bool:
-        left = self.options.remaining_s()
-        return left is not None and left <= 0
-
     def _evaluations_left(self) -> int:
         cap = self.termination.evaluations
         return max(0, cap - self.evaluations) if cap is not None else 1 << 62
@@ -194,7 +190,7 @@ class Search:
     def done(self) -> bool:
         """Whether any stopping rule holds (and which: :attr:`stop_reason`)."""
         t = self.termination
-        if self._out_of_time():
+        if self.options.out_of_time():
             self.stop_reason = "time limit"
         elif t.evaluations is not None and self.evaluations >= t.evaluations:
             self.stop_reason = f"{t.evaluations} evaluations"

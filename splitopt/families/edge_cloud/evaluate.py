@@ -94,6 +94,17 @@ def transfer_ms(inst: Instance, total_bytes: float) -> float:
     return link.latency_ms + 1000.0 * total_bytes * 8.0 / link.bandwidth_bits_per_s
 
 
+def layer_error_terms(inst: Instance, name: str, weight_bits: int, activation_bits: int,
+                      sent: bool) -> tuple[float, float]:
+    """The quantization error (weight term, activation term) of edge layer ``name`` at the
+    given bits: zero at or above the reference precision; an output that crosses the cut
+    counts at ``transmit_bits`` when that is lower (see the module docstring)."""
+    s, layer = inst.settings, inst.layer_by_name[name]
+    weight = layer.weight_error[weight_bits] if layer.weights > 0 and weight_bits < s.cloud_bits else 0.0
+    effective = min(activation_bits, s.transmit_bits) if sent and s.transmit_bits is not None else activation_bits
+    return weight, (layer.activation_error[effective] if effective < s.cloud_bits else 0.0)
+
+
 def evaluate(inst: Instance, plan: Plan) -> Metrics:
     """Evaluate an edge/cloud plan; raises InvalidPlan if it is malformed, and lists
     budget violations (memory, error) in ``Metrics.violations``."""
@@ -122,15 +133,9 @@ def evaluate(inst: Instance, plan: Plan) -> Metrics:
     # --- quantization error --------------------------------------------------------------
     error = 0.0
     for n in on_edge:
-        layer = inst.layer_by_name[n]
-        wb, ab = plan.weight_bits[n], plan.activation_bits[n]
-        if layer.weights > 0 and wb < s.cloud_bits:
-            error += layer.weight_error[wb]
-        effective = ab
-        if n in sent_names and s.transmit_bits is not None:
-            effective = min(ab, s.transmit_bits)
-        if effective < s.cloud_bits:
-            error += layer.activation_error[effective]
+        weight, activation = layer_error_terms(inst, n, plan.weight_bits[n], plan.activation_bits[n], n in sent_names)
+        error += weight
+        error += activation
 
     memory = weight_bytes + peak
     violations = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
-from splitopt.families.edge_cloud.evaluate import ERROR_RTOL
+from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, layer_error_terms, transfer_ms
 from splitopt.search.space import ChoiceGene, Genome, SearchSpace
 
 CLOUD = "cloud"
@@ -73,20 +73,16 @@ def _sent(inst: Instance, genome: Genome, n: str) -> bool:
 
 
 def _layer_error(inst: Instance, n: str, wb: int, ab: int, sent: bool) -> float:
-    """The evaluator's error terms of edge layer ``n`` at (wb, ab) bits."""
-    s, layer = inst.settings, inst.layer_by_name[n]
-    error = layer.weight_error[wb] if layer.weights > 0 and wb < s.cloud_bits else 0.0
-    effective = min(ab, s.transmit_bits) if sent and s.transmit_bits is not None else ab
-    return error + (layer.activation_error[effective] if effective < s.cloud_bits else 0.0)
+    """The evaluator's error of edge layer ``n`` at (wb, ab) bits."""
+    return sum(layer_error_terms(inst, n, wb, ab, sent))
 
 
 def _layer_ms(inst: Instance, n: str, wb: int, ab: int, sent: bool) -> float:
     """Edge compute of ``n`` at (wb, ab) plus, when its output crosses the cut, the
     uplink time of its bytes (ms; the link's fixed latency is paid once either way)."""
     ms = layer_latency_ms(inst, inst.layer_by_name[n], inst.edge_device, wb, ab)
-    if sent:
-        ms += 1000.0 * inst.tensor_elements(n) * inst.sent_bits(n, ab) / inst.uplink.bandwidth_bits_per_s
-    return ms
+    sent_bytes = inst.tensor_elements(n) * inst.sent_bits(n, ab) / 8.0 if sent else 0.0
+    return ms + (transfer_ms(inst, sent_bytes) - inst.uplink.latency_ms if sent_bytes > 0 else 0.0)
 
 
 def _terms(inst: Instance) -> dict:

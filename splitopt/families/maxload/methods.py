@@ -48,10 +48,7 @@ def interval_plan(inst: MaxloadInstance, options: SolveOptions | None = None) ->
     NotApplicable where the time limit of ``options`` runs out first."""
     from splitopt.families.maxload.intervals import interval_placement
 
-    def out_of_time() -> bool:
-        left = options.remaining_s() if options is not None else None
-        return left is not None and left <= 0
-
+    out_of_time = options.out_of_time if options is not None else None
     return inst.derived(("maxload", "intervals"), lambda: interval_placement(inst, out_of_time))
 
 
@@ -72,12 +69,7 @@ def group_moves(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     plan = interval_plan(inst, options)
     if plan is None:
         raise NotApplicable("group-moves: no start plan (intervals found none)")
-
-    def out_of_time() -> bool:
-        left = options.remaining_s()
-        return left is not None and left <= 0
-
-    return BackendOutput(Status.FEASIBLE, plan=improve(inst, plan, out_of_time=out_of_time))
+    return BackendOutput(Status.FEASIBLE, plan=improve(inst, plan, out_of_time=options.out_of_time))
 
 
 #: the family's methods besides the generic programs (``MaxloadFamily.methods``)
