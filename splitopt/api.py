@@ -25,6 +25,8 @@ def instance_schema() -> dict[str, Any]:
         schema = core_schema()
         settings = schema["$defs"]["settings"]["properties"]
         settings["problem"]["enum"] = [p for fam in families() if fam.core_instance for p in fam.problems]
+        settings["objective"]["enum"] = list(dict.fromkeys(o for fam in families() if fam.core_instance
+                                                           for o in fam.objectives))
         for fam in families():
             if fam.settings_key is not None and fam.settings_schema is not None:
                 settings[fam.settings_key] = dict(fam.settings_schema)

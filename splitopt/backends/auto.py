@@ -61,10 +61,15 @@ PREFERRED_EXACT = "cpsat"
 MIN_SLICE_S = 1e-3
 
 
-def exact_backend_for(family: Any) -> str:
-    """The exact backend auto runs on ``family``: CP-SAT where it handles the family's
-    programs and is installed (fastest on every family in the benchmarks), else the
-    family's default."""
+def exact_backend_for(family: Any, inst: Any = None) -> str:
+    """The exact backend auto runs on ``family``: the family's special-purpose exact method
+    where it names one for ``inst`` (``Family.exact_method``, e.g. a polynomial algorithm
+    that solves the instance outright), else CP-SAT where it handles the family's programs
+    and is installed (fastest on every family in the benchmarks), else the family's
+    default."""
+    special = None if inst is None else family.exact_method(inst)
+    if special is not None:
+        return special
     cls = backend_class(PREFERRED_EXACT)
     if cls.is_installed() and cls().handles(family, family.problems[0]):
         return PREFERRED_EXACT
@@ -108,8 +113,8 @@ class AutoBackend(Backend):
     def solve(self, family: Any, inst: Any, options: SolveOptions) -> BackendOutput:
         self.check_options(options.solver_options)
         t0 = time.perf_counter()
-        exact_name = exact_backend_for(family)
-        exact_backend = get_backend(exact_name)
+        exact_name = exact_backend_for(family, inst)
+        exact_backend = get_backend(exact_name, family)
         extra: dict[str, Any] = {"exact_backend": exact_name}
         runs: list[tuple[str, BackendOutput]] = []
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from splitopt.backends.deadline import DeadlinePassed
 from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
-from splitopt.core.options import SolveOptions
+from splitopt.core.options import BuildDeadlinePassed, SolveOptions, building_until
 from splitopt.core.program import Program
 from splitopt.core.result import BackendOutput, Status
 
@@ -132,7 +132,11 @@ class ProgramBackend(Backend):
         t0 = time.perf_counter()
         start = feasible_start_plan(family, inst)
         try:
-            program = family.build_program(inst, kind, start)
+            with building_until(options.deadline):
+                program = family.build_program(inst, kind, start)
+        except BuildDeadlinePassed:
+            return self._stopped(family, inst, start, None, "the time limit ran out while building the program",
+                                 {"build_s": time.perf_counter() - t0, "interrupted": True}, 0.0)
         except KeyboardInterrupt:
             if start is None:
                 raise

@@ -123,6 +123,13 @@ class Settings:
     #: problem "mesh" / "multiview": that family's options, checked by its module
     mesh: Mapping[str, Any] = field(default_factory=dict)
     multiview: Mapping[str, Any] = field(default_factory=dict)
+    #: the settings objects of other families (``settings.<key>`` for a family's
+    #: ``settings_key``, e.g. ``loading``), kept as given and checked by that family
+    family_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def family_options(self, key: str) -> Mapping[str, Any]:
+        """The settings object ``settings.<key>`` of a family ({} when absent)."""
+        return self.family_settings.get(key, {})
 
 
 @dataclass(frozen=True)
@@ -286,6 +293,11 @@ class Instance:
         copy is prepared for solving or evaluation (``splitopt.families``), and derived
         data is not carried over."""
         known = {f.name for f in dataclasses.fields(Settings)}
+        family_settings = dict(self.settings.family_settings)
+        for key in [k for k, v in changes.items() if k not in known and isinstance(v, Mapping)]:
+            family_settings[key] = dict(changes.pop(key))
+        if family_settings != dict(self.settings.family_settings):
+            changes["family_settings"] = family_settings
         for key, value in changes.items():
             if key not in known:
                 raise InvalidInstance(f"instance.settings.{key}: unknown setting (known: {', '.join(sorted(known))})")

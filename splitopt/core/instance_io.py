@@ -38,6 +38,11 @@ def _reject_non_finite(value: Any, path: str) -> None:
             _reject_non_finite(v, f"{path}[{i}]")
 
 
+#: the settings the core parses itself (others are families' settings objects)
+CORE_SETTINGS = ("problem", "objective", "edge", "cloud", "edge_memory_bytes", "error_budget", "bit_widths", "cloud_bits",
+                 "edge_required", "transmit_bits", "chain", "mesh", "multiview")
+
+
 def core_schema() -> dict[str, Any]:
     """The JSON Schema of the instance format without the families' parts (a fresh copy;
     ``splitopt.loading.instance_schema`` completes it with every registered family's
@@ -152,6 +157,8 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
         chain=chain,
         mesh=dict(s.get("mesh", {})),
         multiview=dict(s.get("multiview", {})),
+        family_settings={key: dict(value) for key, value in s.items()
+                         if key not in CORE_SETTINGS and isinstance(value, dict)},
     )
     inst = Instance(
         name=data["name"],
@@ -317,6 +324,8 @@ def to_dict(inst: Instance) -> dict[str, Any]:
         data["settings"]["mesh"] = dict(s.mesh)
     if s.multiview:
         data["settings"]["multiview"] = dict(s.multiview)
+    for key, value in s.family_settings.items():
+        data["settings"][key] = dict(value)
     if inst.buses:
         data["buses"] = [{"name": b.name, "bandwidth_bits_per_s": b.bandwidth_bits_per_s, "mode": b.mode} for b in inst.buses]
     for entry, link in zip(data["links"], inst.links):

@@ -4,11 +4,13 @@ is one line naming it (CLI exit 2) before any work starts."""
 
 from __future__ import annotations
 
+import contextvars
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from splitopt.core.errors import InvalidOption
 
@@ -95,3 +97,34 @@ class SolveOptions:
         """Whether the time limit is spent (never, without one)."""
         left = self.remaining_s()
         return left is not None and left <= 0
+
+
+# ----- the budget while a family builds its program ---------------------------------------------
+
+#: the deadline (``time.monotonic()``) of the program being built; set by the backend
+_BUILD_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("splitopt_build_deadline",
+                                                                               default=None)
+
+
+class BuildDeadlinePassed(Exception):
+    """The user's budget ran out while a family was building its program (a backend turns
+    it into a run without a plan, which falls back on the start plan)."""
+
+
+@contextmanager
+def building_until(deadline: float | None) -> Iterator[None]:
+    """Within the block, :func:`check_build_deadline` raises once ``deadline`` passes."""
+    token = _BUILD_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _BUILD_DEADLINE.reset(token)
+
+
+def check_build_deadline() -> None:
+    """Raise BuildDeadlinePassed if the program being built has run out of time: builders
+    whose work grows with the instance call it every so often, so that a time limit is the
+    user's wall-clock budget, building included."""
+    deadline = _BUILD_DEADLINE.get()
+    if deadline is not None and time.monotonic() >= deadline:
+        raise BuildDeadlinePassed()

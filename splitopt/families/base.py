@@ -166,6 +166,13 @@ class Family(ABC):
     def space(self, inst: Any) -> SearchSpace:
         """The genes heuristic search varies, with encode/decode/repair to plans."""
 
+    def exact_method(self, inst: Any) -> str | None:
+        """The name of one of the family's exact methods that solves ``inst`` outright and
+        faster than the generic programs (e.g. a polynomial algorithm that applies to this
+        instance), for ``auto`` to run instead of CP-SAT; None (the default) where there is
+        none."""
+        return None
+
     def lower_bound(self, inst: Any) -> float | None:
         """A proven lower bound (ms) on the objective of every plan of ``inst`` that meets
         its limits, cheap to compute (no program is built: about linear in the instance's
@@ -189,6 +196,7 @@ class Family(ABC):
         schema = core_schema()
         settings = schema["$defs"]["settings"]["properties"]
         settings["problem"]["enum"] = list(self.problems)
+        settings["objective"]["enum"] = list(self.objectives)
         if self.settings_key is not None and self.settings_schema is not None:
             settings[self.settings_key] = dict(self.settings_schema)
         inst = parse_instance_data(data, schema)
@@ -222,6 +230,7 @@ class Family(ABC):
 PROTOCOL_MEMBERS = (
     "reads", "read", "name", "core_instance", "problems", "objectives", "settings_key", "settings_schema", "plan_format", "program_kinds",
     "default_backend", "has_schedule", "description", "check", "build_data", "prepare", "plan_from_dict", "plan_to_dict",
-    "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "lower_bound", "report",
+    "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "exact_method",
+    "lower_bound", "report",
     "schedule", "breakdown", "summary", "random_instance", "instance_from_data",
 )

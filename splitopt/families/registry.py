@@ -20,6 +20,7 @@ FAMILIES: dict[str, str] = {
     "mesh": "splitopt.families.mesh.family:MeshFamily",
     "multiview": "splitopt.families.multiview.family:MultiviewFamily",
     "maxload": "splitopt.families.maxload.family:MaxloadFamily",
+    "loading": "splitopt.families.loading.family:LoadingFamily",
 }
 
 

@@ -1,0 +1,1 @@
+"""The loading-balance family (problem ``loading``, RL modularization paper)."""

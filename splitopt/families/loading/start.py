@@ -1,0 +1,25 @@
+"""A loading plan to start from (and fall back on): the best plan in which every child has
+its own thread (Case 1, the exact ``partition-search`` over the allowed child counts up to
+``T``), else equal-bytes children at the smallest allowed count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from splitopt.core.instance import Instance
+from splitopt.families.loading.data import data
+from splitopt.families.loading.methods import even_starts
+from splitopt.families.loading.partition import min_max_partition
+from splitopt.families.loading.plan import LoadingPlan, plan_from_starts
+
+
+def start_plan(inst: Instance) -> LoadingPlan:
+    d = data(inst)
+    counts = list(d.child_counts())
+    with_inference = inst.settings.objective == "latency"
+    case1 = [k for k in counts if k <= d.threads or not with_inference]
+    if case1:
+        best = min((min_max_partition(d, k, with_inference) for k in case1), key=lambda p: (p.value, len(p.starts)))
+        return plan_from_starts(d, best.starts)
+    k = min(counts) if counts else min(d.k_min, d.n)
+    return plan_from_starts(d, even_starts(d, k, np.asarray(d.block_bytes)) if counts else range(k))

@@ -1,0 +1,225 @@
+"""The loading family (problem ``loading``): hand-computed schedules of both of the paper's
+cases, the storage slowdown, the paper's default load order, the exact methods against
+each other, bad input and infeasibility on the command line."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from splitopt.api import evaluate, parse_instance, plan_from_dict, plan_to_dict
+from splitopt.core.errors import InvalidInstance, InvalidPlan
+from splitopt.core.result import Status
+from splitopt.families.loading.data import data
+from splitopt.families.loading.examples import random_loading_data
+from splitopt.families.loading.plan import LoadingPlan
+from splitopt.families.registry import family
+from splitopt.solve import solve
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((ROOT / "instances").glob("loading_*.json"))
+
+
+def four_blocks(**loading) -> dict:
+    """Blocks b0..b3 read 10, 20, 30, 40 ms and infer 1, 2, 3, 4 ms on 'host'; F = 1 ms."""
+    layers = [{"name": f"b{i}", "op": "block", "inputs": ["x"] if i == 0 else [f"b{i - 1}"], "macs": 1.0,
+               "weights": 1000 * (i + 1), "output_shape": [4], "latency_ms": {"host": float(i + 1)}}
+              for i in range(4)]
+    options = {"threads": 2, "children": {"min": 1, "max": 4}, "child_fixed_ms": 1.0, "thread_bytes_per_s": 1e6,
+               "block_load_ms": {f"b{i}": 10.0 * (i + 1) for i in range(4)}}
+    options.update(loading)
+    return {"format": "splitopt-instance/1", "name": "four", "graph": {
+        "inputs": [{"name": "x", "shape": [4], "bits": 8}], "layers": layers},
+        "devices": [{"name": "host", "mac_per_s": 1e9, "offchip_bytes_per_s": None, "onchip_bytes": 0,
+                     "memory_bytes": 1e9, "bit_widths": [8, 16, 32]}],
+        "links": [], "settings": {"problem": "loading", "objective": "latency", "edge": "host", "cloud": "host",
+                                  "loading": options}}
+
+
+def plan(inst, children, threads=None):
+    return plan_from_dict(inst, {"children": children, "threads": threads})
+
+
+def test_case2_schedule_by_hand():
+    inst = parse_instance(four_blocks())
+    m = evaluate(inst, plan(inst, ["b0", "b2", "b3"], [[0, 2], [1]]))
+    # loads: child 0 = 1 + 10 + 20 = 31, child 1 = 31, child 2 = 41; thread 0 loads 0 then 2
+    assert [c.load_ms for c in m.children] == [31.0, 31.0, 41.0]
+    assert [(c.load_start_ms, c.load_end_ms) for c in m.children] == [(0, 31), (0, 31), (31, 72)]
+    # inference 3, 3, 4 ms: child 2 waits for its load (72), the response is at 76
+    assert [(c.infer_start_ms, c.infer_end_ms) for c in m.children] == [(31, 34), (34, 37), (72, 76)]
+    assert m.first_response_ms == 76.0 and m.heaviest_load_ms == 41.0 and m.case == 2
+    assert m.monolithic_ms == 1 + 100 + 10 and m.feasible
+
+
+def test_case1_and_the_storage_slowdown():
+    # storage rate = one thread's: p threads reading at once each take p times as long
+    inst = parse_instance(four_blocks(storage_bytes_per_s=1e6))
+    m = evaluate(inst, plan(inst, ["b0", "b2"], [[0], [1]]))
+    assert m.slowdown == 2.0 and m.case == 1
+    assert [c.load_ms for c in m.children] == [1 + 2 * 30, 1 + 2 * 70]
+    assert m.first_response_ms == max(61 + 10, 141 + 7)
+    one = evaluate(inst, plan(inst, ["b0"]))
+    assert one.slowdown == 1.0 and one.first_response_ms == 1 + 100 + 10
+
+
+def test_default_load_order_is_the_papers():
+    inst = parse_instance(four_blocks(threads=2))
+    p = plan(inst, ["b0", "b1", "b2", "b3"])  # loads 11, 21, 31, 41: child 2 to thread 0 (free at 11)
+    assert p.threads == ((0, 2), (1, 3))
+    assert plan_from_dict(inst, plan_to_dict(inst, p)).key() == p.key()
+
+
+@pytest.mark.parametrize("objective", ["latency", "balance"])
+def test_exact_backends_agree_on_a_case1_instance(objective):
+    raw = random_loading_data(3, 60, threads=4, k_max=4, objective=objective)
+    raw["settings"]["loading"]["children"] = {"min": 1, "max": 4}
+    inst = family("loading").instance_from_data(raw)
+    exact = solve(inst, "partition-search")
+    cp = solve(inst, "cpsat", time_limit=60)
+    assert exact.status is Status.OPTIMAL and cp.status is Status.OPTIMAL
+    assert exact.objective == pytest.approx(cp.objective, rel=1e-4)
+    for baseline in ("monolithic", "equal-count", "equal-bytes", "paper-rlu"):
+        res = solve(inst, baseline)
+        assert res.status is not Status.OPTIMAL
+        assert res.objective >= exact.objective * (1 - 1e-9)
+
+
+def test_partition_search_balance_on_ten_thousand_blocks():
+    raw = random_loading_data(7, 10_000, threads=4, k_max=16, objective="balance")
+    raw["settings"]["loading"]["children"] = {"min": 1, "max": 16}
+    inst = family("loading").instance_from_data(raw)
+    res = solve(inst, "partition-search")
+    assert res.status is Status.OPTIMAL and res.metrics.feasible
+    d = data(inst)
+    # no child is lighter than the mean over 16 children could allow, and the bound is met
+    assert res.objective >= d.fixed_ms + d.slowdown(16) * float(d.read_prefix[-1]) / 16 * (1 - 1e-9)
+    assert res.bound <= res.objective
+
+
+def test_partition_search_refuses_case2_latency():
+    inst = parse_instance(four_blocks(threads=1))
+    with pytest.raises(Exception, match="Case 1"):
+        solve(inst, "partition-search")
+
+
+def test_cpsat_beats_the_paper_order_when_it_should():
+    # loads 1, 1, 10 on two threads, inference 1 each, k forced to 3: the paper's order
+    # (child 2 on the first thread that frees) answers 12, loading child 2 first answers 11
+    raw = four_blocks(threads=2, children={"min": 3, "max": 3}, child_fixed_ms=0.0,
+                      block_load_ms={"b0": 1.0, "b1": 1.0, "b2": 10.0, "b3": 0.0})
+    raw["graph"]["layers"] = raw["graph"]["layers"][:3]
+    for layer in raw["graph"]["layers"]:
+        layer["latency_ms"] = {"host": 1.0}
+    raw["settings"]["loading"]["block_load_ms"].pop("b3")
+    inst = parse_instance(raw)
+    assert evaluate(inst, plan(inst, ["b0", "b1", "b2"])).first_response_ms == 12.0
+    res = solve(inst, "cpsat")
+    assert res.status is Status.OPTIMAL and res.objective == pytest.approx(11.0, abs=1e-4)
+    assert res.plan.threads == ((0, 1), (2,))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_instances_solve_and_carry_reference_plans(path):
+    from splitopt.api import load_instance
+
+    inst = load_instance(path)
+    res = solve(inst, "cpsat", time_limit=10)
+    assert res.status in (Status.OPTIMAL, Status.FEASIBLE) and res.metrics.feasible
+    assert res.objective <= evaluate(inst, LoadingPlan((0,), ((0,),))).first_response_ms
+    if data(inst).reference_plans:
+        ref = solve(inst, "reference-plans")
+        assert ref.objective >= res.bound * (1 - 1e-9)
+
+
+# ----- bad input and infeasibility ------------------------------------------------------------
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="60")
+    return subprocess.run([sys.executable, "-m", "splitopt", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def one_line(proc, code, *needles):
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.mark.parametrize("change, needles", [
+    (lambda o: o.update(children={"min": 1, "max": 9}), ("children.max", "9")),
+    (lambda o: o.update(threads=0), ("threads", "0")),
+    (lambda o: o.update(trainable_tail=9), ("trainable_tail", "9")),
+    (lambda o: o.update(child_fixed_ms=-1), ("child_fixed_ms", "-1")),
+    (lambda o: o["block_load_ms"].update(b1=-2.0), ("block_load_ms", "-2")),
+    (lambda o: o["block_load_ms"].update(nope=1.0), ("block_load_ms", "nope")),
+    (lambda o: o.update(thread_bytes_per_s=0), ("thread_bytes_per_s", "0")),
+    (lambda o: o.update(children={"min": 3, "max": 2}), ("children.min", "3")),
+    (lambda o: o.update(speed=1), ("speed",)),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, change, needles):
+    raw = four_blocks()
+    change(raw["settings"]["loading"])
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(raw))
+    one_line(run_cli("solve", str(path)), 2, *needles)
+    with pytest.raises(InvalidInstance):
+        parse_instance(copy.deepcopy(raw))
+
+
+def test_bad_plans_are_one_line(tmp_path):
+    inst_path = tmp_path / "four.json"
+    inst_path.write_text(json.dumps(four_blocks()))
+    for bad, needle in ((["b1", "b2"], "children[0]"), (["b0", "b2", "b1"], "children[2]"),
+                        (["b0", "zz"], "children[1]")):
+        plan_path = tmp_path / "plan.json"
+        plan_path.write_text(json.dumps({"format": "splitopt-loading-plan/1", "children": bad}))
+        one_line(run_cli("evaluate", str(inst_path), str(plan_path)), 2, needle)
+    plan_path.write_text(json.dumps({"children": ["b0", "b2"], "threads": [[0], [1], []]}))
+    inst = parse_instance(four_blocks(threads=1))
+    with pytest.raises(InvalidPlan, match="threads"):
+        plan_from_dict(inst, {"children": ["b0", "b2"], "threads": [[0], [1]]})
+
+
+def test_infeasible_names_the_binding_limit(tmp_path):
+    path = tmp_path / "tight.json"
+    path.write_text(json.dumps(four_blocks(children={"min": 3, "max": 4}, trainable_tail=3)))
+    proc = run_cli("solve", str(path))
+    assert proc.returncode == 4, proc.stderr
+    assert "INFEASIBLE" in proc.stdout and "children.min" in proc.stdout and "trainable_tail" in proc.stdout
+
+
+def test_cli_solve_json_evaluate_and_gantt(tmp_path):
+    path = tmp_path / "four.json"
+    path.write_text(json.dumps(four_blocks(threads=1)))
+    proc = run_cli("solve", str(path), "--solver", "cpsat", "--json", "--gantt", str(tmp_path / "g.png"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "OPTIMAL" and out["plan"]["format"] == "splitopt-loading-plan/1"
+    assert (tmp_path / "g.png").stat().st_size > 0
+    (tmp_path / "plan.json").write_text(json.dumps(out["plan"]))
+    proc = run_cli("evaluate", str(path), str(tmp_path / "plan.json"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["metrics"]["first_response_ms"] == pytest.approx(out["objective_ms"], rel=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "milp-highs", "auto"])
+def test_time_limit_includes_building_the_program(solver):
+    import time
+
+    raw = random_loading_data(1, 5_000, threads=2, k_max=16, objective="latency")
+    raw["settings"]["loading"]["children"] = {"min": 1, "max": 16}
+    inst = family("loading").instance_from_data(raw)
+    t0 = time.monotonic()
+    res = solve(inst, solver, time_limit=1.0)
+    assert time.monotonic() - t0 <= 1.0 * 1.1 + 1.0  # the promise: 10 % + 1 s
+    assert res.status is Status.FEASIBLE and res.metrics.feasible
