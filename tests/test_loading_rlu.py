@@ -60,7 +60,7 @@ def test_plans_are_well_formed_and_meet_the_limits(seed, n):
     _assert_well_formed(d, result)
     assert set(result.hyperparameters) >= {"alpha", "gamma", "epsilon_start", "epsilon_end", "tolerance", "q_init"}
     if d.child_counts():
-        assert 1 <= result.episodes <= 150
+        assert result.episodes == 150  # no deadline: every episode asked for runs
     else:
         assert result.episodes == 0
 
