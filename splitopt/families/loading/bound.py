@@ -7,6 +7,26 @@ from __future__ import annotations
 from splitopt.families.loading.data import LoadingData
 
 
+def heaviest_child_bound(d: LoadingData, sigma: float, k: int) -> float:
+    """No partition into ``k`` children with slowdown ``sigma`` has a lighter heaviest child
+    (ms): ``F + sigma * max(r_max, R_tail, R / k)`` (some child holds the largest block, the
+    last holds the tail, and the largest of ``k`` is at least their mean)."""
+    reads = max(float(d.read_ms.max()), d.read_sum(d.last_start_max, d.n), float(d.read_prefix[-1]) / k)
+    return d.fixed_ms + sigma * reads
+
+
+def first_child_bound(d: LoadingData, sigma: float) -> float:
+    """No first response comes before ``F + sigma * r_0 + I`` (ms): inference cannot start
+    before the first child, holding block 0, is loaded."""
+    return d.fixed_ms + sigma * float(d.read_ms[0]) + d.total_infer_ms
+
+
+def packed_bound(d: LoadingData, k: int) -> float:
+    """No first response with ``k`` children comes before ``(k F + sigma_k R) / min(T, k)``
+    (ms): every load ends before it, and the loads fill at most ``min(T, k)`` threads."""
+    return (k * d.fixed_ms + d.slowdown(k) * float(d.read_prefix[-1])) / min(d.threads, k)
+
+
 def loading_lower_bound(d: LoadingData, objective: str) -> float | None:
     """A proven lower bound (ms) on the objective, or None when no plan meets the limits.
 
@@ -23,9 +43,6 @@ def loading_lower_bound(d: LoadingData, objective: str) -> float | None:
     if not counts:
         return None
     s = min(d.slowdown(k) for k in counts)
-    total = float(d.read_prefix[-1])
     if objective == "balance":
-        return d.fixed_ms + s * max(float(d.read_ms.max()), d.read_sum(d.last_start_max, d.n), total / max(counts))
-    first = d.fixed_ms + s * float(d.read_ms[0]) + d.total_infer_ms
-    packed = min((k * d.fixed_ms + d.slowdown(k) * total) / min(d.threads, k) for k in counts)
-    return max(first, packed)
+        return heaviest_child_bound(d, s, max(counts))
+    return max(first_child_bound(d, s), min(packed_bound(d, k) for k in counts))

@@ -14,6 +14,7 @@ import math
 from splitopt.core.instance import Instance
 from splitopt.core.options import check_build_deadline
 from splitopt.core.program import Program
+from splitopt.families.loading.bound import first_child_bound, packed_bound
 from splitopt.families.loading.data import LoadingData, data
 from splitopt.families.loading.evaluate import evaluate
 from splitopt.families.loading.partition import min_max_partition
@@ -35,11 +36,9 @@ def count_bound(d: LoadingData, k: int) -> float:
     of ``partition.py``, minus its tolerance); otherwise the larger of ``F + sigma r_0 + I``
     (inference starts after the first child is loaded) and ``(k F + sigma R) / T`` (every
     load ends before the response)."""
-    sigma = d.slowdown(k)
     if k <= d.threads:
         return min_max_partition(d, k, with_inference=True).bound
-    first = d.fixed_ms + sigma * float(d.read_ms[0]) + d.total_infer_ms
-    return max(first, (k * d.fixed_ms + sigma * float(d.read_prefix[-1])) / d.threads)
+    return max(first_child_bound(d, d.slowdown(k)), packed_bound(d, k))
 
 
 def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:

@@ -28,19 +28,8 @@ from splitopt.families.base import plan_output
 from splitopt.families.loading.data import LoadingData, data
 from splitopt.families.loading.diagnose import no_child_count_message
 from splitopt.families.loading.evaluate import evaluate
-from splitopt.families.loading.partition import SegmentCost, lower_bound, min_max_partition
+from splitopt.families.loading.partition import best_partition, counts_to_solve
 from splitopt.families.loading.plan import LoadingPlan, plan_from_starts
-
-
-def counts_to_solve(d: LoadingData, objective: str) -> list[int]:
-    """The child counts whose optimum may be the overall one: every allowed count below T
-    (each has its own slowdown), and of those >= T (one slowdown) the largest, since more
-    children never raise the largest cost. With ``latency`` only counts <= T qualify."""
-    counts = list(d.child_counts())
-    if objective == "latency":
-        return counts
-    below = [k for k in counts if k < d.threads]
-    return below + ([max(counts)] if max(counts) >= d.threads else [])
 
 
 def partition_search(inst: Instance, options: SolveOptions) -> BackendOutput:
@@ -55,33 +44,12 @@ def partition_search(inst: Instance, options: SolveOptions) -> BackendOutput:
         raise NotApplicable(f"partition-search solves the latency objective only when every child has its own "
                             f"thread (Case 1: children.max <= threads = {d.threads}); here up to {max(counts)} "
                             f"children are allowed: use cpsat")
-    with_inference = objective == "latency"
-    best: tuple[float, tuple[int, ...]] | None = None
-    bounds = []
-    todo = counts_to_solve(d, objective)
-    # most promising first, so that the incumbent prunes the rest by their cheap bounds
-    order = sorted(todo, key=lambda k: lower_bound(SegmentCost(d, k, with_inference)))
-    stopped = False
-    for k in order:
-        cheap = lower_bound(SegmentCost(d, k, with_inference))
-        if best is not None and cheap >= best[0]:
-            bounds.append(cheap)
-            continue
-        if options.out_of_time():
-            bounds.append(cheap)
-            stopped = True
-            continue
-        part = min_max_partition(d, k, with_inference)
-        bounds.append(part.bound)
-        if best is None or part.value < best[0]:
-            best = (part.value, part.starts)
-    assert best is not None or stopped
+    best, stopped = best_partition(d, counts_to_solve(d, objective == "latency"), objective == "latency",
+                                   options.out_of_time)
     if best is None:
         return BackendOutput(Status.NO_SOLUTION_FOUND, message="partition-search: the time limit came first")
-    bound = min(min(bounds), best[0])
-    plan = plan_from_starts(d, best[1])
     status = Status.FEASIBLE if stopped else Status.OPTIMAL
-    return BackendOutput(status, plan=plan, bound=bound, extra={"child_counts_solved": len(bounds)})
+    return BackendOutput(status, plan=plan_from_starts(d, best.starts), bound=best.bound)
 
 
 def monolithic(inst: Instance, options: SolveOptions) -> BackendOutput:

@@ -28,9 +28,11 @@ prefix array, so a threshold costs ``O(k log N)`` and a solve ``O(k log N log(U/
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
+from splitopt.families.loading.bound import first_child_bound, heaviest_child_bound
 from splitopt.families.loading.data import LoadingData
 
 #: stop when the proven bound is within this relative distance of the partition's cost
@@ -122,15 +124,10 @@ def split_to(cost: SegmentCost, starts: list[int], k: int) -> list[int]:
 
 
 def lower_bound(cost: SegmentCost) -> float:
-    """A cost no partition into ``k`` children beats: the fixed cost plus the largest of
-    one block's read, the tail's read and the mean read (times the slowdown); with
-    inference, the first child's cost is at least ``F + sigma * R[1] + I[N]``."""
-    d, k = cost.d, cost.k
-    reads = max(float(d.read_ms.max()), d.read_sum(d.last_start_max, d.n), float(d.read_prefix[-1]) / k)
-    bound = d.fixed_ms + cost.sigma * reads
-    if cost.with_inference:
-        bound = max(bound, cost(0, 1))
-    return bound
+    """A cost no partition into ``k`` children beats: the heaviest-child bound, and with
+    inference the first child's (``bound.py``)."""
+    bound = heaviest_child_bound(cost.d, cost.sigma, cost.k)
+    return max(bound, first_child_bound(cost.d, cost.sigma)) if cost.with_inference else bound
 
 
 def min_max_partition(d: LoadingData, k: int, with_inference: bool) -> Partition:
@@ -162,3 +159,41 @@ def min_max_partition(d: LoadingData, k: int, with_inference: bool) -> Partition
                 break
             best, upper = found, value
     return Partition(tuple(best), upper, min(low, upper))
+
+
+def counts_to_solve(d: LoadingData, with_inference: bool) -> list[int]:
+    """The allowed child counts whose optimum may be the overall one. With inference (the
+    first response of Case 1) the counts up to T; otherwise every allowed count below T
+    (each has its own slowdown) and, of those >= T (one slowdown), the largest, since more
+    children never raise the largest cost."""
+    counts = list(d.child_counts())
+    if with_inference:
+        return [k for k in counts if k <= d.threads]
+    below = [k for k in counts if k < d.threads]
+    return below + ([max(counts)] if counts and max(counts) >= d.threads else [])
+
+
+def best_partition(d: LoadingData, counts: list[int], with_inference: bool,
+                   out_of_time: Callable[[], bool] = lambda: False) -> tuple[Partition | None, bool]:
+    """The best min-max partition over ``counts`` (its ``bound``: the least bound over all of
+    them) and whether ``out_of_time`` stopped it early. Counts are tried in the order of their
+    cheap bounds, and a count whose cheap bound reaches the incumbent is not solved."""
+    cheap = {k: lower_bound(SegmentCost(d, k, with_inference)) for k in counts}
+    best: Partition | None = None
+    bounds: list[float] = []
+    stopped = False
+    for k in sorted(counts, key=cheap.__getitem__):
+        if best is not None and cheap[k] >= best.value:  # cannot beat the incumbent
+            bounds.append(cheap[k])
+            continue
+        if out_of_time():
+            bounds.append(cheap[k])
+            stopped = True
+            continue
+        part = min_max_partition(d, k, with_inference)
+        bounds.append(part.bound)
+        if best is None or part.value < best.value:
+            best = part
+    if best is None:
+        return None, stopped
+    return Partition(best.starts, best.value, min(min(bounds), best.value)), stopped

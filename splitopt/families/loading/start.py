@@ -9,7 +9,7 @@ import numpy as np
 from splitopt.core.instance import Instance
 from splitopt.families.loading.data import data
 from splitopt.families.loading.methods import even_starts
-from splitopt.families.loading.partition import min_max_partition
+from splitopt.families.loading.partition import best_partition, counts_to_solve
 from splitopt.families.loading.plan import LoadingPlan, plan_from_starts
 
 
@@ -17,9 +17,8 @@ def start_plan(inst: Instance) -> LoadingPlan:
     d = data(inst)
     counts = list(d.child_counts())
     with_inference = inst.settings.objective == "latency"
-    case1 = [k for k in counts if k <= d.threads or not with_inference]
-    if case1:
-        best = min((min_max_partition(d, k, with_inference) for k in case1), key=lambda p: (p.value, len(p.starts)))
+    best, _ = best_partition(d, counts_to_solve(d, with_inference), with_inference)
+    if best is not None:
         return plan_from_starts(d, best.starts)
     k = min(counts) if counts else min(d.k_min, d.n)
     return plan_from_starts(d, even_starts(d, k, np.asarray(d.block_bytes)) if counts else range(k))
