@@ -4,7 +4,9 @@ the baselines (the paper's Q-learning unit included) against the optimum.
 1. ``balance`` on 10,000 blocks (up to 16 children, T = 4 and 8): ``partition-search``;
    ``cpsat`` on 1,000 blocks beside it for scale (3 seeds, 30 s).
 2. ``latency`` (first response) on 1,000 blocks, up to 16 children, T = 2, 4, 8 (Case 1 and
-   Case 2): ``cpsat`` with a 10 s limit, then ``auto`` with 10 s.
+   Case 2): ``cpsat``, ``count-search`` (the exact search over child counts) and ``auto``
+   (which runs ``count-search`` here), each with a 10 s limit. ``--previous FILE`` carries
+   an earlier run's rows of this part into the report as "before".
 3. The shipped instances measured on this machine (``instances/loading_*_host.json``):
    ``auto`` (30 s) against the monolithic model, equal-count, equal-bytes, the paper's
    Table 2 cut positions and the paper's Q-learning unit.
@@ -13,7 +15,8 @@ Random instances: ``splitopt.families.loading.examples.random_loading_data`` (bl
 random weights and MACs, a per-child fixed cost, sometimes a storage cap). Wall and CPU
 seconds are both given: the machine may be shared.
 
-    python benchmarks/loading.py [--seeds 3] [--out benchmarks/results]
+    python benchmarks/loading.py [--seeds 3] [--out benchmarks/results] [--parts balance,latency,shipped]
+                                 [--previous OLD_loading.json]
 """
 
 from __future__ import annotations
@@ -72,15 +75,18 @@ def part_balance(seeds: int) -> list[dict]:
     return rows
 
 
+LATENCY_EXACT = ("cpsat", "count-search", "auto")
+
+
 def part_latency(seeds: int) -> list[dict]:
     rows = []
     for threads in (2, 4, 8):
         for seed in range(seeds):
             inst = instance(seed, 1_000, threads, 16, "latency")
-            for solver in ("cpsat", "auto"):
+            for solver in LATENCY_EXACT:
                 rows.append({"blocks": 1_000, "threads": threads, "seed": seed, **timed(inst, solver, 10.0)})
                 print(rows[-1], flush=True)
-            best = min(r["objective_ms"] for r in rows[-2:])
+            best = min(r["objective_ms"] for r in rows[-len(LATENCY_EXACT):])
             for solver in ("monolithic", "equal-bytes", "paper-rlu"):
                 r = timed(inst, solver)
                 r["ratio_to_best"] = r["objective_ms"] / best
@@ -110,11 +116,19 @@ def fmt(x, digits=1):
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
+def gap_text(gap) -> str:
+    """A gap in %, with enough digits to show a small one."""
+    if gap is None:
+        return "-"
+    pct = 100 * gap
+    return "0 %" if pct == 0 else (f"{pct:.2f} %" if pct >= 0.01 else f"{pct:.1e} %")
+
+
 def render(results: dict) -> str:
     out = [f"# Loading balance: exact methods and baselines\n\nMachine: {results['machine']}. "
            f"`python benchmarks/loading.py --seeds {results['seeds']}`; wall (CPU) seconds.\n"]
     out.append("## Balance (heaviest child), `partition-search`\n\n| blocks | T | seeds | status | median wall s | max wall s |\n|---:|---:|---:|---|---:|---:|")
-    bal = results["balance"]
+    bal = results.get("balance", [])
     for blocks, threads in sorted({(r["blocks"], r["threads"]) for r in bal}):
         rs = [r for r in bal if r["blocks"] == blocks and r["threads"] == threads and r["solver"] == "partition-search"]
         out.append(f"| {blocks:,} | {threads} | {len(rs)} | {', '.join(sorted({r['status'] for r in rs}))} | "
@@ -125,19 +139,36 @@ def render(results: dict) -> str:
         out.append("\nSame 1,000-block balance instances by `cpsat` (30 s limit): " + "; ".join(
             f"seed {r['seed']}: {r['status']} {r['time_s']:.1f} s, objective ratio to partition-search "
             f"{r['objective_ms'] / ex[r['seed']]['objective_ms']:.6f}" for r in cps) + ".\n")
-    out.append("## First response, 1,000 blocks, up to 16 children\n\n| T | seed | solver | status | k (case) | objective ms | gap | wall s (CPU) |\n|---:|---:|---|---|---|---:|---:|---:|")
-    for r in results["latency"]:
-        if r["solver"] in ("cpsat", "auto"):
+    lat = results.get("latency", [])
+    out.append("## First response, 1,000 blocks, up to 16 children\n\n10 s limit per run. `auto` runs "
+               "`count-search` as its exact method here.\n")
+    for solver in LATENCY_EXACT:
+        rs = [r for r in lat if r["solver"] == solver]
+        if rs:
+            proven = sum(r["status"] == "OPTIMAL" for r in rs)
+            under = sum(r["status"] == "OPTIMAL" and r["time_s"] < 10.0 for r in rs)
+            out.append(f"* `{solver}`: {proven} of {len(rs)} OPTIMAL ({under} under 10 s wall)")
+    before = {(r["threads"], r["seed"], r["solver"]): r for r in results.get("before", [])}
+    out.append("\n| T | seed | solver | status | k (case) | objective ms | gap | wall s (CPU) | before: status, objective ms, gap |"
+               "\n|---:|---:|---|---|---|---:|---:|---:|---|")
+    for r in lat:
+        if r["solver"] in LATENCY_EXACT:
+            b = before.get((r["threads"], r["seed"], r["solver"]))
+            was = (f"{b['status']}, {fmt(b['objective_ms'])}, {gap_text(b['gap'])}"
+                   if b else "-")
             out.append(f"| {r['threads']} | {r['seed']} | {r['solver']} | {r['status']} | {r['k']} ({r['case']}) | "
-                       f"{fmt(r['objective_ms'])} | {fmt(100 * r['gap'] if r['gap'] is not None else None, 2)} % | "
-                       f"{r['time_s']:.1f} ({r['cpu_s']:.1f}) |")
-    out.append("\nBaselines on the same instances, objective over the best of `cpsat`/`auto` (median, max):\n")
+                       f"{fmt(r['objective_ms'])} | {gap_text(r['gap'])} | "
+                       f"{r['time_s']:.1f} ({r['cpu_s']:.1f}) | {was} |")
+    if before:
+        out.append(f"\n\"before\": {results.get('before_note', 'an earlier run')}.")
+    out.append("\nBaselines on the same instances, objective over the best of the exact runs (median, max):\n")
     for solver in ("monolithic", "equal-bytes", "paper-rlu"):
-        ratios = [r["ratio_to_best"] for r in results["latency"] if r["solver"] == solver]
-        out.append(f"* `{solver}`: {statistics.median(ratios):.3f}x, {max(ratios):.3f}x")
+        ratios = [r["ratio_to_best"] for r in lat if r["solver"] == solver]
+        if ratios:
+            out.append(f"* `{solver}`: {statistics.median(ratios):.3f}x, {max(ratios):.3f}x")
     out.append("\n## Shipped instances (measured on this machine), `auto` 30 s against the baselines\n\n"
                "| instance | solver | status | k (case) | first response ms | x best |\n|---|---|---|---|---:|---:|")
-    for r in results["shipped"]:
+    for r in results.get("shipped", []):
         if "skipped" in r:
             out.append(f"| {r['instance']} | {r['solver']} | skipped: no published cuts | | | |")
             continue
@@ -150,9 +181,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--parts", default="balance,latency,shipped",
+                    help="comma-separated parts to run (the others keep their results from --out's loading.json)")
+    ap.add_argument("--previous", type=Path, default=None,
+                    help="an earlier loading.json whose first-response rows the report shows as 'before'")
+    ap.add_argument("--previous-note", default=None, help="what the earlier run was (one line)")
     args = ap.parse_args()
-    results = {"machine": machine(shared=True), "seeds": args.seeds, "balance": part_balance(args.seeds),
-               "latency": part_latency(args.seeds), "shipped": part_shipped()}
+    parts = set(args.parts.split(","))
+    results = {"machine": machine(shared=True), "seeds": args.seeds}
+    if "balance" in parts:
+        results["balance"] = part_balance(args.seeds)
+    if "latency" in parts:
+        results["latency"] = part_latency(args.seeds)
+    if "shipped" in parts:
+        results["shipped"] = part_shipped()
+    existing = args.out / "loading.json"
+    if existing.exists():  # parts not run now keep their last results
+        last = json.loads(existing.read_text())
+        for part in ("balance", "latency", "shipped"):
+            if part not in results and part in last:
+                results[part] = last[part]
+    if args.previous is not None:
+        old = json.loads(args.previous.read_text())
+        results["before"] = [r for r in old.get("latency", []) if r["solver"] in LATENCY_EXACT]
+        results["before_note"] = args.previous_note or f"{args.previous.name}"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "loading.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "loading.md").write_text(render(results))

@@ -222,4 +222,142 @@ def test_time_limit_includes_building_the_program(solver):
     t0 = time.monotonic()
     res = solve(inst, solver, time_limit=1.0)
     assert time.monotonic() - t0 <= 1.0 * 1.1 + 1.0  # the promise: 10 % + 1 s
-    assert res.status is Status.FEASIBLE and res.metrics.feasible
+    # auto runs count-search here, which proves this one within the second
+    expected = (Status.FEASIBLE, Status.OPTIMAL) if solver == "auto" else (Status.FEASIBLE,)
+    assert res.status in expected and res.metrics.feasible
+
+
+# ----- Case 2 (k > T): the staircase relaxation bound and count-search against brute force -----
+
+def case2_instances(count: int):
+    """Small random latency instances that allow more children than threads (Case 2)."""
+    from splitopt.families.loading.examples import small_random_data
+
+    out, seed = [], 0
+    while len(out) < count:
+        raw = small_random_data(seed)
+        seed += 1
+        o = raw["settings"]["loading"]
+        raw["settings"]["objective"] = "latency"
+        n = len(raw["graph"]["layers"])
+        o["threads"] = min(o["threads"], 2)
+        o["children"] = {"min": 1, "max": min(n, o["threads"] + 3)}
+        inst = family("loading").instance_from_data(raw)
+        if max(data(inst).child_counts(), default=0) > data(inst).threads:
+            out.append(inst)
+    return out
+
+
+def best_per_count(inst) -> dict[int, float]:
+    from splitopt.families.loading.enumerate import enumerate_plans
+    from splitopt.families.loading.evaluate import first_response_ms, limit_violations
+
+    d = data(inst)
+    best: dict[int, float] = {}
+    for p in enumerate_plans(inst, 10**6):
+        if not limit_violations(d, p.starts):
+            best[p.k] = min(best.get(p.k, float("inf")), first_response_ms(d, p))
+    return best
+
+
+def test_staircase_bound_is_below_every_plan_of_its_count():
+    from splitopt.families.loading.bound import first_child_bound, packed_bound
+    from splitopt.families.loading.counts import Staircase, relaxation_bound
+
+    checked = stronger = 0
+    for inst in case2_instances(120):
+        d = data(inst)
+        for k, value in best_per_count(inst).items():
+            if k <= d.threads:
+                continue
+            st = Staircase(d, k)
+            old = max(first_child_bound(d, st.sigma), packed_bound(d, k))
+            bound = relaxation_bound(st, old, st.horizon)
+            assert bound <= value * (1 + 1e-12), (inst.name, k, bound, value)
+            checked += 1
+            stronger += bound > old * (1 + 1e-6)
+    assert checked >= 100 and stronger >= checked // 4  # the bound is tested, and it is not the old one
+
+
+def test_relaxation_from_a_state_keeps_every_completion():
+    """From any prefix of a plan (children placed, thread free times), the relaxation's
+    greatest starts at the plan's own first response are at or after the plan's starts."""
+    from splitopt.families.loading.counts import Staircase, relaxed_starts
+    from splitopt.families.loading.enumerate import enumerate_plans
+    from splitopt.families.loading.evaluate import first_response_ms, limit_violations
+
+    checked = 0
+    for inst in case2_instances(40):
+        d = data(inst)
+        for p in enumerate_plans(inst, 10**5):
+            if p.k <= d.threads or limit_violations(d, p.starts):
+                continue
+            st = Staircase(d, p.k)
+            value = first_response_ms(d, p)
+            thread_of = {c: t for t, kids in enumerate(p.threads) for c in kids}
+            starts = list(p.starts) + [d.n]
+            order_ok = all(list(kids) == sorted(kids) for kids in p.threads)
+            if not order_ok:
+                continue
+            free = [0.0] * d.threads
+            for i in range(p.k):
+                u = relaxed_starts(st, value, i, starts[i], sorted(free))
+                assert u is not None and all(u[j] >= starts[j] for j in range(i, p.k)), (inst.name, p, i)
+                free[thread_of[i]] += st.load(starts[i], starts[i + 1])
+                checked += 1
+    assert checked >= 1000
+
+
+def test_count_search_equals_brute_force():
+    optimal = case2_won = 0
+    for inst in case2_instances(80):
+        d = data(inst)
+        bf = solve(inst, "brute-force")
+        cs = solve(inst, "count-search")
+        assert cs.status is Status.OPTIMAL, inst.name
+        assert cs.objective == pytest.approx(bf.objective, rel=1e-9), inst.name
+        assert cs.bound <= bf.objective * (1 + 1e-12)
+        optimal += 1
+        case2_won += cs.metrics.k > d.threads
+    assert optimal == 80 and case2_won >= 10  # Case 2 optima are among them
+
+
+def test_count_search_is_auto_for_case2_and_honours_the_time_limit():
+    import time
+
+    raw = random_loading_data(4, 1_000, threads=8, k_max=16, objective="latency")
+    raw["settings"]["loading"]["children"] = {"min": 1, "max": 16}
+    inst = family("loading").instance_from_data(raw)
+    assert family("loading").exact_method(inst) == "count-search"
+    t0 = time.monotonic()
+    res = solve(inst, "count-search", time_limit=4.0)
+    assert time.monotonic() - t0 <= 4.0 * 1.1 + 1.0
+    assert res.status in (Status.FEASIBLE, Status.OPTIMAL) and res.metrics.feasible
+    assert res.bound <= res.objective
+    # the relaxation's plan already beats what CP-SAT held after 10 s (900.2 ms, Case 1)
+    assert res.objective < 800.0
+
+
+def test_count_search_bounds_stay_valid_when_searches_run_over_budget(monkeypatch):
+    """With a node budget of a few nodes most exact searches are abandoned (no information):
+    the bound must stay below the optimum, and every count still ends closed."""
+    from splitopt.families.loading import counts
+
+    monkeypatch.setattr(counts, "NODE_BUDGET", 2)
+    monkeypatch.setattr(counts, "SPLIT", 0.5)
+    abandoned = 0
+    original = counts.CountSearch.run
+
+    def run(self):
+        nonlocal abandoned
+        out = original(self)
+        abandoned += out is None
+        return out
+
+    monkeypatch.setattr(counts.CountSearch, "run", run)
+    for inst in case2_instances(60):
+        best = min(best_per_count(inst).values())
+        res = counts.solve_counts(data(inst))
+        assert res.bound <= best * (1 + 1e-12), inst.name
+        assert res.closed and counts.first_response_ms(data(inst), res.plan) == pytest.approx(best, rel=1e-9)
+    assert abandoned >= 3

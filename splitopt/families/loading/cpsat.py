@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 
 from splitopt.core.instance import Instance
-from splitopt.core.options import check_build_deadline
+from splitopt.core.options import BuildDeadlinePassed, check_build_deadline
 from splitopt.core.program import Program
 from splitopt.families.loading.bound import first_child_bound, packed_bound
+from splitopt.families.loading.counts import Staircase, relaxation_bound
 from splitopt.families.loading.data import LoadingData, data
 from splitopt.families.loading.evaluate import evaluate
 from splitopt.families.loading.partition import min_max_partition
@@ -30,15 +31,27 @@ def horizon_ms(d: LoadingData, counts: list[int]) -> float:
     return max(counts) * d.fixed_ms + max(d.slowdown(k) for k in counts) * float(d.read_prefix[-1]) + d.total_infer_ms
 
 
+def out_of_build_time() -> bool:
+    """Whether the build's budget is spent (stops a bisection early; its bound stays valid)."""
+    try:
+        check_build_deadline()
+    except BuildDeadlinePassed:
+        return True
+    return False
+
+
 def count_bound(d: LoadingData, k: int) -> float:
     """A lower bound (ms) on the first response of every plan with exactly ``k`` children:
     for ``k <= T`` the optimum itself (every child on its own thread: the min-max partition
-    of ``partition.py``, minus its tolerance); otherwise the larger of ``F + sigma r_0 + I``
-    (inference starts after the first child is loaded) and ``(k F + sigma R) / T`` (every
-    load ends before the response)."""
+    of ``partition.py``, minus its tolerance); otherwise the staircase relaxation bound of
+    ``counts.py``, bisected up from the larger of ``F + sigma r_0 + I`` (inference starts
+    after the first child is loaded) and ``(k F + sigma R) / T`` (every load ends before the
+    response)."""
     if k <= d.threads:
         return min_max_partition(d, k, with_inference=True).bound
-    return max(first_child_bound(d, d.slowdown(k)), packed_bound(d, k))
+    st = Staircase(d, k)
+    low = max(first_child_bound(d, d.slowdown(k)), packed_bound(d, k))
+    return relaxation_bound(st, low, max(low, st.horizon), out_of_build_time)
 
 
 def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:

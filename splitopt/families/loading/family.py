@@ -34,6 +34,9 @@ def method(name: str) -> Callable[[Any, Any], Any]:
 METHODS = (
     Method("partition-search", "exact min-max contiguous partition by parametric search: balance, and latency "
            "when every child has its own thread (Case 1)", method("partition_search"), kind="exact"),
+    Method("count-search", "exact first response over every allowed child count: Case 1 by the min-max "
+           "partition, Case 2 by a staircase relaxation bound and an exact depth-first search (balance: as "
+           "partition-search)", method("count_search"), kind="exact"),
     Method("monolithic", "the whole model as one child (the paper's 'Original')", method("monolithic")),
     Method("equal-count", "k children of equal block counts, the best allowed k, paper load order",
            method("equal_count")),
@@ -114,7 +117,9 @@ class LoadingFamily(Family):
 
     def exact_method(self, inst: Instance) -> str | None:
         """``partition-search`` where it is exact (balance; latency with every allowed child
-        count <= T): microseconds to a second where CP-SAT needs seconds to minutes."""
+        count <= T): microseconds to a second where CP-SAT needs seconds to minutes; else
+        (latency with a count above T) ``count-search`` (benchmarks/results/loading.md: it
+        closes or nearly closes instances where CP-SAT left gaps of 16-71 %)."""
         from splitopt.families.loading.data import data
 
         self.prepare(inst)
@@ -122,7 +127,7 @@ class LoadingFamily(Family):
         counts = list(d.child_counts())
         if inst.settings.objective == "balance" or not counts or max(counts) <= d.threads:
             return "partition-search"
-        return None
+        return "count-search"
 
     def lower_bound(self, inst: Instance) -> float | None:
         from splitopt.families.loading.bound import loading_lower_bound

@@ -4,6 +4,10 @@
   (:mod:`splitopt.families.loading.partition`) for every allowed child count; it solves the
   ``balance`` objective, and the ``latency`` objective when no allowed child count exceeds
   the threads (Case 1: each child on its own thread, so the schedule is fixed);
+* ``count-search`` (exact): the ``latency`` objective over every allowed child count,
+  Case 2 included (:mod:`splitopt.families.loading.counts`: Case 1 by the min-max
+  partition, Case 2 by the staircase relaxation bound and an exact depth-first search);
+  the ``balance`` objective as ``partition-search``;
 * ``monolithic``: the whole model as one child (the paper's "Original");
 * ``equal-count`` / ``equal-bytes``: for each allowed child count k, k children of (nearly)
   equal block count / equal bytes, loaded in the paper's order (Alg. 2); the best k by
@@ -50,6 +54,28 @@ def partition_search(inst: Instance, options: SolveOptions) -> BackendOutput:
         return BackendOutput(Status.NO_SOLUTION_FOUND, message="partition-search: the time limit came first")
     status = Status.FEASIBLE if stopped else Status.OPTIMAL
     return BackendOutput(status, plan=plan_from_starts(d, best.starts), bound=best.bound)
+
+
+def count_search(inst: Instance, options: SolveOptions) -> BackendOutput:
+    """Exact over every allowed child count (see the module docstring): OPTIMAL when every
+    count is closed (the bound within ``counts.RTOL`` of the plan), else FEASIBLE with the
+    least bound of the counts left open when the time limit came."""
+    from splitopt.families.loading.counts import solve_counts
+
+    d = data(inst)
+    if inst.settings.objective != "latency":
+        return partition_search(inst, options)
+    if not list(d.child_counts()):
+        return BackendOutput(Status.INFEASIBLE, message=no_child_count_message(d))
+    t0 = time.perf_counter()
+    result = solve_counts(d, options.out_of_time)
+    extra = {"count_search_nodes": result.nodes, "solve_s": time.perf_counter() - t0,
+             "counts": {str(k): v for k, v in result.counts.items()}}
+    if result.plan is None:  # the time limit came before any plan: equal bytes, fewest children
+        fallback = plan_from_starts(d, even_starts(d, min(d.child_counts()), np.asarray(d.block_bytes)))
+        return BackendOutput(Status.FEASIBLE, plan=fallback, bound=result.bound, extra=extra)
+    status = Status.OPTIMAL if result.closed else Status.FEASIBLE
+    return BackendOutput(status, plan=result.plan, bound=result.bound, extra=extra)
 
 
 def monolithic(inst: Instance, options: SolveOptions) -> BackendOutput:
