@@ -127,6 +127,10 @@ def result_to_dict(inst: Any, result: SolveResult) -> dict[str, Any]:
         "problem": result.problem,
         "solver": result.backend,
         "status": result.status.value,
+        "objective": result.objective,
+        "bound": result.bound,
+        "objective_unit": family_of(inst).objective_unit(inst),
+        # the same values under their older names (ms for every time objective)
         "objective_ms": result.objective,
         "bound_ms": result.bound,
         "gap": result.gap,

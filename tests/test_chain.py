@@ -315,7 +315,7 @@ def test_cli_refuses_edge_cloud_commands_on_a_chain(tmp_path):
     path = tmp_path / "three.json"
     path.write_text(json.dumps(three_device_data()))
     out = CliRunner().invoke(app, ["pareto", str(path)])
-    assert out.exit_code == 2 and "defined for problems split and split_bits (and latency/accuracy for multiview), not 'chain'" in out.output
+    assert out.exit_code == 2 and "defined for problems split and split_bits (latency/accuracy for multiview, latency/bytes for separable), not 'chain'" in out.output
     out = CliRunner().invoke(app, ["solve", str(path), "--problem", "split"])
     assert out.exit_code == 2 and "--problem split: applies to edge/cloud instances" in out.output
     out = CliRunner().invoke(app, ["solve", str(path), "--solver", "neurosurgeon"])

@@ -12,7 +12,7 @@ from splitopt.testing import contracts
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 #: examples per family and check (brute force on multiview and mesh costs the most)
-EXAMPLES = {"edge_cloud": 200, "chain": 150, "mesh": 100, "multiview": 80, "maxload": 150, "loading": 150}
+EXAMPLES = {"edge_cloud": 200, "chain": 150, "mesh": 100, "multiview": 80, "maxload": 150, "loading": 150, "separable": 100}
 
 
 def examples(n: int):

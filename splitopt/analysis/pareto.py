@@ -138,3 +138,51 @@ def accuracy_front(inst: Instance, solver: str = "cpsat", time_limit: float | No
         if not front or p.latency_ms < front[-1].latency_ms - 1e-12:
             front.append(p)
     return front[::-1]
+
+
+@dataclass
+class BytesPoint:
+    """One corner of the latency / bytes front of a separable instance: the fewest bytes
+    (``result``, a bytes-optimal plan) among the plans of the least latency within the
+    byte budget ``budget`` (None: no budget)."""
+
+    budget: float | None
+    latency_ms: float
+    result: SolveResult
+
+    @property
+    def bytes(self) -> float:
+        return self.result.metrics.total_bytes
+
+
+def bytes_front(inst: Instance, solver: str = "cpsat", time_limit: float | None = None, threads: int = 2,
+                points: int = 50) -> list[BytesPoint]:
+    """The latency / bytes front of a ``separable`` instance, from the fastest plan down to
+    the fewest bytes, by the epsilon-constraint method, lexicographically at each corner:
+    minimise latency under the byte budget, then minimise bytes under that latency; the
+    next budget is one byte less (bytes are integers). Every corner is proven when both
+    solves are OPTIMAL."""
+    from splitopt.families.separable.settings import SETTINGS_KEY
+
+    base = dict(inst.settings.family_options(SETTINGS_KEY))
+    user_budget = base.get("byte_budget_bytes")
+    budget: float | None = user_budget
+    out: list[BytesPoint] = []
+    while len(out) < points:
+        fast = solve(inst.with_settings(objective="latency", **{SETTINGS_KEY: {**base, "byte_budget_bytes": budget}}),
+                     solver, time_limit, threads, diagnose=False)
+        if not fast.status.has_plan:
+            break
+        latency = fast.metrics.latency_ms
+        limit = latency * (1 + STEP_RTOL)
+        if base.get("latency_budget_ms") is not None:
+            limit = min(limit, base["latency_budget_ms"])
+        lean = solve(inst.with_settings(objective="bytes", **{SETTINGS_KEY: {
+            **base, "byte_budget_bytes": budget, "latency_budget_ms": limit}}), solver, time_limit, threads,
+            diagnose=False)
+        best = lean if lean.status.has_plan and lean.metrics.total_bytes <= fast.metrics.total_bytes else fast
+        out.append(BytesPoint(budget, best.metrics.latency_ms, best))
+        if best.metrics.total_bytes <= 0:
+            break
+        budget = best.metrics.total_bytes - 1.0
+    return out

@@ -90,16 +90,21 @@ def plot_front(inst, front, path: str, baselines: dict[str, tuple[float, float]]
     xs = [p.error for p in front]
     ys = [p.latency_ms for p in front]
     ax.step(xs, ys, where="post", color="tab:blue", alpha=0.5)
-    proven = [p for p in front if p.result.status.value == "OPTIMAL"]
-    ax.scatter([p.error for p in proven], [p.latency_ms for p in proven], color="tab:blue", label="Pareto-optimal (proven)")
-    other = [p for p in front if p.result.status.value != "OPTIMAL"]
-    if other:
-        ax.scatter([p.error for p in other], [p.latency_ms for p in other], color="tab:orange", label="time-limited")
+    scatter_proven(ax, front, lambda p: p.error)
     for name, (err, lat) in (baselines or {}).items():
         ax.scatter([err], [lat], marker="x")
         ax.annotate(name, (err, lat), textcoords="offset points", xytext=(4, 4), fontsize=8)
     finish_plot(fig, ax, "summed quantization error (relative MSE)", "end-to-end latency (ms)",
                  f"{inst.name}: latency vs error", path)
+
+
+def scatter_proven(ax, front, x) -> None:
+    """A front's points at (``x(point)``, latency): proven ones blue, time-limited orange."""
+    proven = [p for p in front if p.result.status.value == "OPTIMAL"]
+    ax.scatter([x(p) for p in proven], [p.latency_ms for p in proven], color="tab:blue", label="Pareto-optimal (proven)")
+    other = [p for p in front if p.result.status.value != "OPTIMAL"]
+    if other:
+        ax.scatter([x(p) for p in other], [p.latency_ms for p in other], color="tab:orange", label="time-limited")
 
 
 def finish_plot(fig, ax, xlabel: str, ylabel: str, title: str, path: str) -> None:
@@ -113,3 +118,18 @@ def finish_plot(fig, ax, xlabel: str, ylabel: str, title: str, path: str) -> Non
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_bytes_front(inst, front, path: str) -> None:
+    """Latency (ms) against bytes sent (a separable instance's front), each corner marked
+    proven or time-limited."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs, ys = [p.bytes for p in front], [p.latency_ms for p in front]
+    ax.step(xs, ys, where="post", color="tab:blue", alpha=0.5)
+    scatter_proven(ax, front, lambda p: p.bytes)
+    finish_plot(fig, ax, "bytes sent", "latency (ms)", f"{inst.name}: latency vs bytes", path)

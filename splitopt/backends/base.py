@@ -131,6 +131,10 @@ class ProgramBackend(Backend):
         kind = self.kind_for(family)
         t0 = time.perf_counter()
         start = feasible_start_plan(family, inst)
+        proven = self._start_attains_bound(family, inst, start, options)
+        if proven is not None:
+            proven.extra["build_s"] = time.perf_counter() - t0
+            return proven
         try:
             with building_until(options.deadline):
                 program = family.build_program(inst, kind, start)
@@ -188,6 +192,24 @@ class ProgramBackend(Backend):
                              # bound, a makespan above the decoded schedule): its plan may be better
                              one_sided=status is not Status.OPTIMAL,
                              extra=extra)
+
+    def _start_attains_bound(self, family: Any, inst: Any, start: Any | None,
+                             options: SolveOptions) -> BackendOutput | None:
+        """OPTIMAL without building anything when the feasible start plan's objective is
+        within this backend's tolerance of the family's proven lower bound (None
+        otherwise, or when the program is to be exported)."""
+        if start is None or options.export_path is not None or options.out_of_time():
+            return None
+        bound = family.lower_bound(inst)
+        if bound is None:
+            return None
+        value = family.evaluate(inst, start).objective_ms
+        if value > bound + self.optimal_rtol * abs(bound) + OPTIMAL_ATOL_MS:
+            return None
+        return BackendOutput(Status.OPTIMAL, plan=start, bound=min(bound, value),
+                             message="the start plan attains the family's lower bound; no program was needed",
+                             extra={"program": "none: start plan at the lower bound",
+                                    "optimal_rtol": self.optimal_rtol})
 
     def _stopped(self, family: Any, inst: Any, start: Any | None, bound: float | None, message: str,
                  extra: dict[str, Any], solve_s: float) -> BackendOutput:

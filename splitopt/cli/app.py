@@ -27,6 +27,7 @@ from splitopt.cli.common import (
     writing,
 )
 from splitopt.cli.loading import profile_loading_command, run_loading_command
+from splitopt.cli.separable import profile_separable_command, run_separable_command
 from splitopt.cli.profile import profile_command
 from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
@@ -267,10 +268,40 @@ def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, a
         console.print(f"plot written to {plot}")
 
 
+def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
+                  plot: Path | None) -> None:
+    """The latency / bytes front of a separable instance (``splitopt.analysis.pareto``)."""
+    from rich.table import Table
+
+    from splitopt.analysis.pareto import bytes_front
+    from splitopt.analysis.plots import plot_bytes_front
+    from splitopt.api import plan_to_dict
+
+    front = bytes_front(inst, solver=solver, time_limit=time_limit, points=points)
+    if plot is not None:
+        with writing(plot, "--plot"):
+            plot_bytes_front(inst, front, str(plot))
+    if as_json:
+        print_json([{"byte_budget": p.budget, "bytes": p.bytes, "ratio_to_ring": p.result.metrics.ratio_to_ring,
+                     "latency_ms": p.latency_ms, "status": p.result.status.value, "gap": p.result.gap,
+                     "plan": plan_to_dict(inst, p.result.plan)} for p in front])
+        return
+    table = Table(title=f"{inst.name}: latency / bytes front ({solver})")
+    for col in ("bytes", "% of ring", "latency ms", "intensive steps", "status"):
+        table.add_column(col, justify="right")
+    for p in front:
+        m = p.result.metrics
+        table.add_row(f"{p.bytes:,.0f}", f"{100 * m.ratio_to_ring:.3f}", f"{p.latency_ms:.4f}",
+                      str(m.intensive_steps), p.result.status.value)
+    console.print(table)
+    if plot is not None:
+        console.print(f"plot written to {plot}")
+
+
 @app.command()
 def pareto(
-    instance: Path = typer.Argument(..., help="Instance JSON file (split/split_bits: latency vs error; multiview with measured accuracies: latency vs accuracy)."),
-    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Exact backend (default: milp-cbc for split/split_bits, cpsat for multiview)."),
+    instance: Path = typer.Argument(..., help="Instance JSON file (split/split_bits: latency vs error; multiview with measured accuracies: latency vs accuracy; separable: latency vs bytes)."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Exact backend (default: milp-cbc for split/split_bits, cpsat for multiview and separable)."),
     mode: SweepMode = typer.Option(SweepMode.exact, "--mode", help="exact: every corner of the front; grid: evenly spaced budgets."),
     points: int = typer.Option(50, "--points", help="Most points to compute (at least 1)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds per solve."),
@@ -279,7 +310,9 @@ def pareto(
 ) -> None:
     """Latency/quantization-error Pareto front by the epsilon-constraint method (AUTO-SPLIT Fig. 5);
     on a multiview instance with measured accuracies, the latency/accuracy front over the
-    compression width d (every measured accuracy level; --mode is not used)."""
+    compression width d (every measured accuracy level; --mode is not used); on a separable
+    instance, the latency/bytes front (each corner: least latency under the byte budget,
+    then fewest bytes at that latency; --mode is not used)."""
     from rich.table import Table
 
     from splitopt.analysis.pareto import pareto_front
@@ -298,9 +331,13 @@ def pareto(
         if inst.problem == "multiview":
             _accuracy_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot)
             return
+        if inst.problem == "separable":
+            _bytes_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot)
+            return
         if inst.problem not in ("split", "split_bits"):
             raise NotApplicable(f"pareto: the latency/error front is defined for problems split and split_bits "
-                                f"(and latency/accuracy for multiview), not '{inst.problem}'")
+                                f"(latency/accuracy for multiview, latency/bytes for separable), not "
+                                f"'{inst.problem}'")
         solver = solver or "milp-cbc"
         inst = _load(instance, Problem.split_bits)
         front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
@@ -378,6 +415,8 @@ app.command("run")(run_command)
 app.command("retrain")(retrain_command)
 app.command("profile-loading")(profile_loading_command)
 app.command("run-loading")(run_loading_command)
+app.command("profile-separable")(profile_separable_command)
+app.command("run-separable")(run_separable_command)
 
 
 def main() -> None:

@@ -15,8 +15,9 @@ def print_result(console: Console, inst: Any, result: SolveResult, show_layers: 
     """Status line, message, and the family's report of the plan."""
     console.print(f"[bold]splitopt[/bold] {inst.name} | problem {result.problem} | solver {result.backend}",
                   highlight=False)
-    obj = "-" if result.objective is None else f"{result.objective:.4f} ms"
-    bound = "-" if result.bound is None else f"{result.bound:.4f} ms"
+    unit = family_of(inst).objective_unit(inst)
+    obj = "-" if result.objective is None else f"{result.objective:.4f} {unit}"
+    bound = "-" if result.bound is None else f"{result.bound:.4f} {unit}"
     gap = "-" if result.gap is None else f"{100 * result.gap:.4g} %"
     color = {"OPTIMAL": "green", "FEASIBLE": "yellow"}.get(result.status.value, "red")
     console.print(

@@ -221,6 +221,11 @@ class Family(ABC):
         tasks = self.schedule(metrics)
         return None if tasks is None else breakdown(tasks)
 
+    def objective_unit(self, inst: Any) -> str:
+        """The unit of the objective's value (and of bounds and gaps): ``ms`` for every
+        time objective; a family with another objective (e.g. bytes sent) says so."""
+        return "ms"
+
     def summary(self, inst: Any) -> str:
         """One line describing ``inst`` (for ``splitopt validate``)."""
         return inst.summary()
@@ -232,5 +237,5 @@ PROTOCOL_MEMBERS = (
     "default_backend", "has_schedule", "description", "check", "build_data", "prepare", "plan_from_dict", "plan_to_dict",
     "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "exact_method",
     "lower_bound", "report",
-    "schedule", "breakdown", "summary", "random_instance", "instance_from_data",
+    "schedule", "breakdown", "objective_unit", "summary", "random_instance", "instance_from_data",
 )

@@ -21,6 +21,7 @@ FAMILIES: dict[str, str] = {
     "multiview": "splitopt.families.multiview.family:MultiviewFamily",
     "maxload": "splitopt.families.maxload.family:MaxloadFamily",
     "loading": "splitopt.families.loading.family:LoadingFamily",
+    "separable": "splitopt.families.separable.family:SeparableFamily",
 }
 
 

@@ -1,0 +1,41 @@
+"""Why a separable instance has no policy, in one line naming the limit: each limit in turn
+is lifted and the instance re-solved; the first whose removal leaves a plan binds."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from splitopt.core.instance import Instance
+from splitopt.families.separable.data import data, options
+from splitopt.families.separable.program import ring_available
+from splitopt.families.separable.settings import SETTINGS_KEY
+
+#: the limits, in the order they are tried, with the value that lifts each
+LIFTS = (("min_accuracy", None), ("latency_budget_ms", None), ("byte_budget_bytes", None),
+         ("min_intensive_steps", 0), ("mixing", False))
+
+
+def without(inst: Instance, key: str, value) -> Instance:
+    settings = dict(inst.settings.family_settings)
+    settings[SETTINGS_KEY] = {**options(inst), key: value}
+    return inst.with_settings(family_settings=settings)
+
+
+def diagnose(inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+    d = data(inst)
+    ring_ok = ring_available(d) and d.ring_accuracy is not None and d.ring_accuracy >= (d.min_accuracy or 0) - 1e-12
+    if d.min_accuracy is not None and not ring_ok and not any(r.accuracy >= d.min_accuracy - 1e-12
+                                                              for r in d.records):
+        best = max((r.accuracy for r in d.records), default=None)
+        return (f"infeasible: min_accuracy = {d.min_accuracy:g} is above every accuracy record "
+                f"({'none given' if best is None else f'best {best:g}'}) (limit: min_accuracy)")
+    if d.mixing and d.g > 1 and (1 << d.steps) < d.g and not ring_available(d):
+        return (f"infeasible: mixing needs at least {(d.g - 1).bit_length()} steps for {d.g} devices (each step at "
+                f"most doubles what a device holds); the instance has {d.steps} (limit: mixing)")
+    for key, value in LIFTS:
+        if options(inst).get(key) in (None, 0, False):
+            continue
+        if resolve(without(inst, key, value)):
+            return f"infeasible: no policy meets {key} = {options(inst)[key]} with the other limits (limit: {key})"
+    return "infeasible: no policy meets the limits together (mixing, min_intensive_steps, byte_budget_bytes, " \
+           "latency_budget_ms, min_accuracy)"

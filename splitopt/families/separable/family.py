@@ -1,0 +1,139 @@
+"""The separable family (problem ``separable``; the Separable NN paper): a grouped network
+whose paths are divided among G devices, and the communication policy that decides, at
+each transmission step, who sends to whom (a permutation), how much (a sparsification
+level) and at what precision (a dtype); objective ``latency`` or ``bytes``. Data model:
+:mod:`splitopt.families.separable.data`; formulation: ``formulations/separable_policies.md``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+from splitopt.core.errors import NotApplicable
+from splitopt.core.instance import Instance
+from splitopt.core.program import Program
+from splitopt.families.base import Family, Method
+from splitopt.families.separable.settings import PLAN_FORMAT, SETTINGS_KEY, SETTINGS_SCHEMA
+from splitopt.search.space import SearchSpace
+
+# The family's modules need numpy; they are imported where used, so that listing the
+# families (``splitopt solvers``, ``splitopt schema``) loads none of it.
+
+
+def method(name: str) -> Callable[[Any, Any], Any]:
+    """``splitopt.families.separable.methods.<name>``, imported when it first runs."""
+    def run(inst: Any, options: Any) -> Any:
+        from splitopt.families.separable import methods
+
+        return getattr(methods, name)(inst, options)
+
+    run.__name__ = name
+    return run
+
+
+METHODS = (
+    Method("ring-allreduce", "the unseparated model, features all-reduced around the ring after every block (the "
+           "paper's 100 % reference)", method("ring_allreduce")),
+    Method("no-communication", "every step silent: each device runs on its own paths", method("no_communication")),
+    Method("all-intensive", "every device sends its whole stream to the next device at every step",
+           method("all_intensive")),
+    Method("reference-policies", "the best published policy the instance carries (paper Table 6)",
+           method("reference_policies")),
+    Method("random-sampling", "the best of 1,000 uniformly random policies (the paper's random sampler), seeded",
+           method("random_sampling")),
+)
+
+
+class SeparableFamily(Family):
+    name = "separable"
+    problems = ("separable",)
+    objectives = ("latency", "bytes")
+    settings_key = SETTINGS_KEY
+    settings_schema = SETTINGS_SCHEMA
+    plan_format = PLAN_FORMAT
+    program_kinds = ("linear",)
+    default_backend = "cpsat"
+    description = "a grouped network over G devices: per step who sends to whom, how much, at what precision " \
+                  "(Separable NN)"
+
+    def check(self, inst: Instance) -> None:
+        from splitopt.families.separable.data import check_separable
+
+        check_separable(inst)
+
+    def plan_from_dict(self, inst: Instance, raw: Any, where: str = "plan") -> Any:
+        from splitopt.families.separable.plan import plan_from_dict
+
+        self.prepare(inst)
+        return plan_from_dict(inst, raw, where)
+
+    def evaluate(self, inst: Instance, plan: Any) -> Any:
+        from splitopt.families.separable.evaluate import evaluate
+
+        self.prepare(inst)
+        return evaluate(inst, plan)
+
+    def start_plan(self, inst: Instance) -> Any:
+        from splitopt.families.separable.start import start_plan
+
+        self.prepare(inst)
+        return start_plan(inst)
+
+    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+        from splitopt.families.separable.diagnose import diagnose
+
+        self.prepare(inst)
+        return diagnose(inst, resolve)
+
+    def build_program(self, inst: Instance, kind: str, start: Any) -> Program:
+        self.prepare(inst)
+        if kind == "linear":
+            from splitopt.families.separable.program import build_program
+
+            return build_program(inst, start)
+        raise NotApplicable(f"problem 'separable' builds no program of kind '{kind}'")
+
+    def methods(self) -> Sequence[Method]:
+        return METHODS
+
+    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Any]:
+        from splitopt.families.separable.enumerate import enumerate_plans
+
+        self.prepare(inst)
+        return enumerate_plans(inst, limit)
+
+    def space(self, inst: Instance) -> SearchSpace:
+        from splitopt.families.separable.space import separable_space
+
+        self.prepare(inst)
+        return separable_space(inst)
+
+    def lower_bound(self, inst: Instance) -> float | None:
+        """``latency``: the silent policy's latency (every message only delays its
+        receiver, and the ring plan synchronises every block); ``bytes``: 0."""
+        from splitopt.families.separable.evaluate import evaluate
+        from splitopt.families.separable.methods import silent_plan
+
+        self.prepare(inst)
+        if inst.settings.objective == "bytes":
+            return 0.0
+        return evaluate(inst, silent_plan(inst)).latency_ms
+
+    def random_instance(self, seed: int) -> Instance:
+        from splitopt.families.separable.examples import small_random_data
+
+        return self.instance_from_data(small_random_data(seed))
+
+    def objective_unit(self, inst: Instance) -> str:
+        return "bytes" if inst.settings.objective == "bytes" else "ms"
+
+    def summary(self, inst: Instance) -> str:
+        from splitopt.families.separable.data import data
+
+        d = data(inst)
+        return (f"{inst.name}: {len(d.blocks)} separable blocks over {d.g} devices, alpha = {d.alpha}: {d.steps} "
+                f"transmission steps, {d.levels} sparsity levels, dtypes {', '.join(d.dtypes)}, problem separable")
+
+    def report(self, console, inst: Instance, plan: Any, metrics: Any, show_layers: bool = True) -> None:
+        from splitopt.families.separable.report import report
+
+        report(console, inst, plan, metrics, show_layers)

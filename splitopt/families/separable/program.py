@@ -1,0 +1,449 @@
+"""The separable policy program (``formulations/separable_policies.md``, "Program") as one
+``LinearProgram`` that every exact backend runs: CBC and HiGHS through PuLP, CP-SAT through
+the integer emission of ``splitopt.backends.cpsat`` (its 0/1 assignment rows are the
+AllDifferent of the step's receivers; the reachability rows are the mixing layers).
+
+Only the parts a limit or the objective reads are built: the time rows for ``latency``
+(objective or budget), the byte rows for ``bytes`` (objective or budget), the
+reachability rows for mixing, the intensity and float16 counts for the limits and
+accuracy records that name them. Times are in ms; the ``bytes`` objective is divided by
+``bytes_unit`` (so that its magnitude matches the time horizon's and the CP-SAT
+emission keeps fine time units) and multiplied back through ``Program.unit_ms``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from splitopt.core.instance import Instance
+from splitopt.core.options import check_build_deadline
+from splitopt.core.program import LinearProgram, Program
+from splitopt.families.separable.data import SeparableData, data, worst_case_ms
+from splitopt.families.separable.evaluate import evaluate, meets_record
+from splitopt.families.separable.plan import SeparablePlan, identity, make_step
+
+#: MILP: integrality / feasibility tolerance assumed for the objective tolerance
+MILP_EPS = 1e-6
+#: MILP: the dual (optimality) tolerance of the LP solves, for the bound
+MILP_DUAL_TOL = 1e-7
+
+
+def ring_available(d: SeparableData) -> bool:
+    """Whether the ring all-reduce plan exists (G > 1 and every ring link ``g -> g+1``)."""
+    return d.g > 1 and all(d.has_link(g, (g + 1) % d.g) for g in range(d.g))
+
+
+def most_bytes(d: SeparableData) -> float:
+    """No plan sends more (bytes): every device its whole stream at every step in the
+    widest dtype, or the ring reference."""
+    return max(d.ring_bytes, float(sum(d.g * d.message_bytes(j, d.levels - 1, "float32") for j in range(d.steps))), 1.0)
+
+
+def options_of(d: SeparableData) -> list[tuple[int, str]]:
+    """The (level, dtype) options of a step."""
+    return [(level, dtype) for level in range(d.levels) for dtype in d.dtypes]
+
+
+def build_program(inst: Instance, start: SeparablePlan | None) -> Program:
+    d = data(inst)
+    objective = inst.settings.objective
+    lp = LinearProgram()
+    G, J = d.g, d.steps
+    arcs = [(g, h) for g in range(G) for h in range(G) if g != h and d.has_link(g, h)]
+    opts = options_of(d)
+    need_time = objective == "latency" or d.latency_budget is not None
+    need_bytes = objective == "bytes" or d.byte_budget is not None
+    records = [r for r in d.records if d.min_accuracy is not None and r.accuracy >= d.min_accuracy - 1e-12]
+    need_mix = d.mixing or any(r.mixing for r in records)
+    need_intensive = d.min_intensive_steps > 0 or any(r.min_intensive_steps > 0 for r in records)
+    need_f16 = "float16" in d.dtypes and any(r.max_float16_steps is not None for r in records)
+
+    ring = lp.var("ring") if ring_available(d) else None
+    x = [{(g, h): lp.var(f"x[{j},{g},{h}]") for g, h in arcs} for j in range(J)]
+    z = [[lp.var(f"z[{j},{o}]") for o in range(len(opts))] for j in range(J)]
+    for j in range(J):
+        check_build_deadline()
+        lp.add({i: 1.0 for i in z[j]}, "==", 1.0, name=f"one_option[{j}]")
+        for g in range(G):
+            out = {x[j][a]: 1.0 for a in arcs if a[0] == g}
+            inc = {x[j][a]: 1.0 for a in arcs if a[1] == g}
+            if out:
+                lp.add(out, "<=", 1.0, name=f"sends_once[{j},{g}]")
+            row = dict(out)
+            for i, c in inc.items():
+                row[i] = row.get(i, 0.0) - c
+            if row:  # a permutation: g sends iff it receives (fixed points do neither)
+                lp.add(row, "==", 0.0, name=f"permutation[{j},{g}]")
+        if ring is not None:  # the ring plan replaces every step: no policy sends
+            for a in arcs:
+                lp.add({x[j][a]: 1.0, ring: 1.0}, "<=", 1.0, name=f"ring_excludes[{j},{a[0]},{a[1]}]")
+    # sends[j]: someone sends at step j (for the level and float16 requirements)
+    sends = [lp.var(f"sends[{j}]") for j in range(J)]
+    for j in range(J):
+        for a in arcs:
+            lp.add({sends[j]: 1.0, x[j][a]: -1.0}, ">=", 0.0, name=f"sends_if[{j},{a[0]},{a[1]}]")
+        lp.add({sends[j]: 1.0, **{x[j][a]: -1.0 for a in arcs}}, "<=", 0.0, name=f"sends_only_if[{j}]")
+
+    # sendopt[j][g][o] = (g sends at step j) * z[j][o]: sum_o v = sum_h x, v <= z; the bytes
+    # are linear in v without big-M, and so are the transfer times where all of a
+    # device's links are alike
+    senders = [g for g in range(G) if any(a[0] == g for a in arcs)]
+    sendopt = [{g: [lp.var(f"v[{j},{g},{o}]") for o in range(len(opts))] for g in senders} for j in range(J)]
+    for j in range(J):
+        check_build_deadline()
+        for g in senders:
+            lp.add({**{i: 1.0 for i in sendopt[j][g]}, **{x[j][a]: -1.0 for a in arcs if a[0] == g}}, "==", 0.0,
+                   name=f"sender_option[{j},{g}]")
+            for o, i in enumerate(sendopt[j][g]):
+                lp.add({i: 1.0, z[j][o]: -1.0}, "<=", 0.0, name=f"sender_option_le[{j},{g},{o}]")
+    total_bytes_terms: dict[int, float] = {}
+    if need_bytes:
+        for j in range(J):
+            for o, (level, dtype) in enumerate(opts):
+                size = d.message_bytes(j, level, dtype)
+                if size:
+                    for g in senders:
+                        total_bytes_terms[sendopt[j][g][o]] = float(size)
+        if ring is not None:
+            total_bytes_terms[ring] = d.ring_bytes
+        if d.byte_budget is not None:
+            lp.add(dict(total_bytes_terms), "<=", math.floor(d.byte_budget * (1 + 1e-9)), kind="bits",
+                   name="byte_budget")
+
+    # symmetry: interchangeable devices first send in index order (see interchangeable())
+    classes = interchangeable(d, need_time)
+    sent_by: dict[tuple[int, int], int] = {}
+    for cls in classes:
+        for g in cls:
+            for j in range(J):
+                s_var = lp.var(f"sent_by[{j},{g}]")
+                sent_by[(j, g)] = s_var
+                out = {x[j][a]: 1.0 for a in arcs if a[0] == g}
+                lp.add({s_var: 1.0, **{i: -c for i, c in out.items()}, **({sent_by[(j - 1, g)]: -1.0} if j else {})},
+                       "<=", 0.0, name=f"sent_by_le[{j},{g}]")
+                if j:
+                    lp.add({s_var: 1.0, sent_by[(j - 1, g)]: -1.0}, ">=", 0.0, name=f"sent_by_keeps[{j},{g}]")
+                for i in out:
+                    lp.add({s_var: 1.0, i: -1.0}, ">=", 0.0, name=f"sent_by_ge[{j},{g}]")
+        for a, b in zip(cls, cls[1:]):
+            for j in range(J):
+                lp.add({sent_by[(j, a)]: 1.0, sent_by[(j, b)]: -1.0}, ">=", 0.0, name=f"symmetry[{j},{a},{b}]")
+
+    H = worst_case_ms(d)
+    ring_ms = evaluate(inst, SeparablePlan((), ring=True)).latency_ms if ring is not None else 0.0
+    H = max(H, ring_ms)
+    big = H
+    resp = None
+    ready: list[list[int]] = []
+    nic: list[list[int]] = []
+    if need_time:
+        cont = dict(binary=False, lb=0.0, ub=H, implied_integer=False, unit="ms")
+        ready = [[lp.var(f"ready[{j},{g}]", **cont) for g in range(G)] for j in range(J)]
+        nic = [[lp.var(f"nic[{j},{g}]", **cont) for g in range(G)] for j in range(J)]
+        resp = lp.var("latency", **cont)
+
+        def before(j: int, g: int) -> tuple[dict[int, float], float]:
+            """Device g's ready time before step j, as (coefficients, constant)."""
+            return ({ready[j - 1][g]: 1.0}, 0.0) if j else ({}, float(d.stem_ms[g]))
+
+        for j in range(J):
+            check_build_deadline()
+            for g in range(G):
+                c1, c_rest = d.step_compute_ms(g, j)
+                prev, const = before(j, g)
+                row = {ready[j][g]: 1.0, **{i: -c for i, c in prev.items()}}
+                lp.add(row, ">=", const + c1 + c_rest, kind="time", name=f"compute[{j},{g}]")
+                if j:
+                    lp.add({nic[j][g]: 1.0, nic[j - 1][g]: -1.0}, ">=", 0.0, kind="time", name=f"nic_keeps[{j},{g}]")
+                if g not in senders:
+                    continue
+                # the send (if any) starts after the snapshot and after the device's previous send
+                links = {(d.rate[g][h], d.link_ms[g][h]) for h in range(G) if (g, h) in x[j]}
+                targets = [None] if len(links) == 1 else [h for h in range(G) if (g, h) in x[j]]
+                for h in targets:
+                    hh = h if h is not None else next(h2 for h2 in range(G) if (g, h2) in x[j])
+                    send = {i: d.transfer_ms(g, hh, d.message_bytes(j, level, dtype))
+                            for i, (level, dtype) in zip(sendopt[j][g], opts)}
+                    off = {} if h is None else {x[j][(g, h)]: -big}
+                    slack = 0.0 if h is None else -big
+                    row = {nic[j][g]: 1.0, **{i: -c for i, c in prev.items()}, **{i: -c for i, c in send.items()}, **off}
+                    lp.add(row, ">=", const + c1 + slack, kind="time", name=f"send[{j},{g},{h}]")
+                    if j:
+                        row = {nic[j][g]: 1.0, nic[j - 1][g]: -1.0, **{i: -c for i, c in send.items()}, **off}
+                        lp.add(row, ">=", slack, kind="time", name=f"send_queue[{j},{g},{h}]")
+            for g, h in arcs:
+                # x = 1: the receiver merges the message before its next step
+                lp.add({ready[j][h]: 1.0, nic[j][g]: -1.0, x[j][(g, h)]: -big}, ">=", -big, kind="time",
+                       name=f"merge[{j},{g},{h}]")
+        row = {resp: 1.0, ready[J - 1][d.head]: -1.0}
+        lp.add(row, ">=", d.head_ms, kind="time", name="head")
+        if ring is not None:
+            lp.add({resp: 1.0, ring: -ring_ms}, ">=", 0.0, kind="time", name="ring_latency")
+        if d.latency_budget is not None:
+            lp.add({resp: 1.0}, "<=", d.latency_budget * (1 + 1e-9), kind="time", name="latency_budget")
+
+    # information mixing: info[j][a][h] = device h holds device a's features after step j
+    info: list[dict[tuple[int, int], int]] = []
+    y: list[dict[tuple[int, int, int], int]] = []
+    if need_mix:
+        for j in range(J):
+            check_build_deadline()
+            info.append({(a, h): lp.var(f"info[{j},{a},{h}]") for a in range(G) for h in range(G) if a != h})
+            y.append({})
+            for a in range(G):
+                for g, h in arcs:
+                    if h == a:
+                        continue
+                    if j == 0 and g != a:  # before the first step g holds only itself
+                        continue
+                    v = lp.var(f"y[{j},{a},{g},{h}]")
+                    y[j][(a, g, h)] = v
+                    lp.add({v: 1.0, x[j][(g, h)]: -1.0}, "<=", 0.0, name=f"y_le_x[{j},{a},{g},{h}]")
+                    if g != a:
+                        lp.add({v: 1.0, info[j - 1][(a, g)]: -1.0}, "<=", 0.0, name=f"y_le_info[{j},{a},{g},{h}]")
+            for (a, h), v in info[j].items():
+                row = {v: 1.0}
+                if j:
+                    row[info[j - 1][(a, h)]] = -1.0
+                for (a2, g, h2), yv in y[j].items():
+                    if a2 == a and h2 == h:
+                        row[yv] = -1.0
+                lp.add(row, "<=", 0.0, name=f"reach[{j},{a},{h}]")
+        if d.mixing:
+            for (a, h), v in info[J - 1].items():
+                row = {v: 1.0} if ring is None else {v: 1.0, ring: 1.0}
+                lp.add(row, ">=", 1.0, name=f"mixing[{a},{h}]")
+            gossip_cuts(lp, d, x, arcs, ring, None)
+
+    intensive = []
+    if need_intensive:
+        for j in range(J):
+            s = lp.var(f"intensive[{j}]")
+            intensive.append(s)
+            for g in range(G):
+                lp.add({s: 1.0, **{x[j][a]: -1.0 for a in arcs if a[0] == g}}, "<=", 0.0, name=f"intensive[{j},{g}]")
+        if d.min_intensive_steps:
+            row = {s: 1.0 for s in intensive}
+            if ring is not None:
+                row[ring] = float(J)
+            lp.add(row, ">=", float(d.min_intensive_steps), name="min_intensive_steps")
+    f16 = []
+    if need_f16:
+        for j in range(J):
+            v = lp.var(f"float16[{j}]")
+            f16.append(v)
+            for o, (level, dtype) in enumerate(opts):
+                if dtype == "float16":
+                    lp.add({v: 1.0, z[j][o]: -1.0, sends[j]: -1.0}, ">=", -1.0, name=f"float16[{j},{o}]")
+    rec_vars = []
+    if d.min_accuracy is not None:
+        rec_vars = [lp.var(f"record[{i}]") for i in range(len(records))]
+        row = {v: 1.0 for v in rec_vars}
+        if ring is not None and d.ring_accuracy is not None and d.ring_accuracy >= d.min_accuracy - 1e-12:
+            row[ring] = 1.0  # the unseparated model's own measured accuracy is enough
+        if not row:  # no record reaches min_accuracy: an infeasible row says so
+            row = {lp.var("no_accuracy_record", binary=False, lb=0.0, ub=0.0): 1.0}
+        lp.add(row, ">=", 1.0, name="min_accuracy")
+        for r, v in zip(records, rec_vars):
+            if r.mixing:
+                for (a, h), iv in info[J - 1].items():
+                    lp.add({iv: 1.0, v: -1.0}, ">=", 0.0, name=f"record_mixing[{r.name},{a},{h}]")
+                gossip_cuts(lp, d, x, arcs, None, v)
+            if r.min_intensive_steps:
+                lp.add({**{s: 1.0 for s in intensive}, v: -float(r.min_intensive_steps)}, ">=", 0.0,
+                       name=f"record_intensive[{r.name}]")
+            if r.max_float16_steps is not None and f16:
+                lp.add({**{f: 1.0 for f in f16}, v: float(J)}, "<=", float(r.max_float16_steps + J),
+                       name=f"record_float16[{r.name}]")
+            for j in range(J):
+                for o, (level, dtype) in enumerate(opts):
+                    if level < r.min_level or (r.max_level is not None and level > r.max_level):
+                        lp.add({v: 1.0, z[j][o]: 1.0, sends[j]: 1.0}, "<=", 2.0,
+                               name=f"record_level[{r.name},{j},{o}]")
+
+    if objective == "latency":
+        lp.add_objective(resp, 1.0)
+        bytes_unit = 1.0
+    else:
+        # bytes / bytes_unit ~ the time horizon's magnitude (see the module docstring)
+        bytes_unit = max(most_bytes(d) / max(H, 1.0), 1e-12)
+        for i, c in total_bytes_terms.items():
+            lp.add_objective(i, c / bytes_unit)
+
+    def decode(values: Sequence[float]) -> SeparablePlan:
+        if ring is not None and values[ring] > 0.5:
+            return SeparablePlan((), ring=True)
+        steps = []
+        for j in range(J):
+            send_to = list(identity(G))
+            for (g, h), i in x[j].items():
+                if values[i] > 0.5:
+                    send_to[g] = h
+            level, dtype = opts[max(range(len(opts)), key=lambda o: values[z[j][o]])]
+            steps.append(make_step(d, send_to, level, dtype))
+        return SeparablePlan(tuple(steps))
+
+    def encode(plan: SeparablePlan) -> list[float]:
+        plan = canonical_labels(d, plan, classes)
+        values = [0.0] * len(lp.variables)
+        for (j, g), i in sent_by.items():
+            values[i] = 1.0 if any(s.send_to[g] != g for s in plan.steps[:j + 1]) else 0.0
+        m = evaluate(inst, plan)
+        if plan.ring:
+            values[ring] = 1.0
+            for j in range(J):
+                values[z[j][len(opts) - 1]] = 1.0
+        for j, s in enumerate(plan.steps):
+            for g, h in enumerate(s.send_to):
+                if g != h:
+                    values[x[j][(g, h)]] = 1.0
+            values[z[j][opts.index((s.level, s.dtype))]] = 1.0
+            values[sends[j]] = 1.0 if s.senders else 0.0
+            for g in senders:
+                if s.send_to[g] != g:
+                    values[sendopt[j][g][opts.index((s.level, s.dtype))]] = 1.0
+            if intensive:
+                values[intensive[j]] = 1.0 if s.intensive else 0.0
+            if f16:
+                values[f16[j]] = 1.0 if s.senders and s.dtype == "float16" else 0.0
+        if need_time:
+            values[resp] = m.latency_ms
+            if not plan.ring:
+                nic_at = [0.0] * G  # as the send rows read it: at least the last snapshot
+                prev = [float(t) for t in d.stem_ms]
+                for j, (s, sc) in enumerate(zip(plan.steps, m.steps)):
+                    for g in range(G):
+                        snap = prev[g] + d.step_compute_ms(g, j)[0]
+                        h = s.send_to[g]
+                        tau = d.transfer_ms(g, h, sc.message_bytes) if h != g else 0.0
+                        nic_at[g] = max(snap, nic_at[g]) + tau
+                        values[nic[j][g]] = nic_at[g]
+                        values[ready[j][g]] = sc.ready_ms[g]
+                    prev = list(sc.ready_ms)
+            else:  # the policy part is silent: its own earliest times
+                silent = SeparablePlan(tuple(make_step(d, identity(G)) for _ in range(J)))
+                prev = [float(t) for t in d.stem_ms]
+                for j, sc in enumerate(evaluate(inst, silent).steps):
+                    for g in range(G):
+                        values[ready[j][g]] = sc.ready_ms[g]
+                        values[nic[j][g]] = max(values[nic[j - 1][g]] if j else 0.0,
+                                                prev[g] + d.step_compute_ms(g, j)[0])
+                    prev = list(sc.ready_ms)
+        if need_mix and not plan.ring:
+            holds = [{g} for g in range(G)]
+            for j, s in enumerate(plan.steps):
+                for (a, g, h), v in y[j].items():
+                    values[v] = 1.0 if s.send_to[g] == h and a in holds[g] else 0.0
+                new = [set(hs) for hs in holds]
+                for g, h in enumerate(s.send_to):
+                    if g != h:
+                        new[h] |= holds[g]
+                holds = new
+                for (a, h), v in info[j].items():
+                    values[v] = 1.0 if a in holds[h] else 0.0
+        for r, v in zip(records, rec_vars):
+            if not plan.ring:
+                values[v] = 1.0 if _meets(d, plan, m, r) else 0.0
+        return values
+
+    hint = None
+    if start is not None:
+        try:
+            hint = encode(start)
+        except (KeyError, ValueError):  # a start plan outside the program (cannot happen for checked plans)
+            hint = None
+    # the critical chain crosses at most 3 J + 2 rows in ms, each with big-M terms whose
+    # binaries the MILP meets to MILP_EPS
+    if objective == "latency":
+        tol = MILP_EPS * (3 * J + 2) * (big + H)
+        bound_tol = MILP_DUAL_TOL * 2 * H
+    else:
+        top_bytes = most_bytes(d)
+        tol = MILP_EPS * top_bytes
+        bound_tol = MILP_DUAL_TOL * top_bytes
+    return Program(kind="linear", model=lp, decode=decode, unit_ms=bytes_unit, tolerance_ms=tol, hint=hint,
+                   encode=encode, bound_tolerance_ms=bound_tol,
+                   stats={"variables": len(lp.variables), "rows": len(lp.rows), "steps": J, "devices": G})
+
+
+def interchangeable(d: SeparableData, with_time: bool) -> list[list[int]]:
+    """Classes (of two or more) of devices that any relabeling within a class maps plans
+    to plans of equal objective and limits: when time matters (``with_time``), equal
+    compute, the swap of any two of them preserves every link's rate and latency, and
+    the head is in none; otherwise the swap need only preserve which links exist."""
+    G = d.g
+    parent = list(range(G))
+
+    def find(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def link(a: int, b: int) -> tuple:  # without time, only whether the link exists matters
+        return (d.rate[a][b], d.link_ms[a][b]) if with_time else d.has_link(a, b)
+
+    for a in range(G):
+        for b in range(a + 1, G):
+            if with_time and d.head in (a, b):
+                continue
+            if with_time and (d.stem_ms[a] != d.stem_ms[b] or not (d.compute_ms[a] == d.compute_ms[b]).all()):
+                continue
+            others = [c for c in range(G) if c not in (a, b)]
+            if link(a, b) == link(b, a) and all(link(a, c) == link(b, c) and link(c, a) == link(c, b)
+                                                for c in others):
+                parent[find(b)] = find(a)
+    groups: dict[int, list[int]] = {}
+    for g in range(G):
+        groups.setdefault(find(g), []).append(g)
+    return [sorted(cls) for cls in groups.values() if len(cls) > 1]
+
+
+def canonical_labels(d: SeparableData, plan: SeparablePlan, classes: list[list[int]]) -> SeparablePlan:
+    """``plan`` with the devices of each interchangeable class relabeled so that they
+    first send in index order (the symmetry rows' form; same objective and limits)."""
+    if plan.ring or not classes:
+        return plan
+    first = {g: next((j for j, s in enumerate(plan.steps) if s.send_to[g] != g), len(plan.steps)) for g in range(d.g)}
+    label = list(range(d.g))
+    for cls in classes:
+        for old, new in zip(sorted(cls, key=lambda g: (first[g], g)), cls):
+            label[old] = new
+    steps = []
+    for s in plan.steps:
+        send_to = [0] * d.g
+        for g, h in enumerate(s.send_to):
+            send_to[label[g]] = label[h]
+        steps.append(make_step(d, send_to, s.level, s.dtype))
+    return SeparablePlan(tuple(steps))
+
+
+def gossip_cuts(lp: LinearProgram, d: SeparableData, x, arcs, ring: int | None, when: int | None) -> None:
+    """Valid rows for full mixing (required, or when the 0/1 variable ``when`` is 1): every
+    device sends at least once, and at least ``2 (G - 1)`` messages are sent in all (the
+    one-way gossip bound: a message tells one device what one device knows, so before the
+    first device knows everything ``G - 1`` messages have gone, and each of the other
+    ``G - 1`` devices still learns something from a message after that moment)."""
+    G, J = d.g, d.steps
+    if G < 2:
+        return
+    lift = {ring: 1.0} if ring is not None else {}
+
+    def need(row: dict[int, float], count: float, name: str) -> None:
+        row = dict(row)
+        if when is None:
+            row.update({i: count * c for i, c in lift.items()})
+            lp.add(row, ">=", count, name=name)
+        else:
+            row[when] = -count
+            lp.add(row, ">=", 0.0, name=name)
+
+    tag = "" if when is None else f"@{when}"
+    for g in range(G):
+        need({x[j][a]: 1.0 for j in range(J) for a in arcs if a[0] == g}, 1.0, f"mixing_sends[{g}]{tag}")
+    need({x[j][a]: 1.0 for j in range(J) for a in arcs}, float(2 * (G - 1)), f"mixing_messages{tag}")
+
+
+def _meets(d: SeparableData, plan: SeparablePlan, m, r) -> bool:
+    return meets_record(plan, r, m.mixing, m.intensive_steps, m.float16_steps)

@@ -1,0 +1,74 @@
+"""What the separable family declares before any of its data is touched: its settings key,
+the JSON Schema of ``settings.separable`` and its plan format. Imports nothing heavy, so
+that listing the families (``splitopt solvers``, ``splitopt schema``) loads no numpy."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from splitopt.core.ranges import MAX_MS
+
+SETTINGS_KEY = "separable"
+PLAN_FORMAT = "splitopt-separable-plan/1"
+OPTION_KEYS = ("devices", "alpha", "stem_layers", "head_layers", "head_device", "levels", "dtypes", "mixing",
+               "min_intensive_steps", "byte_budget_bytes", "latency_budget_ms", "accuracy", "min_accuracy",
+               "ring_accuracy", "reference_policies")
+#: bytes per element of each transmission dtype
+DTYPE_BYTES = {"float32": 4, "float16": 2}
+#: the most devices (G) and sparsity levels (K) an instance may ask for: G! permutations
+#: per step grow fast; programs stay small to G = 16
+MAX_GROUP_DEVICES = 16
+MAX_LEVELS = 101
+REQUIREMENT_KEYS = ("mixing", "min_intensive_steps", "max_float16_steps", "min_level", "max_level")
+
+_COUNT = {"type": "integer", "minimum": 0, "maximum": 1_000_000}
+
+SETTINGS_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "description": "Problem separable: a separable (grouped) network over G devices and its per-step communication "
+                   "policy (formulations/separable_policies.md).",
+    "additionalProperties": False,
+    "properties": {
+        "devices": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                    "maxItems": MAX_GROUP_DEVICES,
+                    "description": "The G devices in index order (device 0 first; default: every device of the "
+                                   "instance, in file order)."},
+        "alpha": {"type": "integer", "minimum": 1, "maximum": 1_000_000,
+                  "description": "Staleness factor: one transmission step per alpha blocks (default 1)."},
+        "stem_layers": {"type": "integer", "minimum": 0,
+                        "description": "Leading layers every device runs whole (default 1)."},
+        "head_layers": {"type": "integer", "minimum": 0,
+                        "description": "Trailing layers the head device runs on its own features (default 1)."},
+        "head_device": {"type": "string", "description": "The device that runs the head (default devices[0])."},
+        "levels": {"type": "object", "additionalProperties": False,
+                   "properties": {"min_percent": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+                                  "count": {"type": "integer", "minimum": 1, "maximum": MAX_LEVELS}},
+                   "description": "Sparsification: K levels from min_percent to 100 % of the channels (paper "
+                                  "Table 4: min_percent 50, count 9; default: one level, 100 %)."},
+        "dtypes": {"type": "array", "items": {"enum": list(DTYPE_BYTES)}, "minItems": 1, "uniqueItems": True,
+                   "description": "Transmission dtypes allowed (default [\"float32\"])."},
+        "mixing": {"type": "boolean",
+                   "description": "Every device's features must reach every other device by the last step."},
+        "min_intensive_steps": dict(_COUNT, description="Steps at which every device sends (a derangement): at "
+                                                         "least this many."),
+        "byte_budget_bytes": {"oneOf": [{"type": "number", "minimum": 0, "maximum": 2.0**62}, {"type": "null"}],
+                              "description": "Limit on the bytes sent over all steps (null: none)."},
+        "latency_budget_ms": {"oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_MS}, {"type": "null"}],
+                              "description": "Limit on the latency (null: none)."},
+        "accuracy": {"type": "array", "items": {
+            "type": "object", "required": ["accuracy"], "additionalProperties": False,
+            "properties": {"name": {"type": "string"}, "accuracy": {"type": "number", "minimum": 0, "maximum": 1},
+                           "mixing": {"type": "boolean"}, "min_intensive_steps": _COUNT,
+                           "max_float16_steps": _COUNT, "min_level": _COUNT, "max_level": _COUNT}},
+            "description": "Measured accuracy records: a policy meeting a record's requirements is credited with "
+                           "its accuracy (the best record it meets)."},
+        "min_accuracy": {"oneOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}],
+                         "description": "The policy must meet a record of at least this accuracy (null: none)."},
+        "ring_accuracy": {"oneOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}],
+                          "description": "The measured accuracy of the unseparated model (the ring all-reduce plan; "
+                                         "null: not measured, so the ring plan meets no min_accuracy)."},
+        "reference_policies": {"type": "object", "additionalProperties": {"type": "array"},
+                               "description": "Published policies: name -> per step a Table 3 choice id, or "
+                                              "[choice id, level], or a step object."},
+    },
+}
