@@ -125,7 +125,7 @@ def solve(
     solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend name; `splitopt solvers` lists them. Default: auto (a short exact run, then evolutionary search, then the exact program for the rest of the time limit); with --option or --export-model and no --solver, the family's exact default: milp-cbc for split/split_bits, cpsat otherwise."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Wall-clock seconds for the whole solve, building included; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
     problem: Optional[Problem] = typer.Option(None, "--problem", help="Override the instance's problem: split (float cut) or split_bits (cut + bit-widths)."),
-    objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective: chain: latency or throughput; maxload: throughput (max-load) or latency; loading: latency (first response) or balance (heaviest child load)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective: chain: latency or throughput; maxload: throughput (max-load) or latency; loading: latency (first response) or balance (heaviest child load); separable: latency or bytes (sent over all steps)."),
     threads: int = typer.Option(2, "--threads", help="Solver threads."),
     seed: int = typer.Option(0, "--seed", help="Random seed for solvers and heuristics."),
     option: Optional[list[str]] = typer.Option(None, "--option", help="A solver option NAME=VALUE, passed through (repeatable), e.g. --option mip_gap=0.01; an unknown name is refused."),
