@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # keep tools that write under $HOME (solver logs, caches) out of the real home
@@ -30,3 +31,15 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch intra-op thread for the test (the torch extra's tests use it): on a shared
+    2-core host two OpenMP threads stall each other."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

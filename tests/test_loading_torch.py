@@ -33,13 +33,7 @@ TINY = {m: BlockModelConfig(m, width=1 / 16, depth=0.1, image_size=75 if m == "i
         for m in MODEL_NAMES}
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """One intra-op thread: on a shared 2-core host two OpenMP threads stall each other."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

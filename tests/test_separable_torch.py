@@ -23,19 +23,13 @@ from splitopt.torch.separable_model import (PolicyStep, SepConfig, accuracy, bui
                                             identity_policy, intensive_policy, load_digits_split, normalize_policy,
                                             policy_bytes, policy_to_plan, random_policy, ring_bytes)
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]  # the fixture: tests/conftest.py
 
 #: G = 2, two stages of windows of two blocks each way: small and quick
 TINY = dict(groups=2, paths=2, widths=(4, 8, 8), bottleneck=(2, 2, 2), blocks_per_stage=(2, 2, 2), stem_channels=4,
             alpha=2, levels=3, min_percent=50.0)
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

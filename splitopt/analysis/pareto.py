@@ -165,8 +165,7 @@ def bytes_front(inst: Instance, solver: str = "cpsat", time_limit: float | None 
     from splitopt.families.separable.settings import SETTINGS_KEY
 
     base = dict(inst.settings.family_options(SETTINGS_KEY))
-    user_budget = base.get("byte_budget_bytes")
-    budget: float | None = user_budget
+    budget: float | None = base.get("byte_budget_bytes")
     out: list[BytesPoint] = []
     while len(out) < points:
         fast = solve(inst.with_settings(objective="latency", **{SETTINGS_KEY: {**base, "byte_budget_bytes": budget}}),

@@ -61,35 +61,11 @@ from splitopt.torch.loading_cache import prepare_cache, resident_fraction
 from splitopt.torch.loading_children import load_child, save_child, state_elements
 from splitopt.torch.loading_models import (BlockModelConfig, BlockSequence, build_block_model, reference_plans,
                                            synthetic_input, trainable_tail)
+from splitopt.torch.macs import count_macs
 
 #: the fewest children the instances allow at most (the benchmark's k range)
 DEFAULT_CHILDREN_MAX = 8
 HOST = "host"
-
-
-def count_macs(module: nn.Module, x: torch.Tensor) -> int:
-    """Multiply-accumulates of ``module(x)`` (conv and linear layers; see the module
-    docstring)."""
-    total = 0
-
-    def conv_hook(m: nn.Conv2d, _inp, out):
-        nonlocal total
-        kh, kw = m.kernel_size
-        total += out.numel() * (m.in_channels // m.groups) * kh * kw
-
-    def linear_hook(m: nn.Linear, _inp, out):
-        nonlocal total
-        total += out.numel() * m.in_features
-
-    handles = [m.register_forward_hook(conv_hook if isinstance(m, nn.Conv2d) else linear_hook)
-               for m in module.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    try:
-        with torch.no_grad():
-            module(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return int(total)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ Units: MACs per sample, bytes, ms. Widths in channels.
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,9 +44,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-#: bytes per element of each transmission dtype (mirrors the family's DTYPE_BYTES)
+from splitopt.families.separable.plan import SeparablePlan, Step
+from splitopt.families.separable.settings import DTYPE_BYTES, channels_sent, level_percents
+from splitopt.torch.macs import count_macs
+
+#: the torch dtype of each transmission dtype (bytes per element: the family's DTYPE_BYTES)
 DTYPES = {"float32": torch.float32, "float16": torch.float16}
-DTYPE_BYTES = {"float32": 4, "float16": 2}
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,8 @@ class SepConfig:
 
     @property
     def percents(self) -> tuple[float, ...]:
-        """percent[k] = min_percent + k (100 - min_percent) / (K - 1) (one level: 100 %)."""
-        if self.levels == 1:
-            return (100.0,)
-        return tuple(self.min_percent + k * (100.0 - self.min_percent) / (self.levels - 1) for k in range(self.levels))
+        """The family's sparsity levels (% of the channels)."""
+        return level_percents(self.min_percent, self.levels)
 
     def block_shape(self, b: int) -> tuple[int, int, int]:
         """One device's stream after block ``b``: (C_dev, H, W)."""
@@ -116,8 +116,7 @@ class SepConfig:
 
     def sent_channels(self, step: int, level: int) -> int:
         """N_send at ``step`` and ``level``: floor(C_dev * percent / 100) (the family's rule)."""
-        c = self.block_shape(self.windows[step][0])[0]
-        return int(math.floor(c * self.percents[level] / 100.0 + 1e-9))
+        return channels_sent(self.block_shape(self.windows[step][0])[0], self.percents[level])
 
     def message_bytes(self, step: int, level: int, dtype: str) -> int:
         """Bytes one sender sends at ``step`` for one sample."""
@@ -246,20 +245,9 @@ class DevicePart(nn.Module):
         self.head = Head(c) if index == c.head_device else None
 
 
-@dataclass(frozen=True)
-class PolicyStep:
-    """One step of a policy as the model applies it: ``send_to[g]`` the receiver of
-    device ``g`` (``g``: none), ``level`` the sparsity level, ``dtype`` the wire dtype."""
-
-    send_to: tuple[int, ...]
-    level: int
-    dtype: str
-
-    @property
-    def senders(self) -> int:
-        return sum(1 for g, h in enumerate(self.send_to) if g != h)
-
-
+#: one step of a policy as the model applies it: the family's step (``send_to[g]`` the
+#: receiver of device ``g``, ``g``: none; the sparsity level; the wire dtype)
+PolicyStep = Step
 Policy = Sequence[PolicyStep]
 
 
@@ -413,10 +401,8 @@ def policy_to_json(steps: Policy) -> list[dict[str, Any]]:
     return [{"send_to": list(s.send_to), "level": s.level, "dtype": s.dtype} for s in steps]
 
 
-def policy_to_plan(steps: Policy) -> Any:
+def policy_to_plan(steps: Policy) -> SeparablePlan:
     """The family's ``SeparablePlan`` for a normalized policy."""
-    from splitopt.families.separable.plan import SeparablePlan, Step
-
     return SeparablePlan(tuple(Step(tuple(s.send_to), s.level, s.dtype) for s in steps))
 
 
@@ -518,30 +504,6 @@ class DeviceModule(nn.Module):
 
 
 # --------------------------------------------------------------------------- profile and instance
-
-
-def count_macs(module: nn.Module, x: torch.Tensor) -> int:
-    """Multiply-accumulates of ``module(x)`` per sample (conv and linear layers)."""
-    total = 0
-
-    def conv_hook(m: nn.Conv2d, _inp, out):
-        nonlocal total
-        kh, kw = m.kernel_size
-        total += out[0].numel() * (m.in_channels // m.groups) * kh * kw
-
-    def linear_hook(m: nn.Linear, _inp, out):
-        nonlocal total
-        total += out[0].numel() * m.in_features
-
-    handles = [m.register_forward_hook(conv_hook if isinstance(m, nn.Conv2d) else linear_hook)
-               for m in module.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    try:
-        with torch.no_grad():
-            module(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return int(total)
 
 
 @dataclass(frozen=True)

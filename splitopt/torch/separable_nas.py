@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from splitopt.families.separable.data import AccuracyRecord
+from splitopt.families.separable.evaluate import meets_record, step_features
 from splitopt.torch.separable_model import (DigitsData, PolicyStep, SepConfig, SepResNeXt, accuracy,
                                             identity_policy, intensive_policy, load_digits_split, normalize_policy,
                                             permutations, policy_bytes, random_policy, ring_bytes)
@@ -130,30 +132,15 @@ def accuracy_of_policies(model: SepResNeXt, policies: Iterable[Any], data: Digit
     return [accuracy(model, x, y, p) for p in policies]
 
 
-def policy_mixes(g: int, steps: Sequence[PolicyStep]) -> bool:
-    """Every device's features reach every other device (the family evaluator's ``mixes``)."""
-    holds = [{d} for d in range(g)]
-    for s in steps:
-        new = [set(h) for h in holds]
-        for a, b in enumerate(s.send_to):
-            if a != b:
-                new[b] |= holds[a]
-        holds = new
-    return all(len(h) == g for h in holds)
-
-
 def meets(config: SepConfig, steps: Sequence[PolicyStep], record: Mapping[str, Any]) -> bool:
-    """Whether a policy meets an accuracy record's requirements (the family's rule)."""
-    g = config.groups
-    intensive = sum(1 for s in steps if s.senders == g)
-    f16 = sum(1 for s in steps if s.senders and s.dtype == "float16")
-    if record.get("mixing", False) and not policy_mixes(g, steps):
-        return False
-    if intensive < record.get("min_intensive_steps", 0):
-        return False
-    if record.get("max_float16_steps") is not None and f16 > record["max_float16_steps"]:
-        return False
-    return all(s.level >= record.get("min_level", 0) for s in steps if s.senders)
+    """Whether a policy meets an accuracy record's requirements (the family's rule,
+    :func:`splitopt.families.separable.evaluate.meets_record`)."""
+    r = AccuracyRecord(name=str(record.get("name", "")), accuracy=float(record.get("accuracy", 0.0)),
+                       mixing=bool(record.get("mixing", False)),
+                       min_intensive_steps=int(record.get("min_intensive_steps", 0)),
+                       max_float16_steps=record.get("max_float16_steps"), min_level=int(record.get("min_level", 0)),
+                       max_level=record.get("max_level"))
+    return meets_record(steps, r, *step_features(config.groups, steps))
 
 
 def sample_in_class(config: SepConfig, record: Mapping[str, Any], rng: np.random.Generator, count: int,

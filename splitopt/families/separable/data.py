@@ -45,7 +45,7 @@ from splitopt.core.jsonfile import shown
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.ranges import MAX_TOTAL_MS
 from splitopt.families.separable.settings import (DTYPE_BYTES, MAX_GROUP_DEVICES, MAX_LEVELS, OPTION_KEYS,
-                                                  REQUIREMENT_KEYS, SETTINGS_KEY)
+                                                  REQUIREMENT_KEYS, SETTINGS_KEY, channels_sent, level_percents)
 
 
 @dataclass(frozen=True)
@@ -119,11 +119,15 @@ class SeparableData:
     def has_link(self, g: int, h: int) -> bool:
         return self.rate[g][h] is not None
 
+    @property
+    def ring_available(self) -> bool:
+        """Whether the ring all-reduce plan exists (G > 1 and every ring link ``g -> g+1``)."""
+        return self.g > 1 and all(self.has_link(g, (g + 1) % self.g) for g in range(self.g))
+
     def sent_channels(self, step: int, level: int) -> int:
         """Channels one device sends at ``step`` with sparsity ``level`` (Eq. 10 with the
         levels of Table 4): ``floor(C_dev * percent / 100)``."""
-        c = self.channels[self.windows[step][0]]
-        return int(math.floor(c * self.percents[level] / 100.0 + 1e-9))
+        return channels_sent(self.channels[self.windows[step][0]], self.percents[level])
 
     def message_bytes(self, step: int, level: int, dtype: str) -> int:
         """Bytes one sending device sends at ``step``: its stream after the step's first
@@ -270,7 +274,7 @@ def _build(inst: Instance) -> SeparableData:
     low = 100.0 if count == 1 else lv.get("min_percent", 50.0)
     if isinstance(low, bool) or not isinstance(low, (int, float)) or not 0 < low <= 100:
         raise InvalidInstance(f"{where}.levels.min_percent: must be a number in (0, 100], got {shown(low)}")
-    percents = (100.0,) if count == 1 else tuple(low + k * (100.0 - low) / (count - 1) for k in range(count))
+    percents = level_percents(float(low), count)
     dtypes = o.get("dtypes", ["float32"])
     if not isinstance(dtypes, list) or not dtypes or any(t not in DTYPE_BYTES for t in dtypes) \
             or len(set(dtypes)) != len(dtypes):

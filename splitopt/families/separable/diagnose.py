@@ -7,7 +7,6 @@ from typing import Callable
 
 from splitopt.core.instance import Instance
 from splitopt.families.separable.data import data, options
-from splitopt.families.separable.program import ring_available
 from splitopt.families.separable.settings import SETTINGS_KEY
 
 #: the limits, in the order they are tried, with the value that lifts each
@@ -23,13 +22,13 @@ def without(inst: Instance, key: str, value) -> Instance:
 
 def diagnose(inst: Instance, resolve: Callable[[Instance], bool]) -> str:
     d = data(inst)
-    ring_ok = ring_available(d) and d.ring_accuracy is not None and d.ring_accuracy >= (d.min_accuracy or 0) - 1e-12
+    ring_ok = d.ring_available and d.ring_accuracy is not None and d.ring_accuracy >= (d.min_accuracy or 0) - 1e-12
     if d.min_accuracy is not None and not ring_ok and not any(r.accuracy >= d.min_accuracy - 1e-12
                                                               for r in d.records):
         best = max((r.accuracy for r in d.records), default=None)
         return (f"infeasible: min_accuracy = {d.min_accuracy:g} is above every accuracy record "
                 f"({'none given' if best is None else f'best {best:g}'}) (limit: min_accuracy)")
-    if d.mixing and d.g > 1 and (1 << d.steps) < d.g and not ring_available(d):
+    if d.mixing and d.g > 1 and (1 << d.steps) < d.g and not d.ring_available:
         return (f"infeasible: mixing needs at least {(d.g - 1).bit_length()} steps for {d.g} devices (each step at "
                 f"most doubles what a device holds); the instance has {d.steps} (limit: mixing)")
     for key, value in LIFTS:

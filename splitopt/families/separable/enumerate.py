@@ -12,7 +12,6 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.families.separable.data import SeparableData, data
 from splitopt.families.separable.plan import SeparablePlan, Step, make_step, permutations
-from splitopt.families.separable.program import ring_available
 
 
 def step_options(d: SeparableData) -> list[Step]:
@@ -31,7 +30,7 @@ def enumerate_plans(inst: Instance, limit: int) -> Iterator[SeparablePlan]:
     ``limit``."""
     d = data(inst)
     options = step_options(d)
-    ring = ring_available(d)
+    ring = d.ring_available
     count = len(options) ** d.steps + ring
     if count > limit:
         raise NotApplicable(f"brute-force: {count:,} separable plans is too many (limit {limit:,})")

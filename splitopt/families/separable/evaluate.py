@@ -28,12 +28,12 @@ Objectives: ``latency`` (ms) and ``bytes`` (all steps' messages). Limits: ``mixi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from splitopt.core.instance import Instance
 from splitopt.core.schedule import Task
-from splitopt.families.separable.data import SeparableData, data
-from splitopt.families.separable.plan import SeparablePlan, check_plan
+from splitopt.families.separable.data import AccuracyRecord, SeparableData, data
+from splitopt.families.separable.plan import SeparablePlan, Step, check_plan
 
 
 @dataclass(frozen=True)
@@ -105,20 +105,31 @@ class SeparableMetrics:
                 "violations": list(self.violations)}
 
 
-def mixes(d: SeparableData, plan: SeparablePlan) -> bool:
-    """Whether every device's features reach every other device by the end: after step
-    ``j`` a receiver holds what it held plus what its sender held (the sender's stream at
-    the step's first block carries everything merged before)."""
-    if plan.ring:
-        return True
-    holds = [{g} for g in range(d.g)]
-    for s in plan.steps:
+def steps_mix(g: int, steps: Sequence[Step]) -> bool:
+    """Whether every one of ``g`` devices' features reach every other device by the end:
+    after step ``j`` a receiver holds what it held plus what its sender held (the sender's
+    stream at the step's first block carries everything merged before)."""
+    holds = [{a} for a in range(g)]
+    for s in steps:
         new = [set(h) for h in holds]
-        for g, h in enumerate(s.send_to):
-            if g != h:
-                new[h] |= holds[g]
+        for a, b in enumerate(s.send_to):
+            if a != b:
+                new[b] |= holds[a]
         holds = new
-    return all(len(h) == d.g for h in holds)
+    return all(len(h) == g for h in holds)
+
+
+def mixes(d: SeparableData, plan: SeparablePlan) -> bool:
+    """:func:`steps_mix` of a plan (the ring plan mixes every block)."""
+    return plan.ring or steps_mix(d.g, plan.steps)
+
+
+def step_features(g: int, steps: Sequence[Step]) -> tuple[bool, int, int]:
+    """What the accuracy records read of a policy of ``g`` devices: whether it mixes, its
+    intensive steps (every device sends) and its sending steps in float16."""
+    intensive = sum(1 for s in steps if s.senders == g)
+    f16 = sum(1 for s in steps if s.senders and s.dtype == "float16")
+    return steps_mix(g, steps), intensive, f16
 
 
 def credited_accuracy(d: SeparableData, plan: SeparablePlan, mixing: bool, intensive: int, f16: int) -> float | None:
@@ -128,15 +139,16 @@ def credited_accuracy(d: SeparableData, plan: SeparablePlan, mixing: bool, inten
         return d.ring_accuracy
     best = None
     for r in d.records:
-        if meets_record(plan, r, mixing, intensive, f16):
+        if meets_record(plan.steps, r, mixing, intensive, f16):
             best = r.accuracy if best is None else max(best, r.accuracy)
     return best
 
 
-def meets_record(plan: SeparablePlan, r, mixing: bool, intensive: int, f16: int) -> bool:
-    """Whether a policy (not the ring plan) with these features meets accuracy record ``r``."""
+def meets_record(steps: Sequence[Step], r: AccuracyRecord, mixing: bool, intensive: int, f16: int) -> bool:
+    """Whether a policy's ``steps`` (not the ring plan) with these features
+    (:func:`step_features`) meet accuracy record ``r``."""
     top = r.max_level if r.max_level is not None else float("inf")
-    levels_ok = all(r.min_level <= s.level <= top for s in plan.steps if s.senders)
+    levels_ok = all(r.min_level <= s.level <= top for s in steps if s.senders)
     return ((mixing or not r.mixing) and intensive >= r.min_intensive_steps and levels_ok
             and (r.max_float16_steps is None or f16 <= r.max_float16_steps))
 
@@ -206,8 +218,7 @@ def evaluate(inst: Instance, plan: SeparablePlan) -> SeparableMetrics:
     else:
         at, steps, tasks = timeline(d, plan)
         total = float(sum(s.bytes for s in steps))
-        intensive = sum(1 for s in plan.steps if s.intensive)
-        f16 = sum(1 for s in plan.steps if s.senders and s.dtype == "float16")
+        _, intensive, f16 = step_features(d.g, plan.steps)
     latency = at + d.head_ms
     if d.head_ms > 0:
         tasks.append(Task(d.devices[d.head], "compute", "head", at, latency))

@@ -110,13 +110,14 @@ class SeparableFamily(Family):
     def lower_bound(self, inst: Instance) -> float | None:
         """``latency``: the silent policy's latency (every message only delays its
         receiver, and the ring plan synchronises every block); ``bytes``: 0."""
+        from splitopt.families.separable.data import data
         from splitopt.families.separable.evaluate import evaluate
-        from splitopt.families.separable.methods import silent_plan
+        from splitopt.families.separable.plan import silent_plan
 
         self.prepare(inst)
         if inst.settings.objective == "bytes":
             return 0.0
-        return evaluate(inst, silent_plan(inst)).latency_ms
+        return evaluate(inst, silent_plan(data(inst))).latency_ms
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.separable.examples import small_random_data

@@ -24,8 +24,7 @@ from splitopt.core.result import BackendOutput
 from splitopt.families.base import plan_output
 from splitopt.families.separable.data import data
 from splitopt.families.separable.evaluate import evaluate
-from splitopt.families.separable.plan import SeparablePlan, identity, make_step, step_from_dict
-from splitopt.families.separable.program import ring_available
+from splitopt.families.separable.plan import SeparablePlan, make_step, silent_plan, step_from_dict
 
 #: how many random policies ``random-sampling`` draws (the paper samples 100 per stage)
 RANDOM_SAMPLES = 1000
@@ -42,15 +41,10 @@ def best_of(inst: Instance, plans: Sequence[SeparablePlan]) -> tuple[int, Separa
     return best[3], best[4]
 
 
-def silent_plan(inst: Instance) -> SeparablePlan:
-    d = data(inst)
-    return SeparablePlan(tuple(make_step(d, identity(d.g)) for _ in range(d.steps)))
-
-
 def shift_plan(inst: Instance) -> SeparablePlan | None:
     """Every device sends everything to the next one at every step (None: a ring link is missing)."""
     d = data(inst)
-    if not ring_available(d):
+    if not d.ring_available:
         return None
     shift = tuple((g + 1) % d.g for g in range(d.g))
     return SeparablePlan(tuple(make_step(d, shift) for _ in range(d.steps)))
@@ -58,14 +52,14 @@ def shift_plan(inst: Instance) -> SeparablePlan | None:
 
 def ring_allreduce(inst: Instance, options: SolveOptions) -> BackendOutput:
     """The unseparated model with ring all-reduce after every block."""
-    if not ring_available(data(inst)):
+    if not data(inst).ring_available:
         raise NotApplicable("ring-allreduce: needs G > 1 devices and a link from each device to the next")
     return plan_output(SeparablePlan((), ring=True))
 
 
 def no_communication(inst: Instance, options: SolveOptions) -> BackendOutput:
     """Every step silent."""
-    return plan_output(silent_plan(inst))
+    return plan_output(silent_plan(data(inst)))
 
 
 def all_intensive(inst: Instance, options: SolveOptions) -> BackendOutput:

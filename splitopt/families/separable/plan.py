@@ -89,6 +89,11 @@ def identity(g: int) -> tuple[int, ...]:
     return tuple(range(g))
 
 
+def silent_plan(d: SeparableData) -> SeparablePlan:
+    """The policy where no step sends."""
+    return SeparablePlan(tuple(make_step(d, identity(d.g)) for _ in range(d.steps)))
+
+
 def permutation_of_choice(choice: int, g: int) -> tuple[int, ...]:
     """The ``choice``-th permutation of ``0 .. g-1`` in lexicographic order (the paper's
     Table 3 numbering for g = 4), without listing the others."""

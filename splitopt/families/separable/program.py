@@ -21,17 +21,12 @@ from splitopt.core.options import check_build_deadline
 from splitopt.core.program import LinearProgram, Program
 from splitopt.families.separable.data import SeparableData, data, worst_case_ms
 from splitopt.families.separable.evaluate import evaluate, meets_record
-from splitopt.families.separable.plan import SeparablePlan, identity, make_step
+from splitopt.families.separable.plan import SeparablePlan, identity, make_step, silent_plan
 
 #: MILP: integrality / feasibility tolerance assumed for the objective tolerance
 MILP_EPS = 1e-6
 #: MILP: the dual (optimality) tolerance of the LP solves, for the bound
 MILP_DUAL_TOL = 1e-7
-
-
-def ring_available(d: SeparableData) -> bool:
-    """Whether the ring all-reduce plan exists (G > 1 and every ring link ``g -> g+1``)."""
-    return d.g > 1 and all(d.has_link(g, (g + 1) % d.g) for g in range(d.g))
 
 
 def most_bytes(d: SeparableData) -> float:
@@ -59,7 +54,7 @@ def build_program(inst: Instance, start: SeparablePlan | None) -> Program:
     need_intensive = d.min_intensive_steps > 0 or any(r.min_intensive_steps > 0 for r in records)
     need_f16 = "float16" in d.dtypes and any(r.max_float16_steps is not None for r in records)
 
-    ring = lp.var("ring") if ring_available(d) else None
+    ring = lp.var("ring") if d.ring_available else None
     x = [{(g, h): lp.var(f"x[{j},{g},{h}]") for g, h in arcs} for j in range(J)]
     z = [[lp.var(f"z[{j},{o}]") for o in range(len(opts))] for j in range(J)]
     for j in range(J):
@@ -322,9 +317,8 @@ def build_program(inst: Instance, start: SeparablePlan | None) -> Program:
                         values[ready[j][g]] = sc.ready_ms[g]
                     prev = list(sc.ready_ms)
             else:  # the policy part is silent: its own earliest times
-                silent = SeparablePlan(tuple(make_step(d, identity(G)) for _ in range(J)))
                 prev = [float(t) for t in d.stem_ms]
-                for j, sc in enumerate(evaluate(inst, silent).steps):
+                for j, sc in enumerate(evaluate(inst, silent_plan(d)).steps):
                     for g in range(G):
                         values[ready[j][g]] = sc.ready_ms[g]
                         values[nic[j][g]] = max(values[nic[j - 1][g]] if j else 0.0,
@@ -344,7 +338,7 @@ def build_program(inst: Instance, start: SeparablePlan | None) -> Program:
                     values[v] = 1.0 if a in holds[h] else 0.0
         for r, v in zip(records, rec_vars):
             if not plan.ring:
-                values[v] = 1.0 if _meets(d, plan, m, r) else 0.0
+                values[v] = 1.0 if meets_record(plan.steps, r, m.mixing, m.intensive_steps, m.float16_steps) else 0.0
         return values
 
     hint = None
@@ -443,7 +437,3 @@ def gossip_cuts(lp: LinearProgram, d: SeparableData, x, arcs, ring: int | None, 
     for g in range(G):
         need({x[j][a]: 1.0 for j in range(J) for a in arcs if a[0] == g}, 1.0, f"mixing_sends[{g}]{tag}")
     need({x[j][a]: 1.0 for j in range(J) for a in arcs}, float(2 * (G - 1)), f"mixing_messages{tag}")
-
-
-def _meets(d: SeparableData, plan: SeparablePlan, m, r) -> bool:
-    return meets_record(plan, r, m.mixing, m.intensive_steps, m.float16_steps)

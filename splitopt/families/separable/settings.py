@@ -4,6 +4,7 @@ that listing the families (``splitopt solvers``, ``splitopt schema``) loads no n
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from splitopt.core.ranges import MAX_MS
@@ -22,6 +23,20 @@ MAX_LEVELS = 101
 REQUIREMENT_KEYS = ("mixing", "min_intensive_steps", "max_float16_steps", "min_level", "max_level")
 
 _COUNT = {"type": "integer", "minimum": 0, "maximum": 1_000_000}
+
+def level_percents(min_percent: float, count: int) -> tuple[float, ...]:
+    """The ``count`` sparsity levels in % of the channels: ``min_percent + k (100 -
+    min_percent) / (count - 1)`` (the paper's Table 4, which divides by ``K - 1`` where its
+    Eq. 10 divides by ``K``); one level: 100 %."""
+    if count == 1:
+        return (100.0,)
+    return tuple(min_percent + k * (100.0 - min_percent) / (count - 1) for k in range(count))
+
+
+def channels_sent(channels: int, percent: float) -> int:
+    """N_send (Eq. 10): the first ``floor(channels * percent / 100)`` channels."""
+    return int(math.floor(channels * percent / 100.0 + 1e-9))
+
 
 SETTINGS_SCHEMA: Mapping[str, Any] = {
     "type": "object",

@@ -9,7 +9,6 @@ from __future__ import annotations
 from splitopt.core.instance import Instance
 from splitopt.families.separable.data import data
 from splitopt.families.separable.plan import SeparablePlan, make_step, permutations, widest_dtype
-from splitopt.families.separable.program import ring_available
 from splitopt.search.space import ChoiceGene, Genome, SearchSpace
 
 
@@ -32,7 +31,7 @@ def separable_space(inst: Instance) -> SearchSpace:
     d = data(inst)
     perms = permutations(d)
     index = {p: i for i, p in enumerate(perms)}
-    ring = ring_available(d)
+    ring = d.ring_available
     genes: list = [ChoiceGene(RING, (False, True))] if ring else []
     for j in range(d.steps):
         genes += [ChoiceGene(perm_gene(j), tuple(range(len(perms)))), ChoiceGene(level_gene(j), tuple(range(d.levels))),

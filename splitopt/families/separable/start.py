@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from splitopt.core.instance import Instance
 from splitopt.families.separable.data import SeparableData, data
-from splitopt.families.separable.methods import best_of, shift_plan, silent_plan
-from splitopt.families.separable.plan import SeparablePlan, Step, identity, make_step, widest_dtype
-from splitopt.families.separable.program import ring_available
+from splitopt.families.separable.methods import best_of, shift_plan
+from splitopt.families.separable.plan import SeparablePlan, Step, identity, make_step, silent_plan, widest_dtype
 from splitopt.families.separable.settings import DTYPE_BYTES
 
 
@@ -53,11 +52,11 @@ def dissemination_plans(d: SeparableData) -> list[SeparablePlan]:
 
 def start_plan(inst: Instance) -> SeparablePlan:
     d = data(inst)
-    plans = [silent_plan(inst)]
+    plans = [silent_plan(d)]
     shift = shift_plan(inst)
     if shift is not None:
         plans.append(shift)
-    if ring_available(d):
+    if d.ring_available:
         plans.append(SeparablePlan((), ring=True))
     plans += dissemination_plans(d)
     return best_of(inst, plans)[1]
