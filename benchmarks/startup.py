@@ -2,7 +2,8 @@
 
 Commands: ``splitopt --help``, ``splitopt solvers``, ``splitopt schema``, ``splitopt
 validate instances/resnet50_eyeriss.json``, ``splitopt solve instances/resnet50_eyeriss.json``
-(CBC, the default), and for reference ``python -c "pass"`` (the interpreter alone) and
+(``auto``, the default), ``splitopt validate`` and ``solve`` of the peer benchmark's
+``bert24`` (when ``../shared`` is present), and for reference ``python -c "pass"`` (the interpreter alone) and
 ``python -c "import torch"``. splitopt runs as ``python -m splitopt`` from this checkout
 (the source tree first on ``PYTHONPATH``); ``--also PYTHON`` adds the same commands run by
 another interpreter with the splitopt installed in its environment (e.g. a core-only
@@ -35,10 +36,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCE = "instances/resnet50_eyeriss.json"
+#: the peer benchmark's 32-node bert24 (issue 13's start-up target: a whole solve < 0.5 s),
+#: where ../shared is present
+PEER = "../shared/peer-instances/dnn-partitioning/throughput-inputs/LayerGraphs/bert24_inference.json"
 SPLITOPT_ARGS = [["--help"], ["solvers"], ["schema"], ["validate", INSTANCE], ["solve", INSTANCE]]
+if (ROOT / PEER).is_file():
+    SPLITOPT_ARGS += [["validate", PEER], ["solve", PEER]]
 #: packages the report checks for (each costs 0.1-2 s to import)
-HEAVY = ("torch", "transformers", "sklearn", "networkx", "matplotlib", "numpy", "scipy", "ortools", "pulp",
-         "highspy", "jsonschema")
+HEAVY = ("torch", "transformers", "sklearn", "networkx", "matplotlib", "numpy", "scipy", "ortools", "pandas", "pulp",
+         "highspy", "jsonschema", "jsonschema_rs", "pydantic")
 
 #: runs the splitopt CLI like ``python -m splitopt ARGS``, then prints the heavy packages loaded
 REPORT_LOADED = f"""

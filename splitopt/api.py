@@ -13,7 +13,7 @@ from splitopt.core.errors import InvalidInstance, InvalidPlan
 from splitopt.core.instance_io import FORMAT, core_schema, parse_instance_data
 from splitopt.core.jsonfile import json_type, read_json
 from splitopt.core.result import SolveResult
-from splitopt.families.registry import family_of, families
+from splitopt.families.registry import family_of, families, readers
 
 _SCHEMA: dict[str, Any] = {}
 
@@ -39,7 +39,7 @@ def parse_instance(data: Any) -> Any:
     consistency and by its family; or a format a family imports. InvalidInstance (one
     line naming the field and value) on any defect."""
     if isinstance(data, dict) and "format" not in data:
-        for fam in families():
+        for fam in readers():
             if fam.reads(data):
                 return fam.read(data, None)
     inst = parse_instance_data(data, instance_schema())
@@ -60,7 +60,7 @@ def default_backend_of(path: str | Path) -> str | None:
     data = read_json(path, InvalidInstance)
     if not isinstance(data, dict):
         return None
-    for fam in families():
+    for fam in readers():
         if "format" not in data and fam.reads(data):
             return fam.default_backend
     settings = data.get("settings")
@@ -79,7 +79,7 @@ def load_instance(path: str | Path) -> Any:
     if not isinstance(data, dict):
         raise InvalidInstance(f"{path}: the top level must be a JSON object (an instance), got {json_type(data)}")
     if "format" not in data:
-        for fam in families():
+        for fam in readers():
             if fam.reads(data):
                 inst = fam.read(data, path)
                 fam.prepare(inst)

@@ -459,3 +459,59 @@ def test_a_family_without_a_foreign_format_refuses_foreign_data_in_one_line(name
         family(name).read({"nodes": [], "edges": []}, "peer.json")
     text = str(err.value)
     assert "\n" not in text and text.startswith("peer.json: ") and f"'{name}' imports no foreign format" in text
+
+
+# ---- the fast schema check never accepts what jsonschema rejects --------------------------
+
+def _paths(value, prefix=()):
+    """Every (container path, key) in parsed JSON, containers first."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield prefix, k
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield prefix, i
+            yield from _paths(v, prefix + (i,))
+
+
+_ODD_VALUES = [None, True, False, 0, -1, 1, 0.5, -0.0, 2**53, 2**53 + 1, 10**400, 1e308, 5e-324, "", "8", "x\n",
+               [], [1], {}, {"extra": 1}, {"8": 0.1}, {"8\n": 0.1}, {"w8a8": 1.0}, {"w8a8\n": 1.0}]
+
+
+def test_fast_schema_check_never_accepts_what_jsonschema_rejects():
+    """``schema_holds`` (jsonschema-rs) against ``jsonschema`` on every single-field mutation
+    of the base instance: set to an odd value, deleted, or an unknown key added. The fast
+    check must not accept an instance the reference rejects (a violation of that would let
+    bad input through); that they disagree the other way only costs the slow path."""
+    import jsonschema
+
+    from splitopt.api import instance_schema
+    from splitopt.core.instance_io import schema_holds
+
+    schema = instance_schema()
+    reference = jsonschema.Draft202012Validator(schema)
+    raw = base()
+    seen = rejected = 0
+    for where, key in list(_paths(raw)):
+        for change in [("set", v) for v in _ODD_VALUES] + [("delete", None), ("add", None)]:
+            data = copy.deepcopy(raw)
+            parent = data
+            for p in where:
+                parent = parent[p]
+            if change[0] == "set":
+                parent[key] = copy.deepcopy(change[1])
+            elif change[0] == "delete":
+                if isinstance(parent, list):
+                    parent.pop(key)
+                else:
+                    del parent[key]
+            elif isinstance(parent, dict):
+                parent[f"unknown_{key}"] = 1
+            else:
+                continue
+            ok_ref = not any(True for _ in reference.iter_errors(data))
+            seen += 1
+            rejected += not ok_ref
+            assert not (schema_holds(data, schema) and not ok_ref), (where, key, change)
+    assert seen > 1000 and rejected > seen // 4, (seen, rejected)

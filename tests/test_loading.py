@@ -361,3 +361,38 @@ def test_count_search_bounds_stay_valid_when_searches_run_over_budget(monkeypatc
         assert res.bound <= best * (1 + 1e-12), inst.name
         assert res.closed and counts.first_response_ms(data(inst), res.plan) == pytest.approx(best, rel=1e-9)
     assert abandoned >= 3
+
+
+def test_polish_proposes_valid_plans_no_worse():
+    """The local search (count-search's plan source) keeps the child count and the limits and
+    never returns a plan responding later (by the evaluator); on 1,000 blocks it improves the
+    relaxation's plan."""
+    import random
+
+    from splitopt.families.loading.counts import Staircase, plan_near, relaxation_bound
+    from splitopt.families.loading.evaluate import first_response_ms, limit_violations
+    from splitopt.families.loading.plan import canonical_threads
+    from splitopt.families.loading.polish import polish
+
+    rng = random.Random(5)
+    checked = better = 0
+    for inst in case2_instances(60):
+        d = data(inst)
+        for k in d.child_counts():
+            starts = sorted(rng.sample(range(1, d.last_start_max + 1), k - 1))
+            lane = [rng.randrange(d.threads) for _ in range(k)]
+            p = LoadingPlan(tuple([0] + starts), canonical_threads(
+                [[j for j in range(k) if lane[j] == t] for t in range(d.threads)]))
+            q = polish(d, p)
+            assert q.k == k and not limit_violations(d, q.starts)
+            assert sorted(j for t in q.threads for j in t) == list(range(k))
+            assert first_response_ms(d, q) <= first_response_ms(d, p) * (1 + 1e-12)
+            checked += 1
+            better += first_response_ms(d, q) < first_response_ms(d, p)
+    assert checked >= 50 and better >= 5
+    raw = random_loading_data(4, 1_000, threads=4, k_max=16, objective="latency")
+    raw["settings"]["loading"]["children"] = {"min": 1, "max": 16}
+    d = data(family("loading").instance_from_data(raw))
+    st = Staircase(d, 16)
+    plan = plan_near(st, relaxation_bound(st, 0.0, st.horizon) * (1 + 1e-3))
+    assert first_response_ms(d, polish(d, plan)) < first_response_ms(d, plan)

@@ -283,3 +283,103 @@ def test_infeasible_names_the_limit(tmp_path):
     raw = copy.deepcopy(two_devices(byte_budget_bytes=10.0, mixing=True))
     r = solve(instance(raw), "milp-highs")
     assert r.status is Status.INFEASIBLE and "byte_budget_bytes" in r.message
+
+
+# --- lower bounds that mixing and intensive steps force (gossip.py) --------------------------------
+
+def test_mixing_message_bound_against_knowledge_search():
+    """``min_mixing_messages`` never exceeds the exact fewest messages of a mixing policy
+    (Dijkstra over the devices' knowledge, any number of permutation steps), and equals
+    it for G = 2, 3, 4 (so one message more would be wrong)."""
+    from splitopt.families.separable.gossip import fewest_mixing_messages, min_mixing_messages
+
+    for g, exact in ((1, 0), (2, 2), (3, 6), (4, 8)):
+        assert fewest_mixing_messages(g) == exact
+        assert min_mixing_messages(g) == exact
+
+
+def brute_force_best(inst):
+    """The best feasible objective over every plan (None: none is feasible)."""
+    from splitopt.families.separable.enumerate import enumerate_plans
+
+    best = None
+    for plan in enumerate_plans(inst, 50_000):
+        m = FAM.evaluate(inst, plan)
+        if m.feasible and (best is None or m.objective_ms < best):
+            best = m.objective_ms
+    return best
+
+
+#: (devices, blocks = steps, levels, dtypes): small enough for brute force
+BOUND_CASES = [(3, 2, 2, ("float32", "float16")), (3, 3, 1, ("float16",)), (4, 2, 1, ("float16",)),
+               (2, 3, 2, ("float32", "float16"))]
+
+
+def bound_instance(seed: int, objective: str, intensive: int):
+    from splitopt.families.separable.examples import random_separable_data
+
+    g, blocks, levels, dtypes = BOUND_CASES[seed % len(BOUND_CASES)]
+    raw = random_separable_data(seed, g, blocks, alpha=1, levels=levels, dtypes=dtypes, objective=objective,
+                                limits=seed % 3 == 0)
+    opts = raw["settings"]["separable"]
+    opts["mixing"] = True
+    if intensive:
+        opts["min_intensive_steps"] = intensive
+    return instance(raw)
+
+
+@pytest.mark.parametrize("objective, intensive", [("bytes", 0), ("latency", 0), ("latency", 1), ("bytes", 1)])
+def test_family_lower_bound_against_brute_force(objective, intensive):
+    """The family's bound (mixing: the fewest messages at their cheapest, the head's
+    earliest reception; intensive steps: every device's) never exceeds the brute-force
+    optimum on small random instances with random links, limits and records, and meets it
+    on some (so any uniform strengthening would fail here); the start plan is never below
+    it either."""
+    tight = checked = 0
+    for seed in range(12):
+        inst = bound_instance(seed, objective, intensive)
+        bound, best = FAM.lower_bound(inst), brute_force_best(inst)
+        start = FAM.evaluate(inst, FAM.start_plan(inst))
+        if start.feasible:
+            assert bound <= start.objective_ms * (1 + 1e-9) + 1e-9, (seed, bound, start.objective_ms)
+        if best is None:
+            continue
+        checked += 1
+        assert bound <= best * (1 + 1e-9) + 1e-9, (seed, bound, best)
+        tight += bound >= best * (1 - 1e-9) - 1e-9
+    assert checked >= 6 and tight >= 2, (checked, tight)
+
+
+def test_program_rows_hold_for_the_optimum():
+    """The bound rows of the program (messages, bytes, latency) admit the brute-force
+    optimum: it encodes into the program without a violated row."""
+    for objective in ("bytes", "latency"):
+        for seed in range(4):
+            inst = bound_instance(seed, objective, seed % 2)
+            best = None
+            from splitopt.families.separable.enumerate import enumerate_plans
+
+            for plan in enumerate_plans(inst, 50_000):
+                m = FAM.evaluate(inst, plan)
+                if m.feasible and (best is None or m.objective_ms < best[0]):
+                    best = (m.objective_ms, plan)
+            if best is None:
+                continue
+            program = FAM.build_program(inst, "linear", best[1])
+            assert not row_violations(program.model, program.encode(best[1])), (objective, seed)
+
+
+def test_g8_latency_mixing_is_proven_at_one_transfer():
+    """The G = 8 ResNeXt-110 instance (36 steps), latency with mixing: the head swaps with
+    each device in turn and the last one spreads what it knows; the head is delayed by one
+    cheapest transfer, which is the family's bound: OPTIMAL without a program."""
+    raw = json.loads((ROOT / "instances" / "separable_resnext110_pi8.json").read_text())
+    raw["settings"]["objective"] = "latency"
+    raw["settings"]["separable"]["mixing"] = True
+    inst = instance(raw)
+    silent = FAM.evaluate(inst, SeparablePlan(tuple(make_step(data(inst), tuple(range(8)))
+                                                    for _ in range(data(inst).steps)))).latency_ms
+    r = solve(inst, "cpsat", time_limit=60)
+    assert r.status is Status.OPTIMAL and r.metrics.feasible and r.metrics.mixing
+    # the cheapest transfer: 1 ms + 16,384 B at 300 Mbit/s
+    assert r.objective == pytest.approx(silent + 1.0 + 16384 * 8 / 300e6 * 1000)

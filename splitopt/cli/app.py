@@ -7,6 +7,7 @@ torch extra they say so in one line (exit 3). Exit codes: ``splitopt.cli.common`
 from __future__ import annotations
 
 import json
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -28,6 +29,7 @@ from splitopt.cli.common import (
 )
 from splitopt.cli.loading import profile_loading_command, run_loading_command
 from splitopt.cli.separable import profile_separable_command, run_separable_command
+from splitopt.cli.sweep import sweep_command
 from splitopt.cli.profile import profile_command
 from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
@@ -46,6 +48,9 @@ app = typer.Typer(
 MAX_POINTS = 10_000
 #: what --export-model writes, by backend family of formats
 EXPORT_SUFFIXES = (".lp", ".mps", ".txt", ".pbtxt", ".pb")
+#: seconds a solve still gets when reading the instance used up its time limit: the
+#: backends then return their start plan at once
+MIN_SOLVE_S = 1e-3
 
 
 class Problem(str, Enum):
@@ -123,7 +128,7 @@ def _check_plots_apply(inst, gantt: Optional[Path], breakdown: Optional[Path]) -
 def solve(
     instance: Path = typer.Argument(..., help="Instance JSON file (splitopt's format or a peer dnn-partitioning file)."),
     solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend name; `splitopt solvers` lists them. Default: auto (a short exact run, then evolutionary search, then the exact program for the rest of the time limit); with --option or --export-model and no --solver, the family's exact default: milp-cbc for split/split_bits, cpsat otherwise."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Wall-clock seconds for the whole solve, building included; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Wall-clock seconds from reading the instance to the answer, building the program included; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
     problem: Optional[Problem] = typer.Option(None, "--problem", help="Override the instance's problem: split (float cut) or split_bits (cut + bit-widths)."),
     objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective: chain: latency or throughput; maxload: throughput (max-load) or latency; loading: latency (first response) or balance (heaviest child load); separable: latency or bytes (sent over all steps)."),
     threads: int = typer.Option(2, "--threads", help="Solver threads."),
@@ -157,9 +162,12 @@ def solve(
             default = solver or default_backend_of(instance)
             if default is not None:
                 check_backend(default, options)
+        started = time.monotonic()
         inst = _load(instance, problem, objective)
         _check_plots_apply(inst, gantt, breakdown)
-        result = run(inst, solver=solver, time_limit=time_limit, threads=threads, seed=seed, verbose=verbose,
+        # the time limit runs from reading the instance: what is left goes to the solve
+        left = None if time_limit is None else max(MIN_SOLVE_S, time_limit - (time.monotonic() - started))
+        result = run(inst, solver=solver, time_limit=left, threads=threads, seed=seed, verbose=verbose,
                      export_path=export_model, options=options)
         if output is not None and result.plan is not None:
             write_output(output, "--output", json.dumps(plan_to_dict(inst, result.plan), indent=1) + "\n")
@@ -417,6 +425,7 @@ app.command("profile-loading")(profile_loading_command)
 app.command("run-loading")(run_loading_command)
 app.command("profile-separable")(profile_separable_command)
 app.command("run-separable")(run_separable_command)
+app.command("sweep")(sweep_command)
 
 
 def main() -> None:

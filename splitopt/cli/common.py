@@ -40,7 +40,7 @@ EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NO_PLAN = 1, 2, 3, 4
 #: Ctrl-C outside a solver run (128 + SIGINT, as shells report it)
 EXIT_INTERRUPTED = 130
 #: optional packages and the extra that installs them (pyproject.toml)
-EXTRA_OF = {"torch": "torch", "transformers": "torch", "sklearn": "torch", "hypothesis": "test"}
+EXTRA_OF = {"torch": "torch", "transformers": "torch", "sklearn": "torch", "hypothesis": "test", "ray": "ray"}
 
 console = Console(soft_wrap=True)
 

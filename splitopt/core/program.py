@@ -25,8 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from splitopt.core.options import check_build_deadline
 
-@dataclass
+#: every this many rows added, a program checks the build deadline (``core.options``), so a
+#: time limit stops every linear builder, however large its instance
+DEADLINE_EVERY_ROWS = 2048
+
+
+@dataclass(slots=True)
 class Variable:
     name: str
     binary: bool
@@ -40,7 +46,7 @@ class Variable:
     unit: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class Row:
     coeffs: dict[int, float]
     sense: str  # "<=", ">=", "=="
@@ -71,8 +77,11 @@ class LinearProgram:
 
     def add(self, coeffs: dict[int, float], sense: str, rhs: float, kind: str = "logic", name: str = "",
             optional: bool = False) -> None:
-        coeffs = {i: c for i, c in coeffs.items() if c != 0}
+        # a copy (the caller may reuse its dict) without zero coefficients; dict() is a C copy
+        coeffs = {i: c for i, c in coeffs.items() if c != 0} if 0 in coeffs.values() else dict(coeffs)
         self.rows.append(Row(coeffs, sense, rhs, kind, name, optional))
+        if len(self.rows) % DEADLINE_EVERY_ROWS == 0:
+            check_build_deadline()
 
     def add_objective(self, index: int, coeff: float) -> None:
         if coeff:

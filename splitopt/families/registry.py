@@ -1,7 +1,8 @@
 """The family registry: family name -> its class, problem name -> family.
 
 Entries are import paths, so that naming the families imports none of them. Adding a
-family: its folder, and one line in ``FAMILIES``.
+family: its folder, and one line in ``FAMILIES`` (and its name in ``READERS`` if it imports
+a format other than splitopt's).
 """
 
 from __future__ import annotations
@@ -24,19 +25,34 @@ FAMILIES: dict[str, str] = {
     "separable": "splitopt.families.separable.family:SeparableFamily",
 }
 
+#: the families whose ``reads`` accepts a format other than splitopt's (the peer benchmark's
+#: files): reading such a file asks these alone, so it imports no other family (a test checks
+#: that every other family keeps the base ``reads``)
+READERS: tuple[str, ...] = ("maxload",)
 
-@lru_cache(maxsize=None)
+
+#: the families built so far in this process, by name
+BUILT: dict[str, Family] = {}
+
+
 def family(name: str) -> Family:
     """The family registered as ``name`` (one shared object per process)."""
-    if name not in FAMILIES:
-        raise KeyError(f"unknown family '{name}' (families: {', '.join(FAMILIES)})")
-    module, cls = FAMILIES[name].split(":")
-    return getattr(importlib.import_module(module), cls)()
+    if name not in BUILT:
+        if name not in FAMILIES:
+            raise KeyError(f"unknown family '{name}' (families: {', '.join(FAMILIES)})")
+        module, cls = FAMILIES[name].split(":")
+        BUILT[name] = getattr(importlib.import_module(module), cls)()
+    return BUILT[name]
 
 
 def families() -> list[Family]:
     """Every registered family, in registry order."""
     return [family(name) for name in FAMILIES]
+
+
+def readers() -> list[Family]:
+    """The families that import a format other than splitopt's (``READERS``)."""
+    return [family(name) for name in READERS]
 
 
 @lru_cache(maxsize=None)
@@ -50,7 +66,12 @@ def problem_families() -> dict[str, str]:
 
 
 def family_for_problem(problem: str) -> Family:
-    """The family of ``problem``; InvalidInstance (one line) for an unknown problem."""
+    """The family of ``problem``; InvalidInstance (one line) for an unknown problem. The
+    families already built are asked first, so that naming the problem of an instance a
+    family has just read imports no other family."""
+    for name in FAMILIES:
+        if name in BUILT and problem in BUILT[name].problems:
+            return BUILT[name]
     names = problem_families()
     if problem not in names:
         raise InvalidInstance(f"instance.settings.problem: unknown problem {problem!r} (problems: {', '.join(names)})")

@@ -40,8 +40,8 @@ from splitopt.backends.registry import backend_class, get_backend, names
 from splitopt.core.errors import NotApplicable
 from splitopt.core.program import row_violations
 from splitopt.core.result import Status
-from splitopt.families.base import PROTOCOL_MEMBERS
-from splitopt.families.registry import family, family_of
+from splitopt.families.base import PROTOCOL_MEMBERS, Family
+from splitopt.families.registry import READERS, family, family_of
 from splitopt.solve import solve
 from splitopt.testing.generators import random_family_instance
 
@@ -72,6 +72,9 @@ def check_protocol(family_name: str) -> None:
         assert m.kind in ("baseline", "exact", "heuristic") and m.name and m.description
     for kind in fam.program_kinds:
         assert kind in ("linear", "cpsat"), kind
+    # reading a file asks only the READERS families: any other must keep the base ``reads``
+    imports_a_format = type(fam).reads is not Family.reads
+    assert imports_a_format == (family_name in READERS), (family_name, "reads", "registry.READERS")
 
 
 def check_exact_matches_brute_force(family_name: str, backend: str, seed: int) -> None:

@@ -28,6 +28,10 @@ from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, MEMORY_RTOL
 
 Form = dict[int, float]
 
+#: a tensor live for more steps than this enters the memory rows through the swept sum
+#: ``L[k]`` (row 7), not one row per step
+SWEEP_AFTER = 32
+
 
 def _add_form(target: Form, form: Form, scale: float) -> None:
     for idx, c in form.items():
@@ -151,12 +155,12 @@ def build_split_program(inst: Instance) -> LinearProgram:
                 q[t, b] = sent[t]  # s_t <= e_t makes q = s
                 continue
             q[t, b] = lp.var(f"q[{t},a{b}]", binary=False)
-            zt = asel[t][b]
-            lp.add({q[t, b]: 1.0, sent[t]: -1.0, **{k: -v for k, v in zt.items()}}, ">=", -1.0, name=f"q_lb[{t},{b}]")
+            minus_z = {k: -v for k, v in asel[t][b].items()}
+            lp.add({q[t, b]: 1.0, sent[t]: -1.0, **minus_z}, ">=", -1.0, name=f"q_lb[{t},{b}]")
             for c in cons[t]:  # disaggregated cut: produced at b bits and read on the cloud
-                lp.add({q[t, b]: 1.0, **{k: -v for k, v in zt.items()}, e[c]: 1.0}, ">=", 0.0, name=f"q_cut[{t},{b}->{c}]")
+                lp.add({q[t, b]: 1.0, **minus_z, e[c]: 1.0}, ">=", 0.0, name=f"q_cut[{t},{b}->{c}]")
             lp.add({q[t, b]: 1.0, sent[t]: -1.0}, "<=", 0.0, name=f"q_ub1[{t},{b}]")
-            lp.add({q[t, b]: 1.0, **{k: -v for k, v in zt.items()}}, "<=", 0.0, name=f"q_ub2[{t},{b}]")
+            lp.add({q[t, b]: 1.0, **minus_z}, "<=", 0.0, name=f"q_ub2[{t},{b}]")
 
         if len(act_bits) > 1:  # a sent tensor is sent at exactly one width
             lp.add({**{q[t, b]: 1.0 for b in act_bits}, sent[t]: -1.0}, "==", 0.0, name=f"q_sum[{t}]")
@@ -212,11 +216,14 @@ def build_split_program(inst: Instance) -> LinearProgram:
     # (7b) closure bounds: a layer on the edge brings all its ancestors, so W is at least
     # their weights at the fewest bits; e[i] = 0 when even that exceeds the limit
     limit_bits = s.edge_memory_bytes * 8.0
-    import networkx as nx  # here, not at module level: naming the family must not load networkx
+    from splitopt.core.closure import closure_sums  # numpy: imported when a program is built
 
-    closure = {l.name: nx.ancestors(inst.graph, l.name) | {l.name} for l in layers}
-    for l in layers:
-        least = sum(inst.layer_by_name[j].weights for j in closure[l.name]) * min(bits)
+    preds = [[pos[src] for src in dict.fromkeys(l.inputs) if src in pos] for l in layers]
+    least_error = [_least_error(l, bits, s.cloud_bits) for l in layers] if s.error_budget else [0.0] * n
+    # per layer: the weights and the least error of the layer and all its ancestors
+    closure_weights, closure_error = closure_sums(preds, [[float(l.weights) for l in layers], least_error]).T
+    for i, l in enumerate(layers):
+        least = float(closure_weights[i]) * min(bits)
         if least > limit_bits * (1 + MEMORY_RTOL):
             lp.add({e[l.name]: 1.0}, "<=", 0.0, name=f"too_heavy[{l.name}]")
         elif least > 0:
@@ -249,20 +256,53 @@ def build_split_program(inst: Instance) -> LinearProgram:
         lp.add(row, "==", 0.0, "bits", f"held[{k}]")
         held[k] = hk
 
-    # live-by-structure: tensors born at or before k with a reader at or after k
-    born = {t.name: -1 for t in inst.inputs}
-    born.update({l.name: pos[l.name] for l in layers})
+    # live-by-structure: tensor t is live at the steps [first(t), end(t)]: a layer's output
+    # from its own step to its last reader, a raw input from step 0 to its last reader
+    # (never, unread). A tensor live for at most SWEEP_AFTER steps enters those steps' rows
+    # itself; longer ones through L[k] = L[k-1] + (long ones from k) - (long ones ended at
+    # k-1), so the rows total O(n * SWEEP_AFTER) terms however long the skips
+    span: dict[str, tuple[int, int]] = {t: (0, last[t]) for t in inst.input_by_name if last.get(t, -1) >= 0}
+    span.update({l.name: (pos[l.name], max(pos[l.name], last.get(l.name, -1))) for l in layers})
+    short_at: dict[int, list[str]] = {}
+    long_from: dict[int, list[str]] = {}
+    long_ended: dict[int, list[str]] = {}
+    for t, (first, end) in span.items():
+        if end - first <= SWEEP_AFTER:
+            for k in range(first, end + 1):
+                short_at.setdefault(k, []).append(t)
+        else:
+            long_from.setdefault(first, []).append(t)
+            long_ended.setdefault(end, []).append(t)
+
+    def live_terms(t: str) -> Form:
+        """Bits of tensor t while live on the edge."""
+        if t in inst.input_by_name:
+            return {a: float(inst.tensor_elements(t) * bits_of(t))}
+        out: Form = {}
+        for ab, form in asel[t].items():
+            _add_form(out, form, inst.tensor_elements(t) * ab)
+        return out
+
+    live: list[int | None] = [None] * n
     for k, l in enumerate(layers):
+        came, went = long_from.get(k, []), long_ended.get(k - 1, [])
+        live[k] = live[k - 1] if k > 0 else None
+        if came or went:
+            lk = lp.var(f"L[{k}]", binary=False, lb=0.0, ub=total_bits)
+            row = {lk: -1.0}
+            if live[k] is not None:
+                row[live[k]] = 1.0
+            for t in came:
+                _add_form(row, live_terms(t), 1.0)
+            for t in went:
+                _add_form(row, live_terms(t), -1.0)
+            lp.add(row, "==", 0.0, "bits", f"live[{k}]")
+            live[k] = lk
         row = {w: 1.0}
-        for t, b0 in born.items():
-            if b0 > k:
-                continue
-            if t == l.name or last.get(t, -2) >= k:
-                if t in inst.input_by_name:
-                    row[a] = row.get(a, 0.0) + inst.tensor_elements(t) * bits_of(t)
-                else:
-                    for ab, form in asel[t].items():
-                        _add_form(row, form, inst.tensor_elements(t) * ab)
+        for t in short_at.get(k, []):
+            _add_form(row, live_terms(t), 1.0)
+        if live[k] is not None:
+            row[live[k]] = 1.0
         if held[k] is not None:
             row[held[k]] = 1.0
         lp.add(row, "<=", limit_bits, "bits", f"memory[{l.name}]")
@@ -291,11 +331,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
         if s.error_budget > 0:
             lp.add(row, "<=", s.error_budget, "error", "error")
             # (8b) closure bounds: the least error of a layer's ancestors and itself
-            least_err = {}
-            for l in layers:
-                least_err[l.name] = sum(
-                    _least_error(inst.layer_by_name[j], bits, s.cloud_bits) for j in closure[l.name]
-                )
+            least_err = {l.name: float(closure_error[i]) for i, l in enumerate(layers)}
             err = lp.var("Err", binary=False, lb=0.0, ub=max(sum(row.values()), s.error_budget), implied_integer=False)
             lp.add({**row, err: -1.0}, "==", 0.0, "error", "error_total", optional=True)
             for l in layers:
@@ -310,7 +346,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
                     lp.add({idx: 1.0}, "<=", 0.0, name="zero_error")
 
     lp.meta.update(e=e, wsel=wsel, asel=asel, encoding=encoding, choice_vars=choice_vars, sent=sent, q=q, a=a,
-                   r=r, held=held, W=w, Err=err, y=y, bits=bits)
+                   r=r, held=held, live=live, W=w, Err=err, y=y, bits=bits)
     return lp
 
 
@@ -348,8 +384,9 @@ def encode_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[float]:
     for row in lp.rows:
         if row.name == "weights":
             values[m["W"]] = sum(c * values[i] for i, c in row.coeffs.items() if i != m["W"])
-        elif row.name.startswith("held["):
-            target = next(i for i, c in row.coeffs.items() if c == -1.0 and lp.variables[i].name.startswith("H["))
+        elif row.name.startswith("held[") or row.name.startswith("live["):
+            prefix = "H[" if row.name.startswith("held[") else "L["
+            target = next(i for i, c in row.coeffs.items() if c == -1.0 and lp.variables[i].name.startswith(prefix))
             values[target] = sum(c * values[i] for i, c in row.coeffs.items() if i != target)
         elif row.name == "error_total" and m["Err"] is not None:
             values[m["Err"]] = sum(c * values[i] for i, c in row.coeffs.items() if i != m["Err"])

@@ -5,7 +5,8 @@
 * Counts ``k > T`` (Case 2): first a lower bound per count, the *staircase relaxation*
   (:func:`relaxed_starts`), bisected on the target ``theta``; a count whose bound reaches the
   incumbent is closed. The relaxation's largest child starts at a target just above the bound
-  give a plan (the incumbent of that count). Every count still open is then searched exactly
+  give a plan (the incumbent of that count), which a local search (:mod:`polish`) improves, as
+  it does every plan the exact search finds. Every count still open is then searched exactly
   (:class:`CountSearch`): depth-first over the children in index order, a child's thread and
   last block, pruning every node whose relaxation from its state has no solution below the
   incumbent, and every state dominated by one already searched.
@@ -27,6 +28,7 @@ from splitopt.families.loading.data import LoadingData
 from splitopt.families.loading.evaluate import first_response_ms
 from splitopt.families.loading.partition import min_max_partition
 from splitopt.families.loading.plan import LoadingPlan, canonical_threads, paper_threads
+from splitopt.families.loading.polish import polish
 
 #: the search looks for plans better than the incumbent by this relative margin: the proven
 #: bound is ``incumbent * (1 - RTOL)``, well within OPTIMAL's 1e-9
@@ -47,6 +49,11 @@ SPLIT = 1 / 16
 SCAN = 8
 #: nodes one exact search may visit before it is abandoned (doubled each time)
 NODE_BUDGET = 20_000
+#: the local search starts from the relaxation's greatest starts at these relative distances
+#: above the count's bound
+POLISH_FROM = (1e-4, 1e-3, 3e-3)
+#: ... for this many of the searched counts, those of least bound
+POLISH_COUNTS = 2
 
 
 class OutOfTime(Exception):
@@ -369,6 +376,17 @@ def solve_counts(d: LoadingData, out_of_time: Callable[[], bool] = lambda: False
     # without a fixed cost, splitting a child in two on its thread never delays the response
     # (formulations/loading_balance.md): every count above T is no better than the largest
     searched = [max(case2)] if case2 and d.fixed_ms == 0.0 else case2
+    # local search (polish.py) from the relaxation's starts a little above the bound and from
+    # the incumbent: plans only, each re-evaluated by the evaluator
+    for k in sorted(searched, key=low.__getitem__)[:POLISH_COUNTS]:
+        for factor in POLISH_FROM:
+            if low[k] >= best.target or out_of_time():
+                break
+            plan = plan_near(sts[k], low[k] * (1 + factor))
+            if plan is not None:
+                best.offer(d, polish(d, plan, out_of_time=out_of_time))
+    if best.plan is not None and best.plan.k > d.threads and not out_of_time():
+        best.offer(d, polish(d, best.plan, out_of_time=out_of_time))
     nodes = 0
     split = {k: SPLIT for k in case2}
     budget = {k: NODE_BUDGET for k in case2}
@@ -379,8 +397,9 @@ def solve_counts(d: LoadingData, out_of_time: Callable[[], bool] = lambda: False
             if not open_:
                 break
             k = min(open_, key=low.__getitem__)
-            # after a search over its budget, one that looks for a better plan (halfway)
-            share = 0.5 if upper.pop(k, False) else split[k]
+            # after a search over its budget, one that looks for any better plan (at the
+            # incumbent's target)
+            share = 1.0 if upper.pop(k, False) else split[k]
             theta = low[k] + share * (best.target - low[k])
             if not low[k] + sts[k].slack < theta < best.target or share >= 1.0:
                 theta = best.target
@@ -390,7 +409,9 @@ def solve_counts(d: LoadingData, out_of_time: Callable[[], bool] = lambda: False
             finally:
                 nodes += search.nodes
                 info[k]["nodes"] = info[k].get("nodes", 0) + search.nodes
-            if found is None:  # over its node budget: no information
+            if found:  # a plan below theta: polish it too
+                best.offer(d, polish(d, best.plan, out_of_time=out_of_time))
+            elif found is None:  # over its node budget: no information
                 if share == split[k]:  # a test closer to the bound next, with more nodes, after
                     split[k] /= 4  # one that looks for a better plan
                     budget[k] *= 2

@@ -190,21 +190,28 @@ def latency_schedule(inst: MaxloadInstance, placement: MaxloadPlacement) -> tupl
                     f"latency: {d} is not convex (path {' -> '.join(map(str, path))} leaves and re-enters it); "
                     "its subgraph cannot run as one call"
                 )
-    import networkx as nx
+    # the blocks' graph, ordered by the standard library's graphlib (networkx costs more to
+    # import than a small solve takes)
+    from graphlib import CycleError, TopologicalSorter
 
-    q = nx.DiGraph()
-    q.add_nodes_from(set(block.values()))
-    q.add_edges_from((block[e.source], block[e.target]) for e in inst.edges if block[e.source] != block[e.target])
-    if not nx.is_directed_acyclic_graph(q):
-        cyc = nx.find_cycle(q)
-        names = [dev[int(b[1:])] + f"(node {b[1:]})" if b.startswith("n") else b for b, _ in cyc]
+    preds: dict[str, set[str]] = {b: set() for b in sorted(set(block.values()))}
+    edges = {(block[e.source], block[e.target]) for e in inst.edges if block[e.source] != block[e.target]}
+    for u, v in edges:
+        preds[v].add(u)
+    try:
+        order = list(TopologicalSorter(preds).static_order())
+    except CycleError as err:
+        cyc = list(err.args[1][:-1])
+        if (cyc[0], cyc[1 % len(cyc)]) not in edges:  # name it in the direction data flows
+            cyc.reverse()
+        names = [dev[int(b[1:])] + f"(node {b[1:]})" if b.startswith("n") else b for b in cyc]
         raise InvalidPlan(
             f"latency: accelerator subgraphs wait on each other in a cycle: {' -> '.join(names + names[:1])}"
-        )
+        ) from None
     finish: dict[str, float] = {}
     tasks: list[Task] = []
-    for b in nx.topological_sort(q):
-        ready = max((finish[p] for p in q.predecessors(b)), default=0.0)
+    for b in order:
+        ready = max((finish[p] for p in preds[b]), default=0.0)
         if b.startswith("fpga"):
             ids = on[b]
             cin, cout = fpga_transfers(inst, ids)

@@ -9,11 +9,17 @@
 * ``group-moves`` (throughput): the ``intervals`` plan improved by moving one colour
   group at a time while every rule holds (``moves.py``); a device may then hold several
   stretches of the order.
+* ``ideal-dp`` (throughput, exact): dynamic programming over the ideals of the forward
+  DAG (``ideal_dp.py``), where their count is small and no two contiguous devices can
+  wait on each other; ``auto`` runs it instead of CP-SAT there (``MaxloadFamily.exact_method``).
 
 Baselines' plans seed every heuristic (``splitopt.backends.heuristic.seed_genomes``).
 """
 
 from __future__ import annotations
+
+import math
+import sys
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.options import SolveOptions
@@ -72,6 +78,31 @@ def group_moves(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     return BackendOutput(Status.FEASIBLE, plan=improve(inst, plan, out_of_time=options.out_of_time))
 
 
+def ideal_dp(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
+    """Exact max-load by the ideal-enumeration DP: OPTIMAL with the DP's value as the bound
+    (less its float rounding, ms); INFEASIBLE where no placement meets the rules; where
+    the time limit comes first, the all-on-cpu plan FEASIBLE (NO_SOLUTION_FOUND without a
+    core). NotApplicable where the DP is not exact for the instance or too large."""
+    from splitopt.families.maxload.ideal_dp import solve_ideal_dp
+
+    _throughput_only(inst, "ideal-dp")
+    res = solve_ideal_dp(inst, options.out_of_time)
+    extra = {"ideals": res.ideals, "ideal_pairs": res.pairs}
+    if not res.finished:
+        fallback = all_on_cpu_placement(inst)
+        if fallback is None:
+            return BackendOutput(Status.NO_SOLUTION_FOUND, message="ideal-dp: the time limit came first", extra=extra)
+        return BackendOutput(Status.FEASIBLE, plan=fallback, extra=extra,
+                             message="ideal-dp: the time limit came first; returning all-on-cpu")
+    if res.plan is None:
+        return BackendOutput(Status.INFEASIBLE, extra=extra, message="ideal-dp: no contiguous, colour-consistent "
+                             "placement fits the accelerator memory (maxSizePerFPGA, maxFPGAs, maxCPUs)")
+    # the DP sums loads as differences of prefix sums: bound its rounding by the totals
+    total = math.fsum(max(n.cpu_ms, n.fpga_ms) for n in inst.nodes) + math.fsum(inst.out_cost.values())
+    tol = 64 * sys.float_info.epsilon * total
+    return BackendOutput(Status.OPTIMAL, plan=res.plan, bound=max(0.0, res.value_ms - tol), extra=extra)
+
+
 #: the family's methods besides the generic programs (``MaxloadFamily.methods``)
 METHODS = (
     Method("all-on-cpu", "every node on cpu0 (meets every placement rule when maxCPUs >= 1)", all_on_cpu),
@@ -79,4 +110,6 @@ METHODS = (
            intervals),
     Method("group-moves", "throughput: the intervals plan improved by moving one colour group at a time "
            "(local search keeping every rule)", group_moves),
+    Method("ideal-dp", "throughput, exact: dynamic programming over the ideals of the forward DAG (where they are "
+           "few and no two contiguous devices can wait on each other)", ideal_dp, kind="exact"),
 )

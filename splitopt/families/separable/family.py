@@ -73,10 +73,15 @@ class SeparableFamily(Family):
         return evaluate(inst, plan)
 
     def start_plan(self, inst: Instance) -> Any:
+        """The best of ``start.start_plan`` and the gossip constructions through the head
+        (:func:`gossip.star_spread_plans`: mixing with a single transfer's delay at the head)."""
+        from splitopt.families.separable.data import data
+        from splitopt.families.separable.gossip import star_spread_plans
+        from splitopt.families.separable.methods import best_of
         from splitopt.families.separable.start import start_plan
 
         self.prepare(inst)
-        return start_plan(inst)
+        return best_of(inst, [start_plan(inst), *star_spread_plans(data(inst))])[1]
 
     def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
         from splitopt.families.separable.diagnose import diagnose
@@ -108,16 +113,24 @@ class SeparableFamily(Family):
         return separable_space(inst)
 
     def lower_bound(self, inst: Instance) -> float | None:
-        """``latency``: the silent policy's latency (every message only delays its
-        receiver, and the ring plan synchronises every block); ``bytes``: 0."""
+        """``latency`` (ms): the silent policy's latency (every message only delays its
+        receiver, and the ring plan synchronises every block), raised by the transfers
+        that mixing and intensive steps force (:func:`gossip.latency_lower_bound`);
+        ``bytes``: the cheapest messages that mixing and intensive steps force
+        (:func:`gossip.bytes_lower_bound`), or the ring plan's where it is allowed."""
+        import math
+
         from splitopt.families.separable.data import data
         from splitopt.families.separable.evaluate import evaluate
+        from splitopt.families.separable.gossip import bytes_lower_bound, latency_lower_bound
         from splitopt.families.separable.plan import silent_plan
 
         self.prepare(inst)
+        d = data(inst)
         if inst.settings.objective == "bytes":
-            return 0.0
-        return evaluate(inst, silent_plan(data(inst))).latency_ms
+            low = bytes_lower_bound(d)
+            return 0.0 if math.isinf(low) else low
+        return latency_lower_bound(d, inst, evaluate(inst, silent_plan(d)).latency_ms)
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.separable.examples import small_random_data

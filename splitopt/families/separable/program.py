@@ -21,6 +21,7 @@ from splitopt.core.options import check_build_deadline
 from splitopt.core.program import LinearProgram, Program
 from splitopt.families.separable.data import SeparableData, data, worst_case_ms
 from splitopt.families.separable.evaluate import evaluate, meets_record
+from splitopt.families.separable.gossip import latency_lower_bound, min_mixing_messages, policy_bytes_bound
 from splitopt.families.separable.plan import SeparablePlan, identity, make_step, silent_plan
 
 #: MILP: integrality / feasibility tolerance assumed for the objective tolerance
@@ -105,6 +106,13 @@ def build_program(inst: Instance, start: SeparablePlan | None) -> Program:
         if d.byte_budget is not None:
             lp.add(dict(total_bytes_terms), "<=", math.floor(d.byte_budget * (1 + 1e-9)), kind="bits",
                    name="byte_budget")
+        # the cheapest messages that the limits' mixing and intensity force (gossip.py; the
+        # records' alternatives are left to their own rows: measured slower on CP-SAT)
+        low_bytes = policy_bytes_bound(d, d.mixing, d.min_intensive_steps)
+        if ring is not None:
+            low_bytes = min(low_bytes, d.ring_bytes)
+        if 0 < low_bytes < math.inf:
+            lp.add(dict(total_bytes_terms), ">=", math.floor(low_bytes), kind="bits", name="bytes_lower_bound")
 
     # symmetry: interchangeable devices first send in index order (see interchangeable())
     classes = interchangeable(d, need_time)
@@ -173,6 +181,10 @@ def build_program(inst: Instance, start: SeparablePlan | None) -> Program:
                        name=f"merge[{j},{g},{h}]")
         row = {resp: 1.0, ready[J - 1][d.head]: -1.0}
         lp.add(row, ">=", d.head_ms, kind="time", name="head")
+        # the delays mixing and intensive steps force (gossip.py), valid for every feasible plan
+        silent_ms = evaluate(inst, silent_plan(d)).latency_ms
+        lp.add({resp: 1.0}, ">=", min(latency_lower_bound(d, inst, silent_ms), H), kind="time",
+               name="latency_lower_bound")
         if ring is not None:
             lp.add({resp: 1.0, ring: -ring_ms}, ">=", 0.0, kind="time", name="ring_latency")
         if d.latency_budget is not None:
@@ -415,10 +427,9 @@ def canonical_labels(d: SeparableData, plan: SeparablePlan, classes: list[list[i
 
 def gossip_cuts(lp: LinearProgram, d: SeparableData, x, arcs, ring: int | None, when: int | None) -> None:
     """Valid rows for full mixing (required, or when the 0/1 variable ``when`` is 1): every
-    device sends at least once, and at least ``2 (G - 1)`` messages are sent in all (the
-    one-way gossip bound: a message tells one device what one device knows, so before the
-    first device knows everything ``G - 1`` messages have gone, and each of the other
-    ``G - 1`` devices still learns something from a message after that moment)."""
+    device sends at least once, and at least ``min_mixing_messages(G)`` messages are sent
+    in all (``2 G`` for ``G >= 3``: see ``gossip.min_mixing_messages`` and the
+    formulation's "Lower bounds")."""
     G, J = d.g, d.steps
     if G < 2:
         return
@@ -436,4 +447,4 @@ def gossip_cuts(lp: LinearProgram, d: SeparableData, x, arcs, ring: int | None, 
     tag = "" if when is None else f"@{when}"
     for g in range(G):
         need({x[j][a]: 1.0 for j in range(J) for a in arcs if a[0] == g}, 1.0, f"mixing_sends[{g}]{tag}")
-    need({x[j][a]: 1.0 for j in range(J) for a in arcs}, float(2 * (G - 1)), f"mixing_messages{tag}")
+    need({x[j][a]: 1.0 for j in range(J) for a in arcs}, float(min_mixing_messages(G)), f"mixing_messages{tag}")

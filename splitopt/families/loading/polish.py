@@ -1,0 +1,80 @@
+"""Local search that lowers a loading plan's first response (``count-search``'s plans,
+``formulations/loading_balance.md``, "Exact search over child counts": "Plans").
+
+A heuristic: it only proposes plans. Whoever uses them re-evaluates them with
+:func:`evaluate.first_response_ms`, so it cannot make a bound wrong.
+
+Moves, for a fixed child count ``k``: shift one cut by ``+-1, 2, 4, ..., 64`` blocks (the
+limits kept: starts increasing, the last child holding the tail), or move one child to
+another thread. Every thread loads its children in index order (never worse:
+"Load order on a thread"). A move is taken when it lowers the children's responses
+``C_j + I[N] - I[s_j]`` (ms) sorted from the largest, compared lexicographically (the first
+response, then the next ones: this walks along plateaus of the maximum)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from splitopt.families.loading.data import LoadingData
+from splitopt.families.loading.plan import LoadingPlan, canonical_threads
+
+#: cut shifts tried, in blocks
+SHIFTS = (1, -1, 2, -2, 4, -4, 8, -8, 16, -16, 32, -32, 64, -64)
+
+
+def polish(d: LoadingData, plan: LoadingPlan, max_evals: int = 10_000,
+           out_of_time: Callable[[], bool] = lambda: False) -> LoadingPlan:
+    """A plan with the same child count responding no later than ``plan`` by the sorted
+    responses above (first improvement, until no move improves, ``max_evals`` move
+    evaluations are spent or the time is out)."""
+    k, T, N, F = plan.k, d.threads, d.n, d.fixed_ms
+    sigma = d.slowdown(k)
+    SR = [sigma * float(v) for v in d.read_prefix]
+    I = [float(v) for v in d.infer_prefix]
+    IN = I[-1]
+    last = d.last_start_max
+    s = list(plan.starts) + [N]
+    th = [0] * k
+    for t, kids in enumerate(plan.threads):
+        for j in kids:
+            th[j] = t
+    lanes = max(T, len(plan.threads))
+
+    def score(s: list[int], th: list[int]) -> list[float]:
+        free = [0.0] * lanes
+        out = []
+        for j in range(k):
+            free[th[j]] += F + SR[s[j + 1]] - SR[s[j]]
+            out.append(free[th[j]] + IN - I[s[j]])
+        out.sort(reverse=True)
+        return out
+
+    best = score(s, th)
+    evals = 0
+    improved = True
+    while improved and evals < max_evals and not out_of_time():
+        improved = False
+        for j in range(1, k):
+            for delta in SHIFTS:
+                x = s[j] + delta
+                if not s[j - 1] < x < s[j + 1] or (j == k - 1 and x > last):
+                    continue
+                old, s[j] = s[j], x
+                sc = score(s, th)
+                evals += 1
+                if sc < best:
+                    best, improved = sc, True
+                    break
+                s[j] = old
+        for j in range(k):
+            for t in range(min(T, lanes)):
+                if t == th[j]:
+                    continue
+                old, th[j] = th[j], t
+                sc = score(s, th)
+                evals += 1
+                if sc < best:
+                    best, improved = sc, True
+                else:
+                    th[j] = old
+    return LoadingPlan(tuple(s[:k]), canonical_threads([[j for j in range(k) if th[j] == t] for t in range(lanes)]))

@@ -1,0 +1,60 @@
+"""One job in its own process: ``python -m splitopt.sweep.worker`` reads a job (JSON) on
+stdin, solves it, and prints its record (JSON, one line) on stdout. The parent
+(:mod:`splitopt.sweep.process`) pins it to its CPUs and kills it at its limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+from splitopt.sweep.jobs import Job
+
+#: the CPUs (comma-separated) the parent pins a worker to
+CPUS_ENV = "SPLITOPT_SWEEP_CPUS"
+
+
+def cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its finished children (CBC, HiGHS)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def solve_job(job: Job) -> dict[str, Any]:
+    """The record of one solve: the result's JSON form (``splitopt solve --json``) with the
+    job, its key, and wall and CPU seconds from reading the instance to the answer; an
+    error of the input or the solver becomes ``status: "ERROR"`` with its message."""
+    from splitopt.api import load_instance, result_to_dict
+    from splitopt.core.errors import SplitoptError
+    from splitopt.solve import solve
+
+    t0, c0 = time.perf_counter(), cpu_s()
+    record: dict[str, Any] = {"key": job.key, **job.to_dict()}
+    try:
+        inst = load_instance(job.instance)
+        left = None if job.time_limit_s is None else max(1e-3, job.time_limit_s - (time.perf_counter() - t0))
+        result = solve(inst, job.solver, time_limit=left, threads=job.threads, seed=job.seed)
+        out = result_to_dict(inst, result)
+        out.pop("solver", None)  # the job's solver (auto) stays; the result's backend is in the message
+        out["instance_name"] = out.pop("instance")  # "instance" stays the job's file
+        record.update(out)
+    except SplitoptError as e:
+        record.update(status="ERROR", message=f"{type(e).__name__}: {e}")
+    record.update(wall_s=time.perf_counter() - t0, cpu_s=cpu_s() - c0)
+    return record
+
+
+def main() -> None:
+    cpus = os.environ.get(CPUS_ENV)
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+    job = Job.from_dict(json.loads(sys.stdin.read()))
+    sys.stdout.write(json.dumps(solve_job(job)) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Building large programs in linear size (issue 13): closure sums by bitsets against
+networkx, the swept memory rows of the edge/cloud program against brute force and the
+evaluator, the build deadline kept by every linear builder, the peer files read without
+networkx, and the fast schema check."""
+
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from splitopt.core.closure import closure_sums
+from splitopt.core.options import BuildDeadlinePassed, building_until
+from splitopt.families.edge_cloud import program as edge_cloud_program
+from splitopt.families.registry import family
+from splitopt.testing import contracts
+from splitopt.testing.generators import random_instance
+
+SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=SEEDS)
+def test_closure_sums_equal_networkx_ancestor_sums(seed):
+    rng = random.Random(seed)
+    n = rng.randint(0, 70)
+    inputs = [sorted(rng.sample(range(i), rng.randint(0, min(i, 3)))) for i in range(n)]
+    ints = [rng.randint(0, 2**40) for _ in range(n)]
+    reals = [rng.random() for _ in range(n)]
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from((p, i) for i in range(n) for p in inputs[i])
+    out = closure_sums(inputs, [ints, reals])
+    assert out.shape == (n, 2)
+    for i in range(n):
+        closure = nx.ancestors(g, i) | {i}
+        assert out[i, 0] == sum(ints[j] for j in closure)  # integers: exact
+        assert out[i, 1] == pytest.approx(sum(reals[j] for j in closure), rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("sweep_after", [0, 1, 3])
+def test_swept_memory_rows_keep_the_optimum_and_the_evaluator(monkeypatch, sweep_after):
+    """With every live range swept (or nearly), the program still agrees with the
+    evaluator on sampled plans and with brute force on the optimum (the contract checks
+    the family gets, on small instances whose live ranges are otherwise all short)."""
+    monkeypatch.setattr(edge_cloud_program, "SWEEP_AFTER", sweep_after)
+
+    @settings(max_examples=25, deadline=None)
+    @given(seed=SEEDS)
+    def run(seed):
+        contracts.check_program_agrees_with_evaluator("edge_cloud", seed)
+        contracts.check_exact_matches_brute_force("edge_cloud", "milp-highs", seed)
+        peak_memory_matches_the_evaluator(seed)
+
+    run()
+
+
+def peak_memory_matches_the_evaluator(seed: int, plans: int = 8) -> None:
+    """The largest left-hand side of the memory rows (bits) is the evaluator's edge memory
+    on sampled plans that use the edge: the rows are the working set, not a bound on it."""
+    fam = family("edge_cloud")
+    inst = fam.random_instance(seed)
+    program = fam.build_program(inst, "linear", None)
+    lp = program.model
+    space = fam.space(inst)
+    rng = random.Random(seed)
+    for _ in range(plans):
+        plan = space.decode(space.sample(rng))
+        metrics = fam.evaluate(inst, plan)
+        if not any(d == inst.settings.edge for d in plan.device.values()):
+            continue
+        values = program.encode(plan)
+        peak = max(sum(c * values[i] for i, c in row.coeffs.items()) for row in lp.rows if row.name.startswith("memory["))
+        assert peak == pytest.approx(metrics.edge_memory_bytes * 8, rel=1e-9, abs=1e-6), (seed, peak)
+
+
+def test_swept_rows_are_used_on_long_skips():
+    """A 200-layer random graph has live ranges longer than SWEEP_AFTER steps: the program
+    sweeps them (``L[k]`` variables) and its rows stay linear in the graph."""
+    inst = random_instance(3, 200, edge_required=False)
+    lp = family("edge_cloud").build_program(inst, "linear", None).model
+    swept = [v for v in lp.variables if v.name.startswith("L[")]
+    assert swept, "no live range was swept"
+    terms = sum(len(r.coeffs) for r in lp.rows if r.name.startswith("memory["))
+    assert terms <= 200 * (edge_cloud_program.SWEEP_AFTER + 1) * 8 * 2
+
+
+def test_linear_builders_keep_the_build_deadline():
+    """A deadline already past stops a linear build at its next row check."""
+    inst = random_instance(0, 400, edge_required=False)
+    with pytest.raises(BuildDeadlinePassed):
+        with building_until(0.0):
+            family("edge_cloud").build_program(inst, "linear", None)
+
+
+def test_peer_topological_order_is_networkx_lexicographic():
+    """The peer importer's own Kahn order equals networkx's lexicographic order, and a
+    cyclic file is refused naming the cycle."""
+    from splitopt.core.errors import InvalidInstance
+    from splitopt.families.maxload.examples import random_maxload_data
+    from splitopt.families.maxload.instance import parse_peer_instance
+
+    for seed in range(30):
+        inst = parse_peer_instance(random_maxload_data(seed))
+        assert inst.topo_order == tuple(nx.lexicographical_topological_sort(inst.graph))
+    data = random_maxload_data(1)
+    u, v = data["edges"][0]["sourceId"], data["edges"][0]["destId"]
+    cost = next((e["cost"] for e in data["edges"] if e["sourceId"] == v), 1.0)  # one cost per source
+    data["edges"].append({"sourceId": v, "destId": u, "cost": cost})
+    with pytest.raises(InvalidInstance, match="cycle"):
+        parse_peer_instance(data)
+
+
+def test_a_time_limit_stops_a_large_build():
+    """A 3,000-layer split_bits program takes longer to build than the limit: the solve
+    returns the start plan, saying the limit ran out while building."""
+    import time
+
+    from splitopt.solve import solve
+
+    inst = random_instance(0, 3000, edge_required=False)
+    t0 = time.perf_counter()
+    res = solve(inst, "milp-highs", time_limit=0.05)
+    elapsed = time.perf_counter() - t0
+    assert res.status.value == "FEASIBLE" and "building" in res.message, (res.status, res.message)
+    assert elapsed <= 0.05 * 1.1 + 1.0, elapsed
