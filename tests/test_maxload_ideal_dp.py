@@ -353,6 +353,46 @@ def set_partitions(items):
         yield [[first]] + p
 
 
+def test_cyclic_wait_finds_a_cycle_of_four_devices():
+    """Four chains a_i -> b_i: the devices {b_3, a_0}, {b_0, a_1}, {b_1, a_2}, {b_2, a_3} wait
+    on each other around a cycle of four, which the search for cycles of at least four
+    edges finds; with three devices only, it cannot exist."""
+    nodes = [node(i) for i in range(8)]
+    chains = [(2 * i, 2 * i + 1, 0.0) for i in range(4)]
+    found = cyclic_wait(instance(nodes, chains, k=4, l=0), shortest=4)
+    assert found is not None and found != () and len(found) == 4, found
+    assert cyclic_wait(instance(nodes, chains, k=3, l=0), shortest=4) is None
+
+
+def convex_placements(inst, classes):
+    """Every placement of the nodes on distinct accelerators, one per block of a partition
+    into convex unions of colour classes."""
+    from splitopt.families.maxload.evaluate import convexity_witness
+    from splitopt.families.maxload.plan import MaxloadPlacement
+
+    ids = frozenset(inst.node_by_id)
+    for parts in set_partitions(sorted(ids)):
+        sets = [frozenset(s) for s in parts]
+        if any(len({classes[v] for v in s} & {classes[v] for v in ids - s}) for s in sets):
+            continue
+        if any(convexity_witness(inst, s) is not None for s in sets):
+            continue
+        yield MaxloadPlacement({v: f"fpga{i}" for i, s in enumerate(sets) for v in s})
+
+
+def long_quotient_cycle(inst, plan, length: int) -> bool:
+    """Whether the devices' quotient (forward edges) has a simple cycle of ``length`` or more
+    devices."""
+    import networkx as nx
+
+    dev = plan.device
+    fwd = inst.forward_ids
+    q = nx.DiGraph()
+    q.add_edges_from((dev[e.source], dev[e.target]) for e in inst.edges
+                     if e.source in fwd and e.target in fwd and dev[e.source] != dev[e.target])
+    return any(len(c) >= length for c in nx.simple_cycles(q))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_cyclic_wait_finds_exactly_the_cyclic_placements(seed):
     """On random DAGs of 4-6 forward nodes with random colour classes: some partition into
@@ -364,6 +404,7 @@ def test_cyclic_wait_finds_exactly_the_cyclic_placements(seed):
 
     rng = random.Random(1000 + seed)
     cyclic_seen = 0
+    long_seen = {3: 0, 4: 0}
     for _ in range(150):
         n = rng.randint(4, 6)
         p = rng.random()
@@ -387,4 +428,13 @@ def test_cyclic_wait_finds_exactly_the_cyclic_placements(seed):
         found = cyclic_wait(inst)
         assert found != (), (n, edges, classes)  # no budget trouble at this size
         assert (found is not None) == has_cycle, (n, edges, classes, found)
-    assert cyclic_seen >= 10, cyclic_seen
+        # the same per length: a simple cycle of L or more devices exactly when the search for
+        # cycles of at least L edges finds one (this exercises its pruning past two edges)
+        for length in (3, 4):
+            long_cycle = has_cycle and any(long_quotient_cycle(inst, plan, length)
+                                           for plan in convex_placements(inst, classes))
+            long_found = cyclic_wait(inst, shortest=length)
+            assert long_found != (), (n, edges, classes)
+            assert (long_found is not None) == long_cycle, (length, n, edges, classes, long_found)
+            long_seen[length] += long_cycle
+    assert cyclic_seen >= 10 and long_seen[3] >= 2, (cyclic_seen, long_seen)

@@ -202,13 +202,15 @@ def _reach_masks(nodes: list[int], succ: dict[int, list[int]]) -> tuple[dict[int
     return down, up
 
 
-def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS) -> tuple[tuple[int, int], ...] | None:
+def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
+                shortest: int = 2) -> tuple[tuple[int, int], ...] | None:
     """Forward edges ``e_1 .. e_k`` (``k >= 2``, each ``(tail, head)`` between colour
     groups) such that the closures ``S_i = cl{head(e_{i-1}), tail(e_i)}`` (indices mod
     ``k``; ``cl``: the least union of colour groups holding the nodes that is convex in
     the forward DAG) are pairwise disjoint; None where there are none; ``()`` where the
     search would visit and compute more than ``limit`` sequences and closures (treated as a
-    cycle).
+    cycle). ``shortest``: look for cycles of at least that many edges only (the same
+    equivalence holds per length: tests use 3 and 4 to check the longer cycles' search).
 
     Such edges exist exactly when some placement's devices wait on each other in a cycle.
     If devices ``D_1 -> D_2 -> ... -> D_k -> D_1`` do (a simple cycle, ``e_i`` from ``D_i``
@@ -217,9 +219,10 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS) -> tuple[t
     disjoint. Conversely the sets ``S_i``, with every other unit alone on a device, are
     such a placement (device counts aside: this only declines more). Depth-first, the
     cycle's edge of least index first (each cycle once per rotation), every partial
-    sequence's sets disjoint, at most as many sets as devices (shorter cycles first), and
-    every (first edge, last edge, union of the sets) that closed no cycle remembered with
-    the sets it still had room for."""
+    sequence's sets disjoint, at most as many sets as devices (shorter cycles first), a
+    sequence dropped once every edge that could still end it has a closing set meeting its
+    sets, and every (first edge, last edge, union of the sets) that closed no cycle
+    remembered with the sets it still had room for."""
     fwd = inst.forward_ids
     nodes = [v for v in inst.topo_order if v in fwd]
     bit = {v: i for i, v in enumerate(nodes)}
@@ -270,13 +273,17 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS) -> tuple[t
 
     # a cycle of waiting devices has at most as many sets as there are devices
     longest = len(inst.fpgas) + len(inst.cpus)
+    fewest = max(2, shortest)
     # per (first edge, last edge): the next edges j > first and their sets cl{head(last), tail(j)}
     # that do not hold the first tail (it belongs to the closing set)
     nexts: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    # (first edge, last edge, sets' union) -> the most sets still allowed with which no cycle
-    # closed (the state: an edge already in the sequence has its tail in the union, so any
-    # set that would take it again meets the union)
-    failed: dict[tuple[int, int, int], int] = {}
+    # per first edge: the closing sets cl{head(j), tail(first)} of the edges j after it
+    closings: dict[int, set[int]] = {}
+    # (first edge, last edge, sets' union, length short of the fewest) -> the most sets still
+    # allowed with which no cycle closed (the state: an edge already in the sequence has its
+    # tail in the union, so any set that would take it again meets the union; the length
+    # matters only while it is below ``fewest``, where it decides when a cycle may close)
+    failed: dict[tuple[int, int, int, int], int] = {}
 
     def extend(first: int, seq: list[int], used: int, most: int) -> tuple[int, ...] | None:
         nonlocal visits
@@ -285,10 +292,19 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS) -> tuple[t
             raise Budget
         last = seq[-1]
         tail1, head_last = edges[first][0], edges[last][1]
-        if len(seq) >= 2 and closure(head_last, tail1) & used == 0:
+        if len(seq) >= fewest and closure(head_last, tail1) & used == 0:
             return tuple(seq)
         room = most - len(seq)
-        if room <= 0 or failed.get((first, last, used), -1) >= room:
+        state = (first, last, used, min(len(seq), fewest))
+        if room <= 0 or failed.get(state, -1) >= room:
+            return None
+        # the cycle closes through some edge j (the last, or a later one) with cl{head(j),
+        # tail(first)} clear of every set: the sets only grow, so none clear now: no cycle
+        # (tested where two or more sets may still come: there it saves whole subtrees)
+        if room >= 2 and first not in closings:
+            closings[first] = {closure(edges[j][1], tail1) for j in range(first + 1, len(edges))}
+        if room >= 2 and all(m & used for m in closings[first]):
+            failed[state] = room
             return None
         if (first, last) not in nexts:
             # cl{head(last), tail(j)} holds tail(last) when tail(j) reaches tail(last), and
@@ -306,11 +322,11 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS) -> tuple[t
             found = extend(first, seq + [j], used | m, most)
             if found is not None:
                 return found
-        failed[first, last, used] = room
+        failed[state] = room
         return None
 
     try:
-        for most in range(2, longest + 1):  # shortest cycles first: most graphs that have one have a short one
+        for most in range(fewest, longest + 1):  # shortest cycles first: most graphs that have one have a short one
             for first in range(len(edges)):
                 found = extend(first, [first], 0, most)
                 if found is not None:
