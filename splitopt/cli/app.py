@@ -48,9 +48,6 @@ app = typer.Typer(
 MAX_POINTS = 10_000
 #: what --export-model writes, by backend family of formats
 EXPORT_SUFFIXES = (".lp", ".mps", ".txt", ".pbtxt", ".pb")
-#: seconds a solve still gets when reading the instance used up its time limit: the
-#: backends then return their start plan at once
-MIN_SOLVE_S = 1e-3
 
 
 class Problem(str, Enum):
@@ -148,7 +145,7 @@ def solve(
     from splitopt.api import default_backend_of, plan_to_dict, result_to_dict
     from splitopt.backends.registry import check_backend
     from splitopt.cli.report import print_result
-    from splitopt.core.options import SolveOptions
+    from splitopt.core.options import SolveOptions, solve_time_left
     from splitopt.solve import solve as run
 
     with errors():
@@ -166,9 +163,8 @@ def solve(
         inst = _load(instance, problem, objective)
         _check_plots_apply(inst, gantt, breakdown)
         # the time limit runs from reading the instance: what is left goes to the solve
-        left = None if time_limit is None else max(MIN_SOLVE_S, time_limit - (time.monotonic() - started))
-        result = run(inst, solver=solver, time_limit=left, threads=threads, seed=seed, verbose=verbose,
-                     export_path=export_model, options=options)
+        result = run(inst, solver=solver, time_limit=solve_time_left(time_limit, started), threads=threads, seed=seed,
+                     verbose=verbose, export_path=export_model, options=options)
         if output is not None and result.plan is not None:
             write_output(output, "--output", json.dumps(plan_to_dict(inst, result.plan), indent=1) + "\n")
         if result.metrics is not None:

@@ -35,6 +35,19 @@ def check_time_limit(value: Any, name: str = "time_limit") -> float | None:
     return float(value)
 
 
+#: seconds a solve still gets when reading the instance used up its time limit: the
+#: backends then return their start plan at once
+MIN_SOLVE_S = 1e-3
+
+
+def solve_time_left(time_limit_s: float | None, started: float) -> float | None:
+    """What a time limit counted from ``started`` (``time.monotonic()``, before reading the
+    instance) leaves to the solve, at least ``MIN_SOLVE_S``; None without a limit."""
+    if time_limit_s is None:
+        return None
+    return max(MIN_SOLVE_S, time_limit_s - (time.monotonic() - started))
+
+
 def check_int(value: Any, name: str, low: int, high: int) -> int:
     """``value`` as an integer in [low, high]; InvalidOption naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

@@ -29,14 +29,15 @@ def solve_job(job: Job) -> dict[str, Any]:
     error of the input or the solver becomes ``status: "ERROR"`` with its message."""
     from splitopt.api import load_instance, result_to_dict
     from splitopt.core.errors import SplitoptError
+    from splitopt.core.options import solve_time_left
     from splitopt.solve import solve
 
-    t0, c0 = time.perf_counter(), cpu_s()
+    t0, c0, started = time.perf_counter(), cpu_s(), time.monotonic()
     record: dict[str, Any] = {"key": job.key, **job.to_dict()}
     try:
         inst = load_instance(job.instance)
-        left = None if job.time_limit_s is None else max(1e-3, job.time_limit_s - (time.perf_counter() - t0))
-        result = solve(inst, job.solver, time_limit=left, threads=job.threads, seed=job.seed)
+        result = solve(inst, job.solver, time_limit=solve_time_left(job.time_limit_s, started), threads=job.threads,
+                       seed=job.seed)
         out = result_to_dict(inst, result)
         out.pop("solver", None)  # the job's solver (auto) stays; the result's backend is in the message
         out["instance_name"] = out.pop("instance")  # "instance" stays the job's file
