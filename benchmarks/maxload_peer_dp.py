@@ -27,6 +27,12 @@ whether they agree with each other and with CP-SAT's proven optimum from
 ``benchmarks/results/maxload_throughput.json`` (relative tolerance 1e-6). Each round runs
 every program once, in turn, so the machine's load hits all alike.
 
+Contiguity rules (``formulations/maxload_models.md``, rule 5): on
+``OperatorGraphs/bert_l-3_training`` (14 backward-only colour groups) also ``splitopt solve
+FILE --solver cpsat --contiguity R`` and the acyclic DP under both rules, R = ``splitopt``
+(the default: those groups free) and ``authors`` (dp.cpp's artificial forward nodes), one
+run each; ``--contiguity-only`` runs just these and merges them into the existing results.
+
 Run: ``python benchmarks/maxload_peer_dp.py [--repeats 3] [--timeout 120]``; writes
 ``benchmarks/results/maxload_peer_dp.{json,md}``.
 """
@@ -59,6 +65,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 LONG_S = 10.0
 #: values agree within this relative tolerance
 RTOL = 1e-6
+#: the peer graph on which the two contiguity rules differ (backward-only colour classes)
+CONTIGUITY_INSTANCE = "OperatorGraphs/bert_l-3_training"
 
 ACYCLIC = """
 import json, sys, time
@@ -67,7 +75,7 @@ from splitopt.families.maxload.instance import read_peer_instance
 from splitopt.families.maxload.ideal_dp import solve_ideal_dp
 from splitopt.families.maxload.evaluate import evaluate
 from splitopt.core.errors import NotApplicable
-inst = read_peer_instance(sys.argv[1])
+inst = read_peer_instance(sys.argv[1], contiguity=sys.argv[2] if len(sys.argv) > 2 else "splitopt")
 t1 = time.perf_counter()
 try:
     r = solve_ideal_dp(inst, None, 5000, acyclic_only=True)
@@ -179,9 +187,11 @@ def run_ideal_dp(path: Path, timeout: float) -> dict:
     return out
 
 
-def run_cpsat_cli(path: Path, timeout: float) -> dict:
-    """``splitopt solve FILE --solver cpsat --json``: the whole process, for comparison."""
-    r = timed([sys.executable, "-m", "splitopt", "solve", str(path), "--solver", "cpsat", "--json"], timeout,
+def run_cpsat_cli(path: Path, timeout: float, contiguity: str | None = None) -> dict:
+    """``splitopt solve FILE --solver cpsat --json [--contiguity R]``: the whole process,
+    for comparison."""
+    rule = [] if contiguity is None else ["--contiguity", contiguity]
+    r = timed([sys.executable, "-m", "splitopt", "solve", str(path), "--solver", "cpsat", "--json", *rule], timeout,
               env=splitopt_env())
     out = {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"]}
     try:
@@ -192,8 +202,9 @@ def run_cpsat_cli(path: Path, timeout: float) -> dict:
     return out
 
 
-def run_acyclic(path: Path, timeout: float) -> dict:
-    r = timed([sys.executable, "-c", ACYCLIC, str(path)], timeout, env=splitopt_env())
+def run_acyclic(path: Path, timeout: float, contiguity: str | None = None) -> dict:
+    r = timed([sys.executable, "-c", ACYCLIC, str(path), *([] if contiguity is None else [contiguity])], timeout,
+              env=splitopt_env())
     out = {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"]}
     if r["timed_out"]:
         out["result"] = f"did not finish in {timeout:g} s"
@@ -205,6 +216,22 @@ def run_acyclic(path: Path, timeout: float) -> dict:
     out.update(data)
     out["result"] = "declined" if "declined" in data else "ok"
     return out
+
+
+def run_contiguity(timeout: float) -> list[dict]:
+    """CP-SAT (whole process) and the acyclic DP on :data:`CONTIGUITY_INSTANCE` under each
+    contiguity rule, one run each."""
+    path = PEER / "throughput-inputs" / f"{CONTIGUITY_INSTANCE}.json"
+    if not path.exists():
+        return []
+    rows = []
+    for rule in ("splitopt", "authors"):
+        row = {"instance": CONTIGUITY_INSTANCE, "contiguity": rule, "cpsat": run_cpsat_cli(path, timeout, rule),
+               "acyclic": run_acyclic(path, timeout, rule)}
+        rows.append(row)
+        print(json.dumps({k: row[k] if k in ("instance", "contiguity") else
+                          {x: row[k].get(x) for x in ("result", "wall_s", "value_ms")} for k in row}), flush=True)
+    return rows
 
 
 def cpsat_reference() -> dict[str, dict]:
@@ -224,10 +251,10 @@ def median(runs: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def same(a: float | None, b: float | None) -> bool | None:
+def same(a: float | None, b: float | None, rtol: float = RTOL) -> bool | None:
     if a is None or b is None:
         return None
-    return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b))
+    return abs(a - b) <= rtol * max(1.0, abs(a), abs(b))
 
 
 def main() -> None:
@@ -237,9 +264,20 @@ def main() -> None:
     ap.add_argument("--mem-gb", type=float, default=6.0, help="address-space cap of one peer DP run (GB)")
     ap.add_argument("--only", default="", help="run only instances whose name contains this")
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md from the .json, run nothing")
+    ap.add_argument("--contiguity-only", action="store_true",
+                    help=f"run only the contiguity rows ({CONTIGUITY_INSTANCE}) and merge them into the results")
     args = ap.parse_args()
     if args.report_only:
         (RESULTS / "maxload_peer_dp.md").write_text(markdown(json.loads((RESULTS / "maxload_peer_dp.json").read_text())))
+        return
+    if args.contiguity_only:
+        report = json.loads((RESULTS / "maxload_peer_dp.json").read_text())
+        report["contiguity"] = run_contiguity(args.timeout)
+        report["contiguity_run"] = {"started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                                    "machine": machine(shared=True), "load_before": os.getloadavg()}
+        (RESULTS / "maxload_peer_dp.json").write_text(json.dumps(report, indent=1) + "\n")
+        (RESULTS / "maxload_peer_dp.md").write_text(markdown(report))
+        print(f"wrote {RESULTS / 'maxload_peer_dp.md'}")
         return
     files = sorted((PEER / "throughput-inputs").glob("*/*.json"))
     if not files:
@@ -286,6 +324,7 @@ def main() -> None:
                               "ideal_dp": {k: row["ideal_dp"].get(k) for k in ("result", "wall_s", "value_ms")},
                               "acyclic": {k: row["acyclic"].get(k) for k in ("result", "wall_s", "solve_s",
                                                                              "value_ms")}}), flush=True)
+    contiguity = run_contiguity(args.timeout) if not args.only or args.only in CONTIGUITY_INSTANCE else None
     old = RESULTS / "maxload_peer_dp.json"
     merged = None
     if args.only and old.exists():  # a partial run: keep the other instances' rows
@@ -297,6 +336,10 @@ def main() -> None:
         rows = sorted([r for r in before["rows"] if r["instance"] not in ran] + rows, key=lambda r: r["instance"])
     report = {"merged_from": merged, "started": started, "machine": machine(shared=True), "load_before": load_before,
               "load_after": os.getloadavg(), "peer_build": built, "args": vars(args), "rows": rows}
+    if contiguity is not None:
+        report["contiguity"] = contiguity
+    elif old.exists() and "contiguity" in json.loads(old.read_text()):
+        report["contiguity"] = json.loads(old.read_text())["contiguity"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "maxload_peer_dp.json").write_text(json.dumps(report, indent=1) + "\n")
     (RESULTS / "maxload_peer_dp.md").write_text(markdown(report))
@@ -387,6 +430,26 @@ def markdown(rep: dict) -> str:
             lines.append(f"| {r['instance']} | {fmt_s(i['wall_s'])} | {fmt_s(i['cpu_s'])} | {fmt_s(i.get('solve_s'))} | "
                          f"{fmt_s(c['wall_s'])} | {fmt_s(c['cpu_s'])} | {fmt_s(c.get('solve_s'))} | "
                          f"{fmt_same(same(i.get('value_ms'), c.get('value_ms')))} |")
+    if rep.get("contiguity"):
+        run = rep.get("contiguity_run") or {"started": rep["started"], "machine": rep["machine"]}
+        peer = next((r["peer"] or {} for r in rep["rows"] if r["instance"] == CONTIGUITY_INSTANCE), {})
+        lines += ["", f"Contiguity rules on {CONTIGUITY_INSTANCE} (`--contiguity splitopt|authors`; one run each, "
+                  f"{run['started']}, {run['machine']}): `splitopt` leaves its 14 backward-only colour groups free, "
+                  "`authors` gives them dp.cpp's artificial forward nodes. CP-SAT: the whole `splitopt solve FILE "
+                  "--solver cpsat --contiguity R` process; acyclic DP as above. Peer DP (dp.cpp) value from the table: "
+                  f"{fmt_v(peer.get('value_ms'))} ms. The two optima differ by less than the {RTOL:g} relative "
+                  "tolerance of the table above (which therefore counts them as the same), so this one compares "
+                  "to 1e-9.", "",
+                  "| contiguity | CP-SAT | CP-SAT ms | CP-SAT solve s | CP-SAT wall s | acyclic DP ms | acyclic DP "
+                  "solve s | ideals | CP-SAT = peer DP (1e-9 rel.) |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+        for r in rep["contiguity"]:
+            c, a = r["cpsat"], r["acyclic"]
+            acy = (fmt_v(a.get("value_ms")), fmt_s(a.get("solve_s")), a.get("ideals", "-")) \
+                if a.get("result") == "ok" else (re.sub(r"^ideal-dp: ", "declined: ", a.get("declined", ""))[:60],
+                                                  "-", "-")
+            lines.append(f"| {r['contiguity']} | {c.get('result')} | {fmt_v(c.get('value_ms'))} | "
+                         f"{fmt_s(c.get('solve_s'))} | {fmt_s(c.get('wall_s'))} | {acy[0]} | {acy[1]} | {acy[2]} | "
+                         f"{fmt_same(same(c.get('value_ms'), peer.get('value_ms'), 1e-9))} |")
     loaded = sorted({m for r in rep["rows"] for m in r["acyclic"].get("loaded", [])})
     lines += ["", f"Packages the acyclic-DP processes had loaded: {', '.join(loaded) or 'none checked'} (of ortools, "
               "pandas, networkx, numpy, scipy; networkx, where listed, came from the evaluator's latency check, which "

@@ -1,19 +1,28 @@
 """The library's generic entry points besides ``solve``: read instances (splitopt's format
 or a format a family imports, such as the peer benchmark's files) and plans, evaluate a
-plan, and the JSON forms, each dispatched to the instance's family."""
+plan, and the JSON forms, each dispatched to the instance's family.
+
+Reading takes scenario overrides (``overrides=["links[edge->cloud].bandwidth_bits_per_s=5e6"]``,
+``splitopt.core.overrides``), applied to the JSON data before any check. An
+:class:`~splitopt.core.instance.Instance` built in Python runs the checks of
+:func:`parse_instance` when it is constructed (installed here: :func:`check_built_instance`)."""
 
 from __future__ import annotations
 
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from splitopt.core.errors import InvalidInstance, InvalidPlan
-from splitopt.core.instance_io import FORMAT, core_schema, parse_instance_data
+from splitopt.core.instance import Instance, set_build_check
+from splitopt.core.instance_io import FORMAT, check_built, core_schema, parse_instance_data
 from splitopt.core.jsonfile import json_type, read_json
 from splitopt.core.result import SolveResult
 from splitopt.families.registry import family_of, families, readers
+
+if TYPE_CHECKING:
+    from splitopt.core.overrides import Override
 
 _SCHEMA: dict[str, Any] = {}
 
@@ -34,32 +43,71 @@ def instance_schema() -> dict[str, Any]:
     return copy.deepcopy(_SCHEMA)
 
 
-def parse_instance(data: Any) -> Any:
+#: what ``overrides`` may be: ``PATH=VALUE`` strings or parsed overrides (None: none)
+Overrides = Iterable["str | Override"] | None
+
+
+def with_overrides(data: Any, overrides: Overrides, label: str = "override") -> Any:
+    """``data`` (an instance's parsed JSON) with ``overrides`` applied
+    (``splitopt.core.overrides``): a new key may be added where the instance schema
+    names it in splitopt's format, only existing keys changed in other formats.
+    InvalidOption (one line, ``label`` and the override first) on a bad override."""
+    if not overrides:
+        return data
+    from splitopt.core.overrides import apply_overrides
+
+    splitopt_format = isinstance(data, dict) and "format" in data
+    return apply_overrides(data, overrides, instance_schema() if splitopt_format else None, label)
+
+
+def parse_instance(data: Any, overrides: Overrides = None) -> Any:
     """An instance from parsed JSON: splitopt's format, checked against the schema, for
-    consistency and by its family; or a format a family imports. InvalidInstance (one
-    line naming the field and value) on any defect."""
+    consistency and by its family; or a format a family imports. ``overrides``:
+    ``PATH=VALUE`` edits applied to a copy of ``data`` first (``splitopt.core.overrides``;
+    InvalidOption on a bad one). InvalidInstance (one line naming the field and value) on
+    any defect."""
+    data = with_overrides(data, overrides)
     if isinstance(data, dict) and "format" not in data:
         for fam in readers():
             if fam.reads(data):
                 return fam.read(data, None)
     inst = parse_instance_data(data, instance_schema())
+    _check_objective(inst)
+    family_of(inst).prepare(inst)
+    return inst
+
+
+def _check_objective(inst: Any) -> None:
     fam = family_of(inst)
     if inst.settings.objective not in fam.objectives:
         raise InvalidInstance(f"instance.settings.objective: '{inst.settings.objective}' is not an objective of "
                               f"problem '{inst.problem}' (objectives: {', '.join(fam.objectives)})")
-    fam.prepare(inst)
-    return inst
 
 
-def default_backend_of(path: str | Path) -> str | None:
+def check_built_instance(inst: Instance) -> None:
+    """The checks of :func:`parse_instance` on an :class:`Instance` built in Python
+    (``Instance(...)``, ``dataclasses.replace``): its JSON form against the schema,
+    consistency (a layer reading a missing tensor, duplicate names, links between unknown
+    devices, ...), ranges, the objective and the family's checks. Run by the constructor;
+    InvalidInstance (one line naming the field and value) on any defect."""
+    check_built(inst, instance_schema())
+    _check_objective(inst)
+    family_of(inst).prepare(inst)
+
+
+set_build_check(check_built_instance)
+
+
+def default_backend_of(path: str | Path, overrides: Overrides = None) -> str | None:
     """The family's default exact backend for the instance file ``path`` (what solver
     options given without a solver go to), judged from its problem name or format alone,
     without the checks (None where it cannot tell): lets the CLI check solver options
     before the slow full load. Unreadable files are InvalidInstance as in
-    :func:`load_instance`."""
+    :func:`load_instance`; ``overrides`` as there (``settings.problem`` may change)."""
     data = read_json(path, InvalidInstance)
     if not isinstance(data, dict):
         return None
+    data = with_overrides(data, overrides)
     for fam in readers():
         if "format" not in data and fam.reads(data):
             return fam.default_backend
@@ -71,13 +119,20 @@ def default_backend_of(path: str | Path) -> str | None:
     return None
 
 
-def load_instance(path: str | Path) -> Any:
+def load_instance(path: str | Path, overrides: Overrides = None) -> Any:
     """Read and check an instance file: splitopt's format (``splitopt-instance/1``) or a
-    format a family imports (the peer dnn-partitioning files: problem ``maxload``)."""
+    format a family imports (the peer dnn-partitioning files: problem ``maxload``).
+
+    ``overrides``: scenario edits ``PATH=VALUE`` (e.g.
+    ``["links[edge->cloud].bandwidth_bits_per_s=5e6", "settings.objective=throughput"]``,
+    grammar in ``splitopt.core.overrides``) applied to the file's JSON data before any
+    check, so an edited value is checked like the file's own; InvalidOption (one line) on
+    an override that does not fit the data."""
     path = Path(path)
     data = read_json(path, InvalidInstance)
     if not isinstance(data, dict):
         raise InvalidInstance(f"{path}: the top level must be a JSON object (an instance), got {json_type(data)}")
+    data = with_overrides(data, overrides)
     if "format" not in data:
         for fam in readers():
             if fam.reads(data):

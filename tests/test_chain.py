@@ -23,7 +23,7 @@ from splitopt.core.result import Status
 from splitopt.solve import solve
 from splitopt.families.chain.program import build_chain_program, encode_chain_plan
 from splitopt.core.program import row_violations
-from splitopt.testing.generators import random_chain_instance
+from splitopt.testing.generators import random_chain_instance, random_chain_plan
 
 EXACT = ["milp-cbc", "milp-highs", "cpsat"]
 
@@ -124,14 +124,6 @@ def test_throughput_objective_minimises_the_bottleneck():
 
 # ----- the program against the evaluator -------------------------------------------------------
 
-def random_monotone_plan(inst, rng):
-    index = {}
-    for layer in inst.layers:
-        low = max([index[s] for s in layer.inputs if s in index], default=0)
-        index[layer.name] = int(rng.integers(low, len(inst.settings.chain)))
-    return plan_from_indices(inst, index)
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 7), m=st.integers(2, 4), linear=st.booleans())
 def test_program_objective_and_rows_match_the_evaluator(seed, n, m, linear):
@@ -139,7 +131,7 @@ def test_program_objective_and_rows_match_the_evaluator(seed, n, m, linear):
     lp = build_chain_program(inst)
     rng = np.random.default_rng(seed)
     for _ in range(5):
-        plan = random_monotone_plan(inst, rng)
+        plan = random_chain_plan(inst, rng)
         metrics = evaluate(inst, plan)
         values = encode_chain_plan(inst, lp, plan)
         assert lp.evaluate_objective(values) == pytest.approx(metrics.objective_ms, rel=1e-9, abs=1e-12)

@@ -131,20 +131,26 @@ class ProgramBackend(Backend):
         kind = self.kind_for(family)
         t0 = time.perf_counter()
         start = feasible_start_plan(family, inst)
-        proven = self._start_attains_bound(family, inst, start, options)
+        proven, relaxation = self._start_attains_bound(family, inst, start, options)
         if proven is not None:
             proven.extra["build_s"] = time.perf_counter() - t0
             return proven
+
+        def stronger(bound: float | None) -> float | None:
+            """A stopped run's bound, or the family's relaxation bound where that is higher."""
+            if relaxation is None:
+                return bound
+            return relaxation if bound is None else max(bound, relaxation)
         try:
             with building_until(options.deadline):
                 program = family.build_program(inst, kind, start)
         except BuildDeadlinePassed:
-            return self._stopped(family, inst, start, None, "the time limit ran out while building the program",
+            return self._stopped(family, inst, start, stronger(None), "the time limit ran out while building the program",
                                  {"build_s": time.perf_counter() - t0, "interrupted": True}, 0.0)
         except KeyboardInterrupt:
             if start is None:
                 raise
-            return self._stopped(family, inst, start, None, "interrupted (Ctrl-C) while building the program",
+            return self._stopped(family, inst, start, stronger(None), "interrupted (Ctrl-C) while building the program",
                                  {"build_s": time.perf_counter() - t0, "interrupted": True, "ctrl_c": True}, 0.0)
         build_s = time.perf_counter() - t0
         if options.export_path is not None:
@@ -153,7 +159,7 @@ class ProgramBackend(Backend):
                                  **program.stats}
         remaining = options.remaining_s()
         if remaining is not None and remaining <= 0:
-            return self._stopped(family, inst, start, None, "the time limit ran out while building the program",
+            return self._stopped(family, inst, start, stronger(None), "the time limit ran out while building the program",
                                  extra, time.perf_counter() - t0 - build_s)
         t1 = time.perf_counter()
         try:
@@ -174,6 +180,8 @@ class ProgramBackend(Backend):
         bound = None if raw.bound is None else program.to_ms(raw.bound) - bound_tol
         if raw.status in (Status.INFEASIBLE, Status.ERROR):
             return BackendOutput(raw.status, message=raw.message, extra=extra)
+        if raw.status is not Status.OPTIMAL:
+            bound = stronger(bound)
         if not raw.status.has_plan or raw.values is None:
             return self._stopped(family, inst, start, bound, raw.message, extra, extra["solve_s"])
         plan = program.decode(raw.values)
@@ -194,22 +202,23 @@ class ProgramBackend(Backend):
                              extra=extra)
 
     def _start_attains_bound(self, family: Any, inst: Any, start: Any | None,
-                             options: SolveOptions) -> BackendOutput | None:
-        """OPTIMAL without building anything when the feasible start plan's objective is
-        within this backend's tolerance of the family's proven lower bound (None
-        otherwise, or when the program is to be exported)."""
+                             options: SolveOptions) -> tuple[BackendOutput | None, float | None]:
+        """(OPTIMAL without building anything when the feasible start plan's objective is
+        within this backend's tolerance of the family's proven lower bound, else None; and
+        that bound, for a stopped run's answer). Neither when there is no start plan, the
+        program is to be exported or the time is up."""
         if start is None or options.export_path is not None or options.out_of_time():
-            return None
+            return None, None
         bound = family.lower_bound(inst)
         if bound is None:
-            return None
+            return None, None
         value = family.evaluate(inst, start).objective_ms
         if value > bound + self.optimal_rtol * abs(bound) + OPTIMAL_ATOL_MS:
-            return None
+            return None, bound
         return BackendOutput(Status.OPTIMAL, plan=start, bound=min(bound, value),
                              message="the start plan attains the family's lower bound; no program was needed",
                              extra={"program": "none: start plan at the lower bound",
-                                    "optimal_rtol": self.optimal_rtol})
+                                    "optimal_rtol": self.optimal_rtol}), bound
 
     def _stopped(self, family: Any, inst: Any, start: Any | None, bound: float | None, message: str,
                  extra: dict[str, Any], solve_s: float) -> BackendOutput:

@@ -22,15 +22,19 @@ from splitopt.cli.common import (
     check_positive_count,
     console,
     errors,
+    parse_set_options,
     parse_solver_options,
     print_json,
+    set_option,
     write_output,
     writing,
 )
 from splitopt.cli.loading import profile_loading_command, run_loading_command
 from splitopt.cli.separable import profile_separable_command, run_separable_command
 from splitopt.cli.sweep import sweep_command
-from splitopt.cli.profile import profile_command
+from splitopt.cli.bench import bench_command
+from splitopt.cli.bandwidth import bandwidth_command
+from splitopt.cli.profile import devices_command, profile_command
 from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
 from splitopt.core.errors import InvalidOption, NotApplicable
@@ -60,12 +64,23 @@ class SweepMode(str, Enum):
     grid = "grid"
 
 
-def _load(path: Path, problem: Optional[Problem] = None, objective: Optional[str] = None):
-    """Load an instance; ``--problem`` (edge/cloud instances) and ``--objective`` override."""
+def _load(path: Path, problem: Optional[Problem] = None, objective: Optional[str] = None,
+          contiguity: Optional[str] = None, overrides: tuple = ()):
+    """Load an instance; ``--problem`` (edge/cloud instances), ``--objective`` and
+    ``--contiguity`` (maxload) override."""
     from splitopt.api import load_instance
     from splitopt.families.registry import family_of
 
-    inst = load_instance(path)
+    if contiguity is not None:
+        from splitopt.families.maxload.instance import check_contiguity
+
+        check_contiguity(contiguity, f"--contiguity {contiguity}")
+    inst = load_instance(path, overrides)  # --set: edits of the file's JSON, checked with it
+    if contiguity is not None:
+        if inst.problem != "maxload":
+            raise NotApplicable(f"--contiguity {contiguity}: applies to problem maxload (peer dnn-partitioning "
+                                f"files), not to problem '{inst.problem}'")
+        inst = inst.with_contiguity(contiguity)
     family = family_of(inst)
     if problem is not None and problem.value != inst.problem:
         if family.name != "edge_cloud":
@@ -128,8 +143,10 @@ def solve(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Wall-clock seconds from reading the instance to the answer, building the program included; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
     problem: Optional[Problem] = typer.Option(None, "--problem", help="Override the instance's problem: split (float cut) or split_bits (cut + bit-widths)."),
     objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective: chain: latency or throughput; maxload: throughput (max-load) or latency; loading: latency (first response) or balance (heaviest child load); separable: latency or bytes (sent over all steps)."),
+    contiguity: Optional[str] = typer.Option(None, "--contiguity", help="maxload: the contiguity rule, splitopt (default: backward-only colour classes free) or authors (the peer dp.cpp's: they get artificial forward nodes and are held to contiguity too)."),
     threads: int = typer.Option(2, "--threads", help="Solver threads."),
     seed: int = typer.Option(0, "--seed", help="Random seed for solvers and heuristics."),
+    overrides: Optional[list[str]] = set_option(),
     option: Optional[list[str]] = typer.Option(None, "--option", help="A solver option NAME=VALUE, passed through (repeatable), e.g. --option mip_gap=0.01; an unknown name is refused."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (the plan in the format `evaluate` reads)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log to stderr."),
@@ -152,15 +169,16 @@ def solve(
         # every option and path is checked before the instance is read (the slow part)
         SolveOptions(time_limit_s=time_limit, threads=threads, seed=seed)
         options = parse_solver_options(option)
+        sets = parse_set_options(overrides)
         check_output_path(output, "--output")
         check_output_path(export_model, "--export-model", EXPORT_SUFFIXES)
         _check_plot_options(gantt, breakdown)
         if solver is not None or options:
-            default = solver or default_backend_of(instance)
+            default = solver or default_backend_of(instance, sets)
             if default is not None:
                 check_backend(default, options)
         started = time.monotonic()
-        inst = _load(instance, problem, objective)
+        inst = _load(instance, problem, objective, contiguity, overrides=sets)
         _check_plots_apply(inst, gantt, breakdown)
         # the time limit runs from reading the instance: what is left goes to the solve
         result = run(inst, solver=solver, time_limit=solve_time_left(time_limit, started), threads=threads, seed=seed,
@@ -184,6 +202,8 @@ def evaluate(
     instance: Path = typer.Argument(..., help="Instance JSON file."),
     plan: Path = typer.Argument(..., help="Plan JSON file (or the output of `solve --json`; for a peer file, an expert placement file)."),
     objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective (see `solve`)."),
+    overrides: Optional[list[str]] = set_option(),
+    contiguity: Optional[str] = typer.Option(None, "--contiguity", help="maxload: the contiguity rule, splitopt or authors (see `solve`)."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
     layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table."),
     gantt: Optional[Path] = typer.Option(None, "--gantt", help="Draw the plan's schedule to this image file."),
@@ -196,7 +216,8 @@ def evaluate(
 
     with errors():
         _check_plot_options(gantt, breakdown)
-        inst = _load(instance, objective=objective)
+        sets = parse_set_options(overrides)
+        inst = _load(instance, objective=objective, contiguity=contiguity, overrides=sets)
         _check_plots_apply(inst, gantt, breakdown)
         p = load_plan(inst, plan)
         metrics = run(inst, p)
@@ -210,12 +231,13 @@ def evaluate(
 
 
 @app.command()
-def validate(instance: Path = typer.Argument(..., help="Instance JSON file (or a peer dnn-partitioning file).")) -> None:
+def validate(instance: Path = typer.Argument(..., help="Instance JSON file (or a peer dnn-partitioning file)."),
+             overrides: Optional[list[str]] = set_option()) -> None:
     """Check INSTANCE against the JSON Schema, for consistency and by its family."""
     from splitopt.families.registry import family_of
 
     with errors():
-        inst = _load(instance)
+        inst = _load(instance, overrides=parse_set_options(overrides))
         console.print(f"ok: {family_of(inst).summary(inst)}", highlight=False)
 
 
@@ -311,6 +333,7 @@ def pareto(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds per solve."),
     as_json: bool = typer.Option(False, "--json", help="Print the front as JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a plot of the front (.png/.svg/.pdf)."),
+    overrides: Optional[list[str]] = set_option(),
 ) -> None:
     """Latency/quantization-error Pareto front by the epsilon-constraint method (AUTO-SPLIT Fig. 5);
     on a multiview instance with measured accuracies, the latency/accuracy front over the
@@ -331,7 +354,8 @@ def pareto(
         check_output_path(plot, "--plot", PLOT_SUFFIXES)
         if solver is not None:
             check_backend(solver, {})
-        inst = _load(instance)
+        sets = parse_set_options(overrides)
+        inst = _load(instance, overrides=sets)
         if inst.problem == "multiview":
             _accuracy_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot)
             return
@@ -343,7 +367,7 @@ def pareto(
                                 f"(latency/accuracy for multiview, latency/bytes for separable), not "
                                 f"'{inst.problem}'")
         solver = solver or "milp-cbc"
-        inst = _load(instance, Problem.split_bits)
+        inst = _load(instance, Problem.split_bits, overrides=sets)
         front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
         if plot is not None:
             with writing(plot, "--plot"):
@@ -388,9 +412,10 @@ def dnnp_solve(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log to stderr."),
 ) -> None:
     """Former name of `splitopt solve FILE` on a peer file (kept so that existing commands work)."""
-    solve(file, solver=solver, time_limit=time_limit, problem=None, objective=None, threads=threads, seed=seed,
-          option=None, as_json=as_json, verbose=verbose, export_model=None, output=output, layers=True, gantt=None,
-          breakdown=None)
+    solve(file, solver=solver, time_limit=time_limit, problem=None, objective=None, contiguity=None, threads=threads,
+          seed=seed,
+          option=None, overrides=None, as_json=as_json, verbose=verbose, export_model=None, output=output,
+          layers=True, gantt=None, breakdown=None)
 
 
 @app.command("dnnp-eval", hidden=True)
@@ -422,6 +447,9 @@ app.command("run-loading")(run_loading_command)
 app.command("profile-separable")(profile_separable_command)
 app.command("run-separable")(run_separable_command)
 app.command("sweep")(sweep_command)
+app.command("bench")(bench_command)
+app.command("bandwidth")(bandwidth_command)
+app.command("devices")(devices_command)
 
 
 def main() -> None:

@@ -217,6 +217,32 @@ def parse_solver_options(items: Optional[list[str]]) -> dict[str, Any]:
     return out
 
 
+#: the help of ``--set`` (``splitopt.core.overrides`` has the grammar); rich would read
+#: "[...]" as markup, so the brackets are escaped
+SET_HELP = ("Change the instance's JSON before it is checked, PATH=VALUE (repeatable, applied in order): dotted keys, "
+            "[index], [name] (devices, layers), [source->target] (links); `layers`/`inputs` stand for graph.layers/"
+            "graph.inputs; VALUE is JSON if it parses, else a string. E.g. --set 'links[edge->cloud]."
+            "bandwidth_bits_per_s=5e6' --set devices[edge].memory_bytes=2e6 --set settings.objective=throughput. "
+            "Only existing keys, or keys the schema allows there, can be set; the result is checked like the file."
+            ).replace("[", "\\[")
+
+
+def set_option() -> Any:
+    """The ``--set PATH=VALUE`` option (repeatable) of the commands that read an instance;
+    parse its values with :func:`parse_set_options`."""
+    return typer.Option(None, "--set", metavar="PATH=VALUE", help=SET_HELP)
+
+
+def parse_set_options(items: Optional[list[str]]) -> tuple[Any, ...]:
+    """The ``--set`` values as parsed overrides (``splitopt.core.overrides.Override``),
+    before the instance is read; InvalidOption (one line naming ``--set`` and the value)
+    for one without ``=``, with a malformed path or a non-finite number. Whether each
+    path exists is checked on the instance's data (``splitopt.api.load_instance``)."""
+    from splitopt.core.overrides import parse_overrides
+
+    return parse_overrides(items or (), label="--set")
+
+
 def check_positive_count(value: int, option: str, low: int = 1, high: int = 10**6) -> None:
     """InvalidOption unless ``low <= value <= high``."""
     if not low <= value <= high:

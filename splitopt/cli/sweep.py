@@ -15,6 +15,22 @@ import typer
 from splitopt.cli.common import check_output_path, console, errors, write_output
 
 
+def default_workers(threads: int) -> int:
+    """Jobs at once by default: the CPUs this process may use, divided by each job's threads."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cpus // threads)
+
+
+def progress_printer(console):
+    """A runner callback printing one line per finished job."""
+    def progress(record, done, total):
+        objective = record.get("objective")
+        shown = "-" if objective is None else f"{objective:.6g}"
+        console.print(f"[{done}/{total}] {Path(record['instance']).name} {record['solver']} seed {record['seed']}: "
+                      f"{record.get('status')} {shown} ({record.get('wall_s', 0):.1f} s)", highlight=False,
+                      markup=False)
+    return progress
+
 def sweep_command(
     instances: list[Path] = typer.Argument(..., help="Instance files (splitopt's format or peer dnn-partitioning files)."),
     solver: Optional[list[str]] = typer.Option(None, "--solver", "-s", help="Backend (repeatable; `splitopt solvers` lists them). Default: auto."),
@@ -47,16 +63,8 @@ def sweep_command(
         for path, option in ((out, "--out"), (table, "--table"), (csv_path, "--csv")):
             check_output_path(path, option)
         jobs = expand(instances, solver or ["auto"], range(seeds), time_limit, threads)
-        n = workers or max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-                               // threads)
-
-        def progress(record, done, total):
-            objective = record.get("objective")
-            shown = "-" if objective is None else f"{objective:.6g}"
-            console.print(f"[{done}/{total}] {Path(record['instance']).name} {record['solver']} seed {record['seed']}: "
-                          f"{record.get('status')} {shown} ({record.get('wall_s', 0):.1f} s)", highlight=False)
-
-        records = run_sweep(jobs, out, executor, n, ray_address, grace, progress)
+        records = run_sweep(jobs, out, executor, workers or default_workers(threads), ray_address, grace,
+                            progress_printer(console))
         rows = summary_rows(records)
         console.print(to_markdown(rows), highlight=False, markup=False)
         if table is not None:

@@ -2,9 +2,13 @@
 
 An :class:`Instance` is built from JSON by ``splitopt.core.instance_io`` (schema and
 consistency checks) and checked further by its problem's family when loaded
-(``splitopt.loading``). Everything downstream (evaluators, programs, baselines) reads
-this immutable model and never the raw JSON; data a family derives from it is cached on
-the instance (:meth:`Instance.derived`).
+(``splitopt.api``). One built in Python (``Instance(...)``, ``dataclasses.replace``) runs
+the same checks when it is constructed (:func:`set_build_check`): a defect is a one-line
+InvalidInstance naming the field and value, never a bare KeyError later. Sequences given
+as lists are stored as tuples, and bit-widths sorted, as the parser stores them.
+Everything downstream (evaluators, programs, baselines) reads this immutable model and
+never the raw JSON; data a family derives from it is cached on the instance
+(:meth:`Instance.derived`).
 
 Units: latency in ms, sizes in bytes, bit-widths in bits, compute in MAC/s, off-chip
 bandwidth in bytes/s, link bandwidth in bits/s.
@@ -12,15 +16,59 @@ bandwidth in bytes/s, link bandwidth in bits/s.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from splitopt.core.errors import InvalidInstance
 
 OBJECTIVES = ("latency", "throughput")
+
+#: the checks an Instance built in Python runs when constructed: the JSON path's (schema
+#: on its JSON form, consistency, ranges, the family's), installed by ``splitopt.api``
+#: (:func:`set_build_check`), which knows the families; the core cannot import them
+_build_check: Callable[["Instance"], None] | None = None
+#: set while an Instance is built from data already checked (the JSON parser) or derived
+#: from a checked instance (``with_settings``, a family's derived data)
+_checked_elsewhere: contextvars.ContextVar[bool] = contextvars.ContextVar("splitopt_checked_elsewhere",
+                                                                          default=False)
+
+
+def set_build_check(check: Callable[["Instance"], None] | None) -> None:
+    """Install the checks :class:`Instance` runs when built in Python (None: none)."""
+    global _build_check
+    _build_check = check
+
+
+@contextmanager
+def checked_elsewhere() -> Iterator[None]:
+    """Instances built inside skip the build check: their data is checked by the caller
+    (the JSON parser) or derived from a checked instance."""
+    token = _checked_elsewhere.set(True)
+    try:
+        yield
+    finally:
+        _checked_elsewhere.reset(token)
+
+
+def _as_tuples(obj: Any, *names: str, sort: tuple[str, ...] = ()) -> None:
+    """Store list fields ``names`` of a frozen dataclass as tuples (as the parser does),
+    sorted for ``sort`` when they hold integers only; other values are left for the
+    build check to report."""
+    for name in names:
+        value = getattr(obj, name)
+        if name in sort and isinstance(value, (list, tuple)) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value):
+            value = tuple(sorted(value))
+        elif isinstance(value, list):
+            value = tuple(value)
+        else:
+            continue
+        object.__setattr__(obj, name, value)
 
 
 @dataclass(frozen=True)
@@ -30,6 +78,9 @@ class InputTensor:
     name: str
     shape: tuple[int, ...]
     bits: int
+
+    def __post_init__(self) -> None:
+        _as_tuples(self, "shape")
 
     @property
     def elements(self) -> int:
@@ -51,6 +102,9 @@ class Layer:
     latency_ms: Mapping[str, Any] = field(default_factory=dict)
     fused: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        _as_tuples(self, "inputs", "output_shape", "fused")
+
     @property
     def output_elements(self) -> int:
         return math.prod(self.output_shape)
@@ -68,6 +122,9 @@ class Device:
     memory_bytes: float
     bit_widths: tuple[int, ...]
     description: str = ""
+
+    def __post_init__(self) -> None:
+        _as_tuples(self, "bit_widths", sort=("bit_widths",))
 
 
 @dataclass(frozen=True)
@@ -127,6 +184,9 @@ class Settings:
     #: ``settings_key``, e.g. ``loading``), kept as given and checked by that family
     family_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        _as_tuples(self, "bit_widths", "edge_required", "chain", sort=("bit_widths",))
+
     def family_options(self, key: str) -> Mapping[str, Any]:
         """The settings object ``settings.<key>`` of a family ({} when absent)."""
         return self.family_settings.get(key, {})
@@ -143,6 +203,13 @@ class Instance:
     description: str = ""
     source: Mapping[str, Any] = field(default_factory=dict)
     buses: tuple[Bus, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Built in Python (not by the JSON parser, not derived from a checked instance):
+        the JSON path's checks (:func:`set_build_check`), InvalidInstance on a defect."""
+        _as_tuples(self, "inputs", "layers", "devices", "links", "buses")
+        if _build_check is not None and not _checked_elsewhere.get():
+            _build_check(self)
 
     # ----- lookups -------------------------------------------------------------------
     @cached_property
@@ -184,7 +251,8 @@ class Instance:
         immutable): the family's prepared data, latency tables, ...; ``key`` names it."""
         cache = self.__dict__.setdefault("_derived_cache", {})
         if key not in cache:
-            cache[key] = build()
+            with checked_elsewhere():  # instances built from a checked one (e.g. a view)
+                cache[key] = build()
         return cache[key]
 
     @cached_property
@@ -308,6 +376,7 @@ class Instance:
             elif key in ("mesh", "multiview"):
                 value = dict(value)
             changes[key] = value
-        return dataclasses.replace(self, settings=dataclasses.replace(self.settings, **changes))
+        with checked_elsewhere():
+            return dataclasses.replace(self, settings=dataclasses.replace(self.settings, **changes))
 
 

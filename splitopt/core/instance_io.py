@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.jsonfile import cut, shown
-from splitopt.core.instance import Bus, Device, InputTensor, Instance, Layer, Link, Settings
+from splitopt.core.jsonfile import cut, json_type, shown
+from splitopt.core.instance import Bus, Device, InputTensor, Instance, Layer, Link, Settings, checked_elsewhere
 from splitopt.core.ranges import check_ranges
 
 FORMAT = "splitopt-instance/1"
@@ -178,20 +178,112 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
         family_settings={key: dict(value) for key, value in s.items()
                          if key not in CORE_SETTINGS and isinstance(value, dict)},
     )
-    inst = Instance(
-        name=data["name"],
-        inputs=inputs,
-        layers=layers,
-        devices=devices,
-        links=links,
-        settings=settings,
-        description=data.get("description", ""),
-        source=data.get("source", {}),
-        buses=buses,
-    )
+    with checked_elsewhere():  # checked here: the schema above, consistency and ranges below
+        inst = Instance(
+            name=data["name"],
+            inputs=inputs,
+            layers=layers,
+            devices=devices,
+            links=links,
+            settings=settings,
+            description=data.get("description", ""),
+            source=data.get("source", {}),
+            buses=buses,
+        )
     _check_consistency(inst)
     check_ranges(inst)
     return inst
+
+
+def check_built(inst: Instance, schema: Mapping[str, Any]) -> None:
+    """The checks of :func:`parse_instance_data` on an instance built in Python (not
+    parsed from JSON): its fields' types, then its JSON form (:func:`to_dict`) against
+    ``schema``, the references to devices and buses, consistency and ranges, in the
+    parser's order and with its messages. InvalidInstance (one line naming the field and
+    value) on any defect; the family's checks are the caller's
+    (``splitopt.api``)."""
+    _check_built_types(inst)
+    check_schema(to_dict(inst), schema)
+    s = inst.settings
+    dev_names = {d.name for d in inst.devices}
+    bus_names = {b.name for b in inst.buses}
+    for i, link in enumerate(inst.links):
+        if link.bus is not None and link.bus not in bus_names:
+            raise InvalidInstance(f"instance.links[{i}].bus: unknown bus '{link.bus}' "
+                                  f"(buses: {', '.join(sorted(bus_names)) or 'none'})")
+    for i, name in enumerate(s.chain):
+        if name not in dev_names:
+            raise InvalidInstance(
+                f"instance.settings.chain[{i}]: unknown device '{name}' (devices: {', '.join(sorted(dev_names))})"
+            )
+    for key in ("edge", "cloud"):
+        if getattr(s, key) not in dev_names:
+            raise InvalidInstance(f"instance.settings.{key}: unknown device '{getattr(s, key)}' "
+                                  f"(devices: {', '.join(sorted(dev_names))})")
+    if s.edge_memory_bytes is None:
+        raise InvalidInstance("instance.settings.edge_memory_bytes: must be a number of bytes in an instance built in "
+                              "Python (None is resolved to the edge device's memory_bytes only when parsing JSON)")
+    _check_consistency(inst)
+    check_ranges(inst)
+
+
+def _kind(value: Any) -> str:
+    """How a Python value is named in a message: its JSON type, or its class."""
+    kind = json_type(value)
+    return f"{kind} {shown(value)}" if kind in ("string", "number", "boolean") else type(value).__name__
+
+
+def _sequence(value: Any, where: str, item: type | None = None) -> None:
+    """InvalidInstance unless ``value`` is a tuple or list (of ``item`` instances)."""
+    if not isinstance(value, (tuple, list)):
+        raise InvalidInstance(f"{where}: must be a tuple or list, got {_kind(value)}")
+    if item is not None:
+        for i, x in enumerate(value):
+            if not isinstance(x, item):
+                raise InvalidInstance(f"{where}[{i}]: must be a {item.__name__} (splitopt.core.instance), "
+                                      f"got {_kind(x)}")
+
+
+def _mapping(value: Any, where: str, keys: type = str) -> None:
+    """InvalidInstance unless ``value`` is a mapping whose keys are ``keys`` instances."""
+    if not isinstance(value, Mapping):
+        raise InvalidInstance(f"{where}: must be a mapping (dict), got {_kind(value)}")
+    for key in value:
+        if not isinstance(key, keys) or isinstance(key, bool):
+            what = "bit-widths (int)" if keys is int else "strings"
+            raise InvalidInstance(f"{where}: keys must be {what}, got {_kind(key)}")
+
+
+def _check_built_types(inst: Instance) -> None:
+    """The container fields of an instance built in Python have the types the model
+    declares (scalars are the schema's to judge, on the JSON form)."""
+    if not isinstance(inst.settings, Settings):
+        raise InvalidInstance(f"instance.settings: must be a Settings (splitopt.core.instance), got {_kind(inst.settings)}")
+    _sequence(inst.inputs, "instance.graph.inputs", InputTensor)
+    _sequence(inst.layers, "instance.graph.layers", Layer)
+    _sequence(inst.devices, "instance.devices", Device)
+    _sequence(inst.links, "instance.links", Link)
+    _sequence(inst.buses, "instance.buses", Bus)
+    _mapping(inst.source, "instance.source")
+    for i, t in enumerate(inst.inputs):
+        _sequence(t.shape, f"instance.graph.inputs[{i}].shape")
+    for i, layer in enumerate(inst.layers):
+        where = f"instance.graph.layers[{i}]"
+        for name in ("inputs", "output_shape", "fused"):
+            _sequence(getattr(layer, name), f"{where}.{name}")
+        for name in ("weight_error", "activation_error"):
+            _mapping(getattr(layer, name), f"{where}.{name}", keys=int)
+        _mapping(layer.latency_ms, f"{where}.latency_ms")
+    for i, d in enumerate(inst.devices):
+        _sequence(d.bit_widths, f"instance.devices[{i}].bit_widths")
+    s = inst.settings
+    for name in ("bit_widths", "edge_required", "chain"):
+        _sequence(getattr(s, name), f"instance.settings.{name}")
+    for name in ("mesh", "multiview"):
+        _mapping(getattr(s, name), f"instance.settings.{name}")
+    _mapping(s.family_settings, "instance.settings (family_settings)")
+    for key, value in s.family_settings.items():
+        _mapping(value, f"instance.settings.{key}")
 
 
 def _parse_layer(index: int, raw: Mapping[str, Any]) -> Layer:

@@ -1,4 +1,10 @@
-"""Hardware presets from the papers, in the instance's JSON form (units in field names).
+"""Hardware presets in the instance's JSON form (units in field names): the papers'
+devices and links, and device presets from vendor datasheets (Raspberry Pi 4, Jetson
+Nano and Xavier NX, a phone NPU, a laptop GPU, a V100 server), listed by
+:func:`preset_names` / :func:`list_presets` (``splitopt devices``), built by
+:func:`device_preset`, and put together into edge/cloud, chain or mesh topologies by
+:func:`topology` (``splitopt profile --preset pi4,jetson,v100``). Every rate states its
+source next to it; the vendor figures are peak rates and so assumptions (see below).
 
 Both papers count one multiply-accumulate as one OP: Eyeriss' 168 PEs at 200 MHz give
 33.6 GMAC/s ("34 GOPs", AUTO-SPLIT Table 1), and SplitNets' 125 GOP/s sensor runs
@@ -9,7 +15,9 @@ are binary (192 KB = 196,608 B), as hardware buffers are.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
+
+from splitopt.core.errors import InvalidOption
 
 KB = 1024
 MiB = 1024 * 1024
@@ -79,3 +87,252 @@ def splitnets_bus_share(share: float = 0.25, source: str = "sensor", target: str
     """A share of SplitNets' shared 1.2 Gb/s bus; Table 4 gives each of four sensors 25 %
     (37.5 MB/s), Table 6 each of twelve 1/12 (12.5 MB/s)."""
     return {"source": source, "target": target, "bandwidth_bits_per_s": 1.2e9 * share, "latency_ms": 0.0}
+
+
+# ----- device presets: vendor peak figures ----------------------------------------------
+#
+# The devices below are not from the papers. Their rates are **vendor datasheet peak
+# numbers**, converted to this package's units, and every one is an assumption: batch-1
+# DNN inference typically reaches 10-50 % of a peak rate (launch overheads, memory
+# stalls, layers too small to fill the machine), and the analytical model
+# (``formulations/device_model.md``) charges compute and off-chip traffic at these rates.
+# The JMSNAS instances (``instances/make_mesh_instances.py``) use *effective* rates for
+# the same devices instead (Pi 4 4e9, laptop GPU 2.5e11, Jetson AGX Xavier 1.25e11, V100
+# server 4e11 MAC/s). Change a rate in an instance with ``--set devices[NAME].mac_per_s=...``.
+#
+# Conversions: ``mac_per_s`` counts multiply-accumulates. Vendors count FLOP/s and TOPS
+# with an FMA (one MAC) as **two** operations, so MAC/s = FLOP/s / 2 = OP/s / 2. (The
+# papers' presets above take their OP/s figures as MAC/s, as the papers do.) The rate is
+# the one of the device's 16-bit path where it has one (the instances' reference
+# precision ``cloud_bits`` is 16; the model's MAC units run at one rate at every
+# bit-width), else its FP32 path. ``offchip_bytes_per_s``: the theoretical DRAM bandwidth
+# (bus width x transfer rate). ``onchip_bytes``: the last-level cache or on-chip SRAM the
+# accelerator can tile in. ``memory_bytes``: the DRAM of the smallest common variant
+# (shared with the OS on SoCs; lower it with ``--set`` for a realistic model budget).
+
+
+def raspberry_pi4(name: str = "pi4") -> dict[str, Any]:
+    """Raspberry Pi 4 Model B (BCM2711: 4x Cortex-A72 at 1.5 GHz, 1 MiB shared L2,
+    LPDDR4-3200 on a 32-bit bus, Raspberry Pi product brief).
+
+    * mac_per_s 24e9: 4 cores x 1.5 GHz x 4 FP32 lanes, one 128-bit NEON FMA per cycle per
+      core (our reading of the Cortex-A72's two 64-bit FP/ASIMD pipes; 48 GFLOP/s). FP32
+      because the A72 (ARMv8.0) has no FP16 arithmetic and no int8 dot product. Peak; an
+      assumption.
+    * offchip_bytes_per_s 12.8e9: 3200 MT/s x 4 bytes (theoretical).
+    * onchip_bytes 1 MiB (the L2); memory_bytes 4 GB (the 4 GB board; 1, 2 and 8 GB exist).
+    """
+    return {
+        "name": name,
+        "description": "Raspberry Pi 4 (4x Cortex-A72 1.5 GHz NEON FP32 peak 24 GMAC/s, LPDDR4-3200 32-bit "
+                       "12.8 GB/s); vendor peak figures, an assumption",
+        "mac_per_s": 24e9,
+        "offchip_bytes_per_s": 12.8e9,
+        "onchip_bytes": 1 * MiB,
+        "memory_bytes": 4e9,
+        "bit_widths": [8, 16, 32],
+    }
+
+
+def jetson_nano(name: str = "jetson") -> dict[str, Any]:
+    """NVIDIA Jetson Nano module (128-core Maxwell GPU at 921 MHz, 4 GB 64-bit LPDDR4,
+    NVIDIA Jetson Nano datasheet: "472 GFLOPS" FP16, 25.6 GB/s).
+
+    * mac_per_s 235.8e9: 472 GFLOP/s FP16 / 2 (128 cores x 921 MHz x FP16x2 x FMA). Peak;
+      an assumption.
+    * offchip_bytes_per_s 25.6e9 (datasheet); onchip_bytes 256 KiB (the GPU's L2);
+      memory_bytes 4 GB (shared with the CPU and OS).
+    """
+    return {
+        "name": name,
+        "description": "NVIDIA Jetson Nano (Maxwell GPU 472 GFLOP/s FP16 = 235.8 GMAC/s, 25.6 GB/s LPDDR4); vendor "
+                       "peak figures, an assumption",
+        "mac_per_s": 235.8e9,
+        "offchip_bytes_per_s": 25.6e9,
+        "onchip_bytes": 256 * KB,
+        "memory_bytes": 4e9,
+        "bit_widths": [8, 16, 32],
+    }
+
+
+def jetson_xavier_nx(name: str = "xavier_nx") -> dict[str, Any]:
+    """NVIDIA Jetson Xavier NX module (384-core Volta GPU with 48 tensor cores at up to
+    1100 MHz, 8 GB 128-bit LPDDR4x at 1600 MHz, NVIDIA Jetson Xavier NX datasheet
+    DA-09366-001: "up to 21 TOPS (INT8)", GPU and two NVDLA engines together).
+
+    * mac_per_s 3.38e12: the GPU's tensor cores at FP16, 48 x 64 FMA per clock x 1.1 GHz
+      (6.8 TFLOP/s). The 21 INT8 TOPS (10.5 T MAC/s) need the DLAs and INT8 as well. Peak;
+      an assumption.
+    * offchip_bytes_per_s 51.2e9: 16 bytes x 3200 MT/s (theoretical).
+    * onchip_bytes 512 KiB (the GPU's L2); memory_bytes 8 GB (shared with the CPU and OS).
+    """
+    return {
+        "name": name,
+        "description": "NVIDIA Jetson Xavier NX (Volta tensor cores FP16 6.8 TFLOP/s = 3.38 TMAC/s; 21 INT8 TOPS "
+                       "with the DLAs; 51.2 GB/s LPDDR4x); vendor peak figures, an assumption",
+        "mac_per_s": 3.38e12,
+        "offchip_bytes_per_s": 51.2e9,
+        "onchip_bytes": 512 * KB,
+        "memory_bytes": 8e9,
+        "bit_widths": [8, 16, 32],
+    }
+
+
+def phone_npu(name: str = "phone_npu") -> dict[str, Any]:
+    """A flagship phone's NPU: Apple A15 Bionic's 16-core Neural Engine (Apple, iPhone 13
+    announcement: "15.8 trillion operations per second"), with the phone's 4 GB LPDDR4X.
+
+    * mac_per_s 7.9e12: 15.8 TOPS / 2. Apple does not state the precision; the Neural
+      Engine is commonly reported to compute in FP16 and INT8 at this rate. Peak; an
+      assumption.
+    * offchip_bytes_per_s 34.1e9: a 64-bit LPDDR4X-4266 interface (theoretical; not
+      published by Apple, an assumption).
+    * onchip_bytes 32 MiB (the A15's system-level cache, Apple); memory_bytes 4 GB
+      (iPhone 13; the model gets a fraction of it: lower it with ``--set``).
+    """
+    return {
+        "name": name,
+        "description": "Phone NPU: Apple A15 Neural Engine (15.8 TOPS = 7.9 TMAC/s, precision unstated), 64-bit "
+                       "LPDDR4X-4266 34.1 GB/s assumed; vendor peak figures, an assumption",
+        "mac_per_s": 7.9e12,
+        "offchip_bytes_per_s": 34.1e9,
+        "onchip_bytes": 32 * MiB,
+        "memory_bytes": 4e9,
+        "bit_widths": [8, 16],
+    }
+
+
+def laptop_gpu(name: str = "laptop_gpu") -> dict[str, Any]:
+    """A laptop GPU: NVIDIA GeForce RTX 3050 Laptop (GA107, 2048 CUDA cores, 4 GB GDDR6 on
+    a 128-bit bus; the GPU of JMSNAS' XPS15 small base station). Clocks depend on the
+    laptop's power limit (about 1.2-1.7 GHz boost).
+
+    * mac_per_s 3.07e12: 2048 cores x 1.5 GHz, one FP32 FMA per core per clock (6.1
+      TFLOP/s); Ampere GA10x runs non-tensor FP16 at the FP32 rate. The tensor cores'
+      FP16 rate is higher and not used here. Peak at an assumed 1.5 GHz; an assumption.
+    * offchip_bytes_per_s 192e9: 16 bytes x 12 Gbit/s GDDR6 (theoretical).
+    * onchip_bytes 2 MiB (the L2); memory_bytes 4 GB (the GPU's own memory).
+    """
+    return {
+        "name": name,
+        "description": "Laptop GPU: RTX 3050 Laptop (2048 CUDA cores x 1.5 GHz FP32 = 3.07 TMAC/s, GDDR6 128-bit "
+                       "192 GB/s); vendor peak figures, an assumption",
+        "mac_per_s": 3.07e12,
+        "offchip_bytes_per_s": 192e9,
+        "onchip_bytes": 2 * MiB,
+        "memory_bytes": 4e9,
+        "bit_widths": [8, 16, 32],
+    }
+
+
+def v100_server(name: str = "v100") -> dict[str, Any]:
+    """A V100-class server GPU: NVIDIA Tesla V100 SXM2 (NVIDIA V100 datasheet: 125 TFLOP/s
+    tensor (mixed precision), 15.7 TFLOP/s FP32, 31.4 TFLOP/s FP16, 900 GB/s HBM2, 16 or
+    32 GB; 6 MiB L2, Volta whitepaper).
+
+    * mac_per_s 62.5e12: 125 TFLOP/s tensor / 2 (FP16 multiply, FP32 accumulate). At FP32
+      on the CUDA cores it is 7.85e12 (15.7 TFLOP/s / 2): set that for an FP32 model.
+      Peak; an assumption, and far from what one batch-1 inference reaches.
+    * offchip_bytes_per_s 900e9 (HBM2, datasheet); onchip_bytes 6 MiB (the L2);
+      memory_bytes 16 GB.
+    """
+    return {
+        "name": name,
+        "description": "Tesla V100 SXM2 (tensor 125 TFLOP/s = 62.5 TMAC/s FP16; FP32 15.7 TFLOP/s; HBM2 900 GB/s); "
+                       "vendor peak figures, an assumption",
+        "mac_per_s": 62.5e12,
+        "offchip_bytes_per_s": 900e9,
+        "onchip_bytes": 6 * MiB,
+        "memory_bytes": 16e9,
+        "bit_widths": [8, 16, 32],
+    }
+
+
+#: preset name -> (the function building its device, one line on where it comes from);
+#: the name is also the device's default name in an instance
+DEVICE_PRESETS: dict[str, tuple[Callable[..., dict[str, Any]], str]] = {
+    "pi4": (raspberry_pi4, "Raspberry Pi 4, vendor peak (assumption)"),
+    "jetson": (jetson_nano, "NVIDIA Jetson Nano, vendor peak (assumption)"),
+    "xavier_nx": (jetson_xavier_nx, "NVIDIA Jetson Xavier NX GPU, vendor peak (assumption)"),
+    "phone_npu": (phone_npu, "Apple A15 Neural Engine, vendor peak (assumption)"),
+    "laptop_gpu": (laptop_gpu, "RTX 3050 Laptop GPU, vendor peak (assumption)"),
+    "v100": (v100_server, "Tesla V100 SXM2 tensor cores, vendor peak (assumption)"),
+    "eyeriss": (eyeriss_edge, "AUTO-SPLIT Table 1 edge"),
+    "tpu": (tpu_cloud, "AUTO-SPLIT Table 1 cloud"),
+    "sensor": (splitnets_sensor, "SplitNets Sec. 3.2 / App. G sensor NPU"),
+    "aggregator": (splitnets_aggregator, "SplitNets aggregator NPU"),
+}
+
+
+def preset_names() -> list[str]:
+    """The device presets' names, in the order :data:`DEVICE_PRESETS` lists them."""
+    return list(DEVICE_PRESETS)
+
+
+def device_preset(preset: str, name: str | None = None) -> dict[str, Any]:
+    """The device ``preset`` (a name of :func:`preset_names`) in the instance JSON's device
+    form, named ``name`` (default: the preset's name). InvalidOption (one line listing
+    the presets) for an unknown name."""
+    entry = DEVICE_PRESETS.get(preset)
+    if entry is None:
+        raise InvalidOption(f"device preset '{preset}': unknown (presets: {', '.join(DEVICE_PRESETS)})")
+    device = entry[0]()
+    device["name"] = name if name is not None else preset
+    return device
+
+
+def list_presets() -> list[dict[str, Any]]:
+    """Every device preset: ``{"preset", "source", "device"}`` (the device in the
+    instance JSON's form), in :func:`preset_names` order."""
+    return [{"preset": key, "source": source, "device": device_preset(key)}
+            for key, (_, source) in DEVICE_PRESETS.items()]
+
+
+def link(source: str, target: str, bandwidth_bits_per_s: float, latency_ms: float = 0.0) -> dict[str, Any]:
+    """A link in the instance JSON's form."""
+    return {"source": source, "target": target, "bandwidth_bits_per_s": float(bandwidth_bits_per_s),
+            "latency_ms": float(latency_ms)}
+
+
+def topology(presets: Sequence[str], kind: str, bandwidth_bits_per_s: float,
+             latency_ms: float = 0.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Devices, links and the topology's settings (without the model-dependent ones) for
+    device presets in order, e.g. ``["pi4", "jetson", "v100"]``:
+
+    * ``edge-cloud`` (exactly two): ``presets[0]`` the edge, ``presets[1]`` the cloud, one
+      uplink; settings ``edge``/``cloud``;
+    * ``chain`` (two or more): links ``presets[i] -> presets[i+1]``; settings ``chain``;
+    * ``mesh`` (two or more): a link from every device to every later one (the input
+      arrives at the first, the output leaves from the last); settings ``edge``,
+      ``cloud`` and ``mesh`` (shortest-path routing, outputs delivered to the last).
+
+    Every link gets ``bandwidth_bits_per_s`` and ``latency_ms``. A preset named twice
+    gets the suffixes ``_2``, ``_3``, ... after its first use. InvalidOption (one line)
+    for an unknown preset, kind or count."""
+    if kind not in TOPOLOGIES:
+        raise InvalidOption(f"topology '{kind}': must be one of {', '.join(TOPOLOGIES)}")
+    presets = [p.strip() for p in presets]
+    low = 2
+    if len(presets) < low or (kind == "edge-cloud" and len(presets) != 2):
+        need = "exactly 2" if kind == "edge-cloud" else "at least 2"
+        raise InvalidOption(f"topology '{kind}': needs {need} device presets, got {len(presets)} "
+                            f"({','.join(presets) or 'none'})")
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for p in presets:
+        seen[p] = seen.get(p, 0) + 1
+        names.append(p if seen[p] == 1 else f"{p}_{seen[p]}")
+    devices = [device_preset(p, n) for p, n in zip(presets, names)]
+    if kind == "mesh":
+        links = [link(a, b, bandwidth_bits_per_s, latency_ms) for i, a in enumerate(names) for b in names[i + 1:]]
+        settings: dict[str, Any] = {"problem": "mesh", "edge": names[0], "cloud": names[-1],
+                                    "mesh": {"routing": "shortest", "deliver_outputs": True}}
+    else:
+        links = [link(a, b, bandwidth_bits_per_s, latency_ms) for a, b in zip(names, names[1:])]
+        settings = ({"problem": "chain", "chain": names} if kind == "chain"
+                    else {"problem": "split", "edge": names[0], "cloud": names[1]})
+    return devices, links, settings
+
+
+#: the topologies :func:`topology` builds
+TOPOLOGIES = ("edge-cloud", "chain", "mesh")

@@ -23,10 +23,28 @@ def cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def describe(inst: Any) -> dict[str, Any]:
+    """The instance's family and size: ``size`` its layers (splitopt's instances) or nodes
+    (peer files), ``size_unit`` which; None where it has neither."""
+    from splitopt.families.registry import family_of
+
+    size, unit = None, None
+    for attr in ("layers", "nodes"):
+        items = getattr(inst, attr, None)
+        if items is not None:
+            size, unit = len(items), attr
+            break
+    return {"family": family_of(inst).name, "size": size, "size_unit": unit}
+
+
 def solve_job(job: Job) -> dict[str, Any]:
-    """The record of one solve: the result's JSON form (``splitopt solve --json``) with the
-    job, its key, and wall and CPU seconds from reading the instance to the answer; an
-    error of the input or the solver becomes ``status: "ERROR"`` with its message."""
+    """The record of one solve: the result's JSON form (``splitopt solve --json``: status,
+    objective, bound, gap, ``build_s`` and ``solve_s``) with the job, its key, the
+    instance's family and size (:func:`describe`), ``read_s`` (reading the instance), the
+    anytime curve of a search where the result has one (``anytime``: [seconds,
+    evaluations, objective, feasible] per improvement), and wall and CPU seconds from
+    reading the instance to the answer; an error of the input or the solver becomes
+    ``status: "ERROR"`` with its message."""
     from splitopt.api import load_instance, result_to_dict
     from splitopt.core.errors import SplitoptError
     from splitopt.core.options import solve_time_left
@@ -36,12 +54,15 @@ def solve_job(job: Job) -> dict[str, Any]:
     record: dict[str, Any] = {"key": job.key, **job.to_dict()}
     try:
         inst = load_instance(job.instance)
+        record.update(describe(inst), read_s=time.perf_counter() - t0)
         result = solve(inst, job.solver, time_limit=solve_time_left(job.time_limit_s, started), threads=job.threads,
                        seed=job.seed)
         out = result_to_dict(inst, result)
         out.pop("solver", None)  # the job's solver (auto) stays; the result's backend is in the message
         out["instance_name"] = out.pop("instance")  # "instance" stays the job's file
         record.update(out)
+        if result.extra.get("anytime"):
+            record["anytime"] = [list(point) for point in result.extra["anytime"]]
     except SplitoptError as e:
         record.update(status="ERROR", message=f"{type(e).__name__}: {e}")
     record.update(wall_s=time.perf_counter() - t0, cpu_s=cpu_s() - c0)

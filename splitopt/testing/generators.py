@@ -41,6 +41,18 @@ def random_chain_instance(seed: int, n_layers: int, n_devices: int, objective: s
     return family("chain").instance_from_data(random_chain_data(seed, n_layers, n_devices, objective, linear))
 
 
+def random_chain_plan(inst: Any, rng: Any) -> Any:
+    """A random monotone chain plan of ``inst`` (each layer on a device at or after its
+    inputs'; ``rng`` a numpy Generator)."""
+    from splitopt.families.chain.plan import plan_from_indices
+
+    index: dict[str, int] = {}
+    for layer in inst.layers:
+        low = max([index[s] for s in layer.inputs if s in index], default=0)
+        index[layer.name] = int(rng.integers(low, len(inst.settings.chain)))
+    return plan_from_indices(inst, index)
+
+
 def random_mesh_instance(seed: int, n_layers: int, n_devices: int) -> Any:
     """A random mesh instance (``splitopt.families.mesh.examples.random_mesh_data``)."""
     from splitopt.families.mesh.examples import random_mesh_data

@@ -199,14 +199,73 @@ def capture(module: torch.nn.Module, example_input: torch.Tensor, rename: Callab
             input_bits: int = 8) -> Capture:
     """Export ``module`` and build its fused layer graph (see module docstring).
 
+    ``module`` may also be a ``torch.export.ExportedProgram`` (e.g. loaded from a
+    ``.pt2`` file): walked as it is when its input shape is static and that of
+    ``example_input``, else its ``.module()`` is exported again on ``example_input``;
+    a module made by ``ExportedProgram.module()`` (which refuses ``eval()``) is exported
+    as it is.
+
     ``rename`` maps a default layer name (``<module path>`` or ``<module path>.<op>``)
     to a shorter readable one; clashes get ``_1``, ``_2`` suffixes."""
     if example_input.shape[0] != 1:
         raise ValueError(f"capture expects batch size 1, got input shape {tuple(example_input.shape)}")
-    module = module.eval()
+    if isinstance(module, torch.export.ExportedProgram):
+        if _static_input_shape(module) == tuple(example_input.shape):
+            return _Walker(module, rename, input_bits).run()  # a saved program: walked as it is
+        module = module.module()  # dynamic or other shapes: exported again on the example input
+    module = eval_mode(module)
     with torch.no_grad():
         program = torch.export.export(module, (example_input,), strict=False)
     return _Walker(program, rename, input_bits).run()
+
+
+def eval_mode(module: torch.nn.Module) -> torch.nn.Module:
+    """``module.eval()``; a module made by ``ExportedProgram.module()`` refuses ``eval()``
+    (torch: "Calling eval() is not supported yet") and runs the graph it was exported
+    with, in the mode it was exported in (batch norms as exported, e.g. in inference
+    form): it is returned as it is."""
+    try:
+        return module.eval()
+    except NotImplementedError:
+        return module
+
+
+def _static_input_shape(program) -> tuple[int, ...] | None:
+    """The shape of the exported program's single tensor user input, None when it has
+    symbolic dimensions or not exactly one tensor input."""
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+    users = [node for spec, node in zip(program.graph_signature.input_specs, placeholders)
+             if spec.kind == InputKind.USER_INPUT]
+    if len(users) != 1 or not isinstance(users[0].meta.get("val"), torch.Tensor):
+        return None
+    dims = users[0].meta["val"].shape
+    return tuple(int(d) for d in dims) if all(isinstance(d, int) for d in dims) else None
+
+
+def load_exported(path: str) -> tuple[Any, torch.Tensor | None]:
+    """``(ExportedProgram, example input or None)`` of a program saved by
+    ``torch.export.save`` (a ``.pt2`` file): the example is the first of the saved
+    example inputs when it is a tensor, else a zero tensor of the input's static shape
+    and dtype, else None (dynamic shapes: the caller gives one). ValueError (one line)
+    for a file that is no saved program."""
+    try:
+        program = torch.export.load(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable file
+        first = next((l.strip() for l in str(e).splitlines() if l.strip()), "")
+        raise ValueError(f"'{path}' is not a program saved by torch.export.save: {type(e).__name__}"
+                         f"{': ' + first if first else ''}") from e
+    example = None
+    saved = getattr(program, "example_inputs", None)
+    if saved and saved[0] and isinstance(saved[0][0], torch.Tensor):
+        example = saved[0][0]
+    else:
+        shape = _static_input_shape(program)
+        if shape is not None:
+            placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+            val = next(node.meta["val"] for spec, node in zip(program.graph_signature.input_specs, placeholders)
+                       if spec.kind == InputKind.USER_INPUT)
+            example = torch.zeros(shape, dtype=val.dtype)
+    return program, example
 
 
 class _Walker:

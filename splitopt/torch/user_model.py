@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from splitopt.core.errors import InvalidModel, SplitoptError
+from splitopt.torch.capture import eval_mode
 # the seeds and count of the synthetic run and calibration inputs: those of the built-in models
 from splitopt.torch.seeds import CALIBRATION_IMAGES as CALIBRATION_INPUTS
 from splitopt.torch.seeds import CALIBRATION_SEED, RUN_INPUT_SEED
@@ -163,7 +164,7 @@ def load_factory_output(spec: str, seed: int = 0) -> tuple[torch.nn.Module, torc
     if not isinstance(out, torch.nn.Module):
         raise InvalidModel(f"{what} returned {type(out).__name__}, not a torch.nn.Module "
                            f"(or a (module, example_input) tuple)")
-    return out.eval(), example, attr.rsplit(".", 1)[-1]
+    return eval_mode(out), example, attr.rsplit(".", 1)[-1]
 
 
 # ----- inputs -------------------------------------------------------------------------------

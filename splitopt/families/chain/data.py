@@ -30,7 +30,6 @@ class ChainTensors:
     last_step: dict[str, int]
     held_bytes: dict[str, float]
     sent_bytes: dict[str, float]
-    live: tuple[tuple[str, ...], ...]
 
 
 def chain_tensors(inst: Instance) -> ChainTensors:
@@ -54,12 +53,7 @@ def _chain_tensors(inst: Instance) -> ChainTensors:
         readers = inst.consumers[name]
         last[name] = max([inst.position[r] for r in readers], default=first[name])
         sent[name] = inst.tensor_elements(name) * inst.sent_bits(name, bits) / 8.0
-    live: list[list[str]] = [[] for _ in inst.layers]
-    for name in names:
-        for k in range(first[name], last[name] + 1):
-            live[k].append(name)
-    return ChainTensors(tuple(names), producer, dict(inst.consumers), first, last, held, sent,
-                        tuple(tuple(v) for v in live))
+    return ChainTensors(tuple(names), producer, dict(inst.consumers), first, last, held, sent)
 
 
 def compute_table(inst: Instance) -> dict[str, list[float]]:

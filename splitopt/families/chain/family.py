@@ -14,7 +14,7 @@ from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.chain import methods
-from splitopt.families.chain.bound import chain_lower_bound
+from splitopt.families.chain.bound import chain_lower_bound, memory_free_optimum_fits
 from splitopt.families.chain.checks import check_chain
 from splitopt.families.chain.enumerate import enumerate_plans
 from splitopt.families.chain.evaluate import ChainMetrics, evaluate
@@ -28,6 +28,8 @@ from splitopt.search.space import SearchSpace
 METHODS = (
     Method("chain-dp", "exact DP over contiguous segments for chain-shaped graphs (DNNPipe/PipeDream style)",
            methods.chain_dp, kind="exact"),
+    Method("chain-cut", "exact minimum cut for the latency objective on any layer DAG, where no memory limit binds "
+           "(otherwise a lower bound)", methods.chain_cut, kind="exact"),
     Method("segments-dp", "best contiguous segments of the file order by DP on any layer DAG (PipeDream-style; "
            "memory left to the evaluator)", methods.segments_dp),
     Method("chain-scan", "HiveMind-style linear search: one split point per device, greedy along the chain",
@@ -84,7 +86,14 @@ class ChainFamily(Family):
         return chain_space(inst)
 
     def lower_bound(self, inst: Instance) -> float | None:
+        self.prepare(inst)
         return chain_lower_bound(inst)
+
+    def exact_method(self, inst: Instance) -> str | None:
+        """``chain-cut`` for the latency objective where its memory-free optimum meets every
+        memory limit (decided by solving the cut, cached on the instance)."""
+        self.prepare(inst)
+        return "chain-cut" if memory_free_optimum_fits(inst) else None
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.chain.examples import small_random_data

@@ -170,7 +170,9 @@ def segments_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
 
 
 def chain_scan(inst: Instance, options: SolveOptions) -> BackendOutput:
-    """HiveMind-style linear search: one split point per device, greedy along the chain."""
+    """HiveMind-style linear search: one split point per device, greedy along the chain.
+    Past the deadline a device takes its best split point without the memory check (each
+    check evaluates a plan: thousands of them on a 3,000-layer graph)."""
     M, N = len(inst.settings.chain), len(inst.layers)
     P, T = _prefix_compute(inst), _cross_ms(inst)
     throughput = inst.settings.objective == "throughput"
@@ -188,6 +190,8 @@ def chain_scan(inst: Instance, options: SolveOptions) -> BackendOutput:
         chosen = None
         decided = range(M) if m == M - 2 else range(m + 1)  # the last choice decides every device
         for _, c in scored:  # the best split point whose decided devices fit their memory
+            if options.out_of_time():
+                break  # past the deadline: the best split point, fitting or not
             loads = evaluate(inst, segments_plan(inst, cuts + [c] + [N] * (M - 2 - m))).devices
             if all(loads[d].memory_bytes <= loads[d].memory_limit * (1 + 1e-9) for d in decided):
                 chosen = c
@@ -203,3 +207,24 @@ def best_single_device(inst: Instance, options: SolveOptions) -> BackendOutput:
     scored = [(not evaluate(inst, p).feasible, evaluate(inst, p).objective_ms, i) for i, p in enumerate(plans)]
     best = min(scored)
     return BackendOutput(Status.FEASIBLE, plan=plans[best[2]])
+
+
+def chain_cut(inst: Instance, options: SolveOptions) -> BackendOutput:
+    """exact minimum cut for the latency objective on any layer DAG where no memory limit binds (Ishikawa graph)."""
+    from splitopt.families.chain.cut import min_weighted_stages
+
+    if inst.settings.objective != "latency":
+        raise NotApplicable("chain-cut: solves the 'latency' objective (a sum of stage times is a cut; the "
+                            "throughput bottleneck is not); use cpsat")
+    t0 = time.perf_counter()
+    cut = min_weighted_stages(inst)
+    plan = plan_from_indices(inst, {layer.name: p for layer, p in zip(inst.layers, cut.labels)})
+    metrics = evaluate(inst, plan)
+    extra = {"solve_s": time.perf_counter() - t0}
+    if not metrics.feasible:
+        return BackendOutput(
+            Status.NO_SOLUTION_FOUND, plan=plan, bound=cut.bound_ms, extra=extra,
+            message=("chain-cut: the optimum without memory limits breaks one (" + metrics.violations[0] +
+                     "); its latency is a lower bound; use cpsat for the memory-limited optimum"))
+    return BackendOutput(Status.OPTIMAL, plan=plan, objective=cut.bound_ms + cut.slack_ms, bound=cut.bound_ms,
+                         objective_tolerance_ms=cut.slack_ms, one_sided=True, extra=extra)

@@ -11,7 +11,8 @@ Variables, for layer l and chain position m = 0..M-1 (the last position is impli
 * ``U[m]`` in {0,1}: link m sends anything (only where it has a fixed latency);
 * ``H[t,m]`` in [0,1]: tensor t occupies device m, ``H[t,m] >= Y[p,m] - Y[c,m-1]``
   (and ``>= x[p,m]``); memory rows ``W[m] + sum_{t live at step k} bits_t H[t,m] <=
-  memory_m`` for every step k, with ``W[m]`` the weight bits on m;
+  memory_m`` for every step k, with ``W[m]`` the weight bits on m; tensors live for more
+  than ``SWEEP_AFTER`` steps enter them through a running sum ``A[m,k]`` (linear size);
 * objective "latency": sum of compute and transfer (Eq. 1); "throughput": ``B`` (ms)
   with ``B >= stage time of m`` for every m.
 
@@ -21,6 +22,7 @@ A raw input is produced on position 0 (its Y is the constant 1).
 from __future__ import annotations
 
 from splitopt.core.instance import Instance
+from splitopt.core.live_spans import split_spans
 from splitopt.core.plan import Plan
 from splitopt.core.program import LinearProgram
 from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
@@ -28,6 +30,10 @@ from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
 
 Form = dict  # variable index -> coefficient, plus key None for a constant
+
+#: a tensor live for more steps than this enters the memory rows through the swept sum
+#: ``A[m,k]`` (row 6), not one row per step
+SWEEP_AFTER = 32
 
 
 def _add(target: dict, form: dict, scale: float = 1.0) -> None:
@@ -114,6 +120,9 @@ def build_chain_program(inst: Instance) -> LinearProgram:
             _add(compute_ms[m], x(layer.name, m), table[layer.name][m])
 
     # ----- memory ----------------------------------------------------------------------
+    spans = split_spans({t: (tensors.first_step[t], tensors.last_step[t]) for t in tensors.names}, SWEEP_AFTER)
+    short_at, long_from, long_ended = spans.short_at, spans.long_from, spans.long_ended
+    Asweep: dict[int, list] = {}
     total_bits = sum(l.weights * bits for l in inst.layers) + sum(8.0 * b for b in tensors.held_bytes.values())
     for m in range(M):
         limit_bits = 8.0 * inst.device_by_name[chain[m]].memory_bytes
@@ -149,16 +158,38 @@ def build_chain_program(inst: Instance) -> LinearProgram:
                     lp.add({h: 1.0}, ">=", 1.0, name=f"occupy[{t},0]")
             return H[t]
 
-        seen: set[frozenset] = set()
-        for k, live in enumerate(tensors.live):
-            key = frozenset(live)
+        # live-by-structure, swept as in the edge/cloud program: a tensor live for at most
+        # SWEEP_AFTER steps enters its steps' rows itself; longer ones through the running sum
+        # A[m,k] = A[m,k-1] + (long ones from k) - (long ones ended at k-1), so the rows total
+        # O(steps * SWEEP_AFTER + tensors) terms however long the skips
+        A: dict | None = None  # the current running sum's form
+        sweep: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = []
+        seen: set = set()
+        for k in range(len(inst.layers)):
+            came, went = long_from.get(k, ()), long_ended.get(k - 1, ())
+            if came or went:
+                a = lp.var(f"A[{chain[m]},{k}]", binary=False, lb=0.0, ub=total_bits)
+                form = {a: -1.0}
+                if A is not None:
+                    _add(form, A)
+                for t in came:
+                    _add(form, {occupies(t): 8.0 * tensors.held_bytes[t]})
+                for t in went:
+                    _add(form, {occupies(t): -8.0 * tensors.held_bytes[t]})
+                row(form, "==", 0.0, "bits", f"sweep[{chain[m]},{k}]")
+                sweep.append((k, a, tuple(came), tuple(went)))
+                A = {a: 1.0}
+            key = (None if A is None else next(iter(A)), frozenset(short_at.get(k, ())))
             if key in seen:
                 continue
             seen.add(key)
             form = dict(W)
-            for t in live:
+            if A is not None:
+                _add(form, A)
+            for t in short_at.get(k, ()):
                 _add(form, {occupies(t): 8.0 * tensors.held_bytes[t]})
             row(form, "<=", limit_bits, "bits", f"memory[{chain[m]},{k}]")
+        Asweep[m] = sweep
 
     # ----- objective ---------------------------------------------------------------------
     if s.objective == "throughput":
@@ -177,7 +208,7 @@ def build_chain_program(inst: Instance) -> LinearProgram:
                     lp.objective_constant += v
                 else:
                     lp.add_objective(k, v)
-    lp.meta.update(Y=Yvar, Z=Zvar, U=Uvar, H=Hvar, W=Wvar, M=M)
+    lp.meta.update(Y=Yvar, Z=Zvar, U=Uvar, H=Hvar, W=Wvar, A=Asweep, M=M)
     return lp
 
 
@@ -210,6 +241,12 @@ def encode_chain_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[flo
         values[i] = 1.0 if src[t] <= m <= far[t] else 0.0
     for m, i in lp.meta["W"].items():
         values[i] = 8.0 * metrics.devices[m].weight_bytes
+    for m, sweep in lp.meta["A"].items():
+        running = 0.0
+        for _, i, came, went in sweep:
+            running += sum(8.0 * tensors.held_bytes[t] for t in came if src[t] <= m <= far[t])
+            running -= sum(8.0 * tensors.held_bytes[t] for t in went if src[t] <= m <= far[t])
+            values[i] = running
     for i, v in enumerate(lp.variables):
         if v.name == "B":
             values[i] = metrics.bottleneck_ms

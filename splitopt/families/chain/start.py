@@ -10,11 +10,30 @@ from splitopt.families.chain.plan import plan_from_indices
 
 
 def start_plan(inst: Instance) -> Plan:
-    """A plan for time-limited solves to fall back on and CP-SAT to start from: the best
-    single-device plan that meets the memory limits (the last device is JMSNAS's cloud
-    computing baseline); failing that, layers packed backwards from the last device,
-    each device filled while its memory allows; failing that (no plan found), all on the
-    last device."""
+    """A plan for time-limited solves to fall back on and CP-SAT to start from: the better
+    of ``_simple_start`` and the best plan of the Lagrangian cuts (``lagrange.py``) that
+    meets every limit."""
+    return inst.derived(("chain", "start_plan"), lambda: _start_plan(inst))
+
+
+def _start_plan(inst: Instance) -> Plan:
+    from splitopt.families.chain.lagrange import lagrange
+
+    simple = _simple_start(inst)
+    priced = lagrange(inst)
+    if priced is None or priced.plan is None:
+        return simple
+    metrics = evaluate(inst, simple)
+    if metrics.feasible and metrics.objective_ms <= priced.plan_objective_ms:
+        return simple
+    return priced.plan
+
+
+def _simple_start(inst: Instance) -> Plan:
+    """The best single-device plan that meets the memory limits (the last device is
+    JMSNAS's cloud computing baseline); failing that, layers packed backwards from the
+    last device, each device filled while its memory allows; failing that (no plan found),
+    all on the last device."""
     chain, N = inst.settings.chain, len(inst.layers)
     singles = [plan_from_indices(inst, {l.name: m for l in inst.layers}) for m in range(len(chain))]
     scored = [(evaluate(inst, p), p) for p in singles]

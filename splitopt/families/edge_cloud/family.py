@@ -13,6 +13,7 @@ from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.edge_cloud.baselines import auto_split, cloud_only, edge_only, neurosurgeon, qdmp, u8
+from splitopt.families.edge_cloud.bound import edge_cloud_lower_bound, relaxed_cut_plan
 from splitopt.families.edge_cloud.checks import check_edge_cloud
 from splitopt.families.edge_cloud.diagnose import diagnose
 from splitopt.families.edge_cloud.enumerate import enumerate_plans
@@ -58,7 +59,21 @@ class EdgeCloudFamily(Family):
         return evaluate(inst, plan)
 
     def start_plan(self, inst: Instance) -> Plan | None:
+        """The better of cloud-only (where no layer is pinned to the edge) and the plan of
+        the relaxation's minimum cut (``bound.py``) where it meets every limit; None where
+        neither is a plan that meets them."""
+        self.prepare(inst)
+        candidates = [p for p in (start_plan(inst), relaxed_cut_plan(inst)) if p is not None]
+        scored = [(m.objective_ms, i) for i, m in enumerate(evaluate(inst, p) for p in candidates) if m.feasible]
+        if scored:
+            return candidates[min(scored)[1]]
         return start_plan(inst)
+
+    def lower_bound(self, inst: Instance) -> float | None:
+        """The relaxation's minimum cut: memory and error budget dropped, every edge layer
+        at its fastest bit-widths and every sent tensor at its fewest bits (``bound.py``)."""
+        self.prepare(inst)
+        return edge_cloud_lower_bound(inst)
 
     def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
         return diagnose(inst, resolve)

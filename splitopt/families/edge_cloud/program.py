@@ -22,6 +22,7 @@ from itertools import product
 
 from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
+from splitopt.core.live_spans import split_spans
 from splitopt.core.plan import Plan
 from splitopt.core.program import LinearProgram
 from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, MEMORY_RTOL
@@ -263,16 +264,8 @@ def build_split_program(inst: Instance) -> LinearProgram:
     # k-1), so the rows total O(n * SWEEP_AFTER) terms however long the skips
     span: dict[str, tuple[int, int]] = {t: (0, last[t]) for t in inst.input_by_name if last.get(t, -1) >= 0}
     span.update({l.name: (pos[l.name], max(pos[l.name], last.get(l.name, -1))) for l in layers})
-    short_at: dict[int, list[str]] = {}
-    long_from: dict[int, list[str]] = {}
-    long_ended: dict[int, list[str]] = {}
-    for t, (first, end) in span.items():
-        if end - first <= SWEEP_AFTER:
-            for k in range(first, end + 1):
-                short_at.setdefault(k, []).append(t)
-        else:
-            long_from.setdefault(first, []).append(t)
-            long_ended.setdefault(end, []).append(t)
+    spans = split_spans(span, SWEEP_AFTER)
+    short_at, long_from, long_ended = spans.short_at, spans.long_from, spans.long_ended
 
     def live_terms(t: str) -> Form:
         """Bits of tensor t while live on the edge."""

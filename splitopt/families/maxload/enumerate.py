@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from splitopt.core.errors import NotApplicable
+from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import CPU, placement_of
 from splitopt.families.maxload.evaluate import check_placement
 from splitopt.families.maxload.groups import groups_of
@@ -71,7 +72,9 @@ def latency_placements(inst: MaxloadInstance, limit: int = 200_000) -> Iterator[
     symmetries of the latency (see the module docstring). The latency may still be
     undefined for some (calls that wait on each other: the evaluator reports it as a
     violation of the latency objective). NotApplicable (before any work) when more than
-    ``limit`` group -> device maps would be walked."""
+    ``limit`` group -> device maps would be walked, or under contiguity "authors" where it
+    differs from "splitopt" (the cores are chosen by splitopt's rule)."""
+    splitopt_rule_only(inst, "brute-force (latency)")
     gr = groups_of(inst)
     n, k, cpu = len(gr.members), len(inst.fpgas), inst.max_cpus >= 1
     total = count_latency_candidates(n, k, cpu)

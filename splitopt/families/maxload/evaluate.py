@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.schedule import Task
+from splitopt.families.maxload.contiguity import contiguity_graph
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement, device_key, device_kind, validate_placement
 
@@ -69,8 +70,11 @@ def check_placement(inst: MaxloadInstance, placement: MaxloadPlacement, contiguo
     colour class is on one device; on each FPGA the sizes sum to at most maxSizePerFPGA;
     at most k FPGAs and l CPUs are used, named fpga0..fpga{k-1}, cpu0..cpu{l-1};
     with ``contiguous``, the forward nodes of each device (CPUs included, as the paper's
-    IP does by default) form a convex set of the forward DAG. A placement that does not
-    place every node exactly once is an InvalidPlan, not a violation."""
+    IP does by default) form a convex set of the forward DAG, under the instance's
+    contiguity rule (``contiguity.py``: with "authors", the artificial forward nodes of
+    colour groups without a forward node count too, in the forward DAG extended by the
+    artificial edges). A placement that does not place every node exactly once is an
+    InvalidPlan, not a violation."""
     validate_placement(inst, placement)
     out: list[str] = []
     dev = placement.device
@@ -102,14 +106,17 @@ def check_placement(inst: MaxloadInstance, placement: MaxloadPlacement, contiguo
                 if device_kind(d)[1] >= limit:
                     out.append(f"{d} does not exist: {key}={limit} allows {kind}0..{kind}{limit - 1}")
     if contiguous:
-        fwd = inst.forward_ids
+        cg = contiguity_graph(inst)
         for d, ids in placement.nodes_on.items():
-            path = convexity_witness(inst, ids, fwd)
+            path = cg.witness(ids)
             if path is not None:
-                via = ", ".join(f"{x} on {dev[x]}" for x in path[1:-1])
+                via = ", ".join(f"{cg.label(x)} on {dev[cg.host[x]]}" for x in path[1:-1])
+                note = ""
+                if any(x in cg.artificial for x in path):
+                    note = " (contiguity 'authors': fwd[v] is the artificial forward node of v's colour group)"
                 out.append(
-                    f"{d} is not contiguous: path {' -> '.join(map(str, path))} leaves its forward nodes "
-                    f"and comes back (via {via})"
+                    f"{d} is not contiguous: path {' -> '.join(cg.label(x) for x in path)} leaves its forward nodes "
+                    f"and comes back (via {via}){note}"
                 )
     return out
 

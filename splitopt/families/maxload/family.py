@@ -1,7 +1,8 @@
 """The maxload family (problem ``maxload``): the peer benchmark's device placement of DNN
 graph operators (Tarnawski et al., NeurIPS 2020; ``../shared/peer-instances/
 dnn-partitioning``): every node on one of ``k`` identical accelerators or ``l`` CPU
-cores, colour classes together, accelerator memory, contiguous device sets; objective
+cores, colour classes together, accelerator memory, contiguous device sets (the
+instance's ``contiguity`` rule, "splitopt" or the peer DP's "authors": ``contiguity.py``); objective
 ``throughput`` (the max-load: the time per sample of a pipeline) or ``latency`` (one
 sample). Its instances are the peer's own files, read by the importer in
 ``splitopt.families.maxload.instance``. Model: ``formulations/maxload_models.md``;
@@ -18,6 +19,7 @@ from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.maxload import methods
 from splitopt.families.maxload.bound import maxload_lower_bound
+from splitopt.families.maxload.contiguity import contiguity_graph
 from splitopt.families.maxload.cpsat import to_cpsat
 from splitopt.families.maxload.diagnose import diagnose
 from splitopt.families.maxload.enumerate import enumerate_plans
@@ -90,9 +92,11 @@ class MaxloadFamily(Family):
         return evaluate(inst, plan)
 
     def start_plan(self, inst: MaxloadInstance) -> MaxloadPlacement | None:
-        """Throughput: every node on cpu0. Latency: the better of that and a greedy that
-        fills accelerators with consecutive blocks (``latency_start``)."""
-        if inst.objective == "latency":
+        """Throughput: every node on cpu0 (it keeps either contiguity rule). Latency: the
+        better of that and a greedy that fills accelerators with consecutive blocks
+        (``latency_start``); every node on cpu0 under contiguity "authors" where it differs
+        from "splitopt" (the greedy keeps splitopt's rule only)."""
+        if inst.objective == "latency" and not contiguity_graph(inst).binds:
             return inst.derived(("maxload", "latency-start"), lambda: start_placement(inst, groups_of(inst))[0])
         return methods.all_on_cpu_placement(inst)
 

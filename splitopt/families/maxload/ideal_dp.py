@@ -3,10 +3,12 @@ programming over the ideals (downsets) of the forward DAG, for instances whose i
 lattice is small (``formulations/maxload_throughput.md``, "Ideal-enumeration DP").
 
 * **Units.** Every colour group (``groups.py``) must hold a forward node (else
-  ``NotApplicable``: splitopt places backward-only classes and backward nodes without a
-  class freely, which no chain of ideals represents). The groups, joined by the forward
-  edges between them, are contracted to the strongly connected components of that group
-  graph: the units. A node's unit is its group's.
+  ``NotApplicable``: under contiguity "splitopt" backward-only classes and backward nodes
+  without a class go anywhere, which no chain of ideals represents; under "authors" they
+  hold their artificial forward node, and the forward DAG is the contiguity graph of
+  ``contiguity.py``, artificial edges included). The groups, joined by the forward edges
+  between them, are contracted to the strongly connected components of that group graph:
+  the units. A node's unit is its group's.
 * **Ideals.** The downsets of the unit DAG (equivalently: the downsets of the forward DAG
   that split no colour class), enumerated breadth first by size, at most ``cap`` of them
   (``MAX_IDEALS``; more: ``NotApplicable``, so ``auto`` runs CP-SAT).
@@ -43,6 +45,7 @@ import numpy as np
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.toposort import least_first_order
+from splitopt.families.maxload.contiguity import contiguity_graph, strong_components
 from splitopt.families.maxload.groups import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
@@ -78,65 +81,26 @@ class IdealLattice:
         return int(self.ideals.shape[0])
 
 
-def strong_components(n: int, succ: list[set[int]]) -> list[int]:
-    """Component index of each vertex ``0..n-1`` of a directed graph (Kosaraju, iterative;
-    written here so that a small solve does not import networkx)."""
-    order: list[int] = []
-    seen = [False] * n
-    for s in range(n):
-        if seen[s]:
-            continue
-        seen[s] = True
-        stack = [(s, iter(succ[s]))]
-        while stack:
-            v, it = stack[-1]
-            for w in it:
-                if not seen[w]:
-                    seen[w] = True
-                    stack.append((w, iter(succ[w])))
-                    break
-            else:
-                stack.pop()
-                order.append(v)
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for v in range(n):
-        for w in succ[v]:
-            pred[w].append(v)
-    comp = [-1] * n
-    count = 0
-    for s in reversed(order):
-        if comp[s] >= 0:
-            continue
-        comp[s] = count
-        todo = [s]
-        while todo:
-            v = todo.pop()
-            for w in pred[v]:
-                if comp[w] < 0:
-                    comp[w] = count
-                    todo.append(w)
-        count += 1
-    return comp
-
-
 def _unit_graph(inst: MaxloadInstance) -> tuple[tuple[tuple[int, ...], ...], dict[int, int], list[set[int]]]:
     """(node ids per unit in topological order, node -> unit, successor units of each
     unit); NotApplicable where a colour group has no forward node."""
     
     gr = groups_of(inst)
-    fwd = inst.forward_ids
-    free = [m for m in gr.members if not any(v in fwd for v in m)]
+    cg = contiguity_graph(inst)
+    gnodes = cg.group_nodes(gr)
+    free = [m for m, nodes in zip(gr.members, gnodes) if not nodes]
     if free:
         v = free[0][0]
         raise NotApplicable(
             f"ideal-dp: {len(free)} colour group(s) have no forward node (e.g. node {v}, "
             f"{inst.node_by_id[v].name or 'unnamed'}); splitopt places them freely, which a chain of forward "
-            "ideals does not represent: use cpsat")
+            "ideals does not represent: use cpsat (or contiguity 'authors', which holds them to contiguity)")
     n_groups = len(gr.members)
     gsucc: list[set[int]] = [set() for _ in range(n_groups)]
-    for e in inst.edges:
-        if e.source in fwd and e.target in fwd and gr.of[e.source] != gr.of[e.target]:
-            gsucc[gr.of[e.source]].add(gr.of[e.target])
+    for u in cg.nodes:
+        for w in cg.succ[u]:
+            if gr.of[cg.host[u]] != gr.of[cg.host[w]]:
+                gsucc[gr.of[cg.host[u]]].add(gr.of[cg.host[w]])
     comp = strong_components(n_groups, gsucc)
     n_comp = max(comp, default=-1) + 1
     members: list[list[int]] = [[] for _ in range(n_comp)]
@@ -185,23 +149,6 @@ def enumerate_ideals(n_units: int, succ: list[set[int]], cap: int) -> list[int] 
     return out
 
 
-def _reach_masks(nodes: list[int], succ: dict[int, list[int]]) -> tuple[dict[int, int], dict[int, int]]:
-    """(descendants, ancestors) of each node as bit masks over ``nodes`` (a topological
-    order), the node itself excluded."""
-    bit = {v: i for i, v in enumerate(nodes)}
-    down = {v: 0 for v in nodes}
-    for v in reversed(nodes):
-        m = 0
-        for w in succ[v]:
-            m |= down[w] | (1 << bit[w])
-        down[v] = m
-    up = {v: 0 for v in nodes}
-    for v in nodes:
-        for w in succ[v]:
-            up[w] |= up[v] | (1 << bit[v])
-    return down, up
-
-
 def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
                 shortest: int = 2) -> tuple[tuple[int, int], ...] | None:
     """Forward edges ``e_1 .. e_k`` (``k >= 2``, each ``(tail, head)`` between colour
@@ -223,15 +170,16 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
     sequence dropped once every edge that could still end it has a closing set meeting its
     sets, and every (first edge, last edge, union of the sets) that closed no cycle
     remembered with the sets it still had room for."""
-    fwd = inst.forward_ids
-    nodes = [v for v in inst.topo_order if v in fwd]
+    cg = contiguity_graph(inst)
+    nodes = list(cg.nodes)
     bit = {v: i for i, v in enumerate(nodes)}
-    fsucc = {v: [w for w in inst.successors[v] if w in fwd] for v in nodes}
-    down, up = _reach_masks(nodes, fsucc)
+    fsucc = {v: list(cg.succ[v]) for v in nodes}
+    _, down, up = cg.reach_masks()
     gr = groups_of(inst)
+    gof = {v: gr.of[cg.host[v]] for v in nodes}
     gmask: dict[int, int] = {}
     for v in nodes:
-        gmask[gr.of[v]] = gmask.get(gr.of[v], 0) | (1 << bit[v])
+        gmask[gof[v]] = gmask.get(gof[v], 0) | (1 << bit[v])
 
     def members(mask: int):
         while mask:
@@ -259,7 +207,7 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
                 d = a = 0
                 for i in members(mask):
                     v = nodes[i]
-                    new |= gmask[gr.of[v]]
+                    new |= gmask[gof[v]]
                     d |= down[v]
                     a |= up[v]
                 new |= d & a
@@ -269,7 +217,7 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
             hulls[key] = mask
         return hulls[key]
 
-    edges = [(u, w) for u in nodes for w in fsucc[u] if gr.of[u] != gr.of[w]]
+    edges = [(u, w) for u in nodes for w in fsucc[u] if gof[u] != gof[w]]
 
     # a cycle of waiting devices has at most as many sets as there are devices
     longest = len(inst.fpgas) + len(inst.cpus)

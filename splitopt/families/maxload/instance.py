@@ -22,13 +22,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from splitopt.core.errors import InvalidInstance
+from splitopt.core.errors import InvalidInstance, InvalidOption
 from splitopt.core.jsonfile import read_json
 from splitopt.core.toposort import least_first_order
 
 PROBLEM = "maxload"
 #: "throughput": the max-load (time per sample of the pipeline); "latency": one sample
 OBJECTIVES = ("throughput", "latency")
+#: the contiguity rule (rule 5, ``contiguity.py``): "splitopt" (each device's forward nodes
+#: convex in the forward DAG; colour groups without a forward node free) or "authors" (the
+#: peer ``dp.cpp``'s: such groups get artificial forward nodes, joined like a mirror image
+#: of their backward edges, and are held to contiguity too)
+CONTIGUITY = ("splitopt", "authors")
 #: two costs of one node's outgoing edges are "the same" within this tolerance
 COST_TOL = 1e-9
 #: largest time (ms), size (bytes) and device count a file may give
@@ -71,7 +76,8 @@ class MaxloadInstance:
     accelerators of ``max_size_per_fpga`` bytes and ``max_cpus`` CPU cores (the counts as
     the file gives them; :attr:`fpgas` and :attr:`cpus` name the devices a placement can
     use, never more than there are nodes). ``objective``: "throughput" (the max-load,
-    time per sample of the pipeline) or "latency" (single sample)."""
+    time per sample of the pipeline) or "latency" (single sample). ``contiguity``: the
+    contiguity rule, one of :data:`CONTIGUITY` (``contiguity.py``)."""
 
     nodes: tuple[MaxloadNode, ...]
     edges: tuple[MaxloadEdge, ...]
@@ -81,6 +87,7 @@ class MaxloadInstance:
     name: str = ""
     source: str = ""
     objective: str = "throughput"
+    contiguity: str = "splitopt"
 
     @property
     def problem(self) -> str:
@@ -100,10 +107,16 @@ class MaxloadInstance:
                                   f"got {objective!r}")
         return replace(self, objective=objective)
 
+    def with_contiguity(self, contiguity: str) -> "MaxloadInstance":
+        """The same graph, devices and objective with another contiguity rule ("splitopt"
+        or "authors"); InvalidOption naming the value otherwise."""
+        return replace(self, contiguity=check_contiguity(contiguity, "contiguity"))
+
     def summary(self) -> str:
         kind = "training" if self.is_training else "inference"
+        rule = "" if self.contiguity == "splitopt" else f", contiguity {self.contiguity}"
         return (f"{self.name}: {len(self.nodes)} nodes, {len(self.edges)} edges ({kind}), problem maxload "
-                f"({self.objective}), {self.max_fpgas} accelerators of {self.max_size_per_fpga:,.0f} B, "
+                f"({self.objective}{rule}), {self.max_fpgas} accelerators of {self.max_size_per_fpga:,.0f} B, "
                 f"{self.max_cpus} CPU cores")
 
     # ----- lookups -------------------------------------------------------------------
@@ -185,6 +198,13 @@ class MaxloadInstance:
         return tuple(f"cpu{i}" for i in range(min(self.max_cpus, len(self.nodes))))
 
 
+def check_contiguity(value: Any, where: str) -> str:
+    """``value`` if it is one of :data:`CONTIGUITY`, else InvalidOption (one line)."""
+    if not isinstance(value, str) or value not in CONTIGUITY:
+        raise InvalidOption(f"{where}: must be one of {', '.join(CONTIGUITY)}, got {json.dumps(value)[:40]}")
+    return value
+
+
 def _where(source: str) -> str:
     return source or "instance"
 
@@ -222,9 +242,12 @@ def _get(obj: Mapping[str, Any], key: str, where: str) -> Any:
     return obj[key]
 
 
-def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: str = "throughput") -> MaxloadInstance:
+def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: str = "throughput",
+                        contiguity: str = "splitopt") -> MaxloadInstance:
     """Build a MaxloadInstance from the JSON data of one peer input file; raises a one-line
-    InvalidInstance naming the field and value on any defect."""
+    InvalidInstance naming the field and value on any defect (InvalidOption for a
+    ``contiguity`` not in :data:`CONTIGUITY`)."""
+    check_contiguity(contiguity, "contiguity")
     w = _where(source)
     if not isinstance(data, dict):
         raise InvalidInstance(f"{w}: top level must be an object, got {type(data).__name__}")
@@ -303,6 +326,7 @@ def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: 
         name=name,
         source=source,
         objective=objective,
+        contiguity=contiguity,
     )
     if len(inst.topo_order) < len(nodes):
         import networkx as nx
@@ -325,11 +349,12 @@ def objective_of_path(path: str | Path) -> str:
     return "latency" if "latency-inputs" in Path(path).parts else "throughput"
 
 
-def read_peer_instance(path: str | Path, objective: str | None = None) -> MaxloadInstance:
+def read_peer_instance(path: str | Path, objective: str | None = None, contiguity: str = "splitopt") -> MaxloadInstance:
     """Read one peer input file. The name is ``<granularity>/<file stem>``, e.g.
     ``LayerGraphs/bert24_inference``; the objective is what the file's folder asks for
-    unless ``objective`` is given."""
+    unless ``objective`` is given; ``contiguity``: the contiguity rule (:data:`CONTIGUITY`)."""
+    check_contiguity(contiguity, "contiguity")
     path = Path(path)
     data = read_json(path, InvalidInstance)
     return parse_peer_instance(data, name=f"{path.parent.name}/{path.stem}", source=str(path),
-                               objective=objective or objective_of_path(path))
+                               objective=objective or objective_of_path(path), contiguity=contiguity)

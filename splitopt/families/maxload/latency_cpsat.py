@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidPlan, NotApplicable, SolverFailure
+from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import (CPU, canonical_where, core_values, cpu_labels, cpu_rule,
                                            forward_groups, may_use_accelerator, placement_of)
 from splitopt.families.maxload.evaluate import latency
@@ -213,8 +214,13 @@ def build_latency_cpsat(inst: MaxloadInstance, start: MaxloadPlacement | None = 
     sum_{t[u, a]} err(c(u))``, with ``err(d) = unit * rounded(d) - d`` in [0, unit]
     (computed exactly with fractions, rounded up). For the optimum P*:
     ``unit * opt_cp <= unit * obj(P*) <= latency(P*) + tolerance_ms``, hence
-    ``unit * bound - tolerance_ms <= latency(P*)``."""
+    ``unit * bound - tolerance_ms <= latency(P*)``.
+
+    NotApplicable under contiguity "authors" where it differs from "splitopt"
+    (``contiguity.py``)."""
     from ortools.sat.python import cp_model
+
+    splitopt_rule_only(inst, "latency cpsat model")
 
     gr = groups_of(inst)
     k, l = len(inst.fpgas), len(inst.cpus)

@@ -20,6 +20,7 @@ from typing import Mapping
 
 from splitopt.core.errors import InvalidPlan, SolverFailure
 from splitopt.core.program import LinearProgram
+from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import (CPU, canonical_where, core_values, cpu_labels, cpu_rule,
                                            forward_groups, may_use_accelerator, placement_of)
 from splitopt.families.maxload.evaluate import latency
@@ -89,7 +90,9 @@ def build_latency_program(inst: MaxloadInstance, start: MaxloadPlacement | None 
     every placement whose latency is defined (the contract ``encode_latency`` keeps; a
     big-M of UB, valid for the placements of latency up to UB only, gave HiGHS the same
     bound and incumbent on bert24 in 60 s). ``symmetry``: the "first" ordering of the
-    identical accelerators (and of the cores, rule "cores")."""
+    identical accelerators (and of the cores, rule "cores"). NotApplicable under
+    contiguity "authors" where it differs from "splitopt" (``contiguity.py``)."""
+    splitopt_rule_only(inst, "latency program")
     lp = LinearProgram()
     gr = groups_of(inst)
     k, l = len(inst.fpgas), len(inst.cpus)

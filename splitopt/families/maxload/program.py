@@ -12,6 +12,7 @@ import math
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.program import LinearProgram
+from splitopt.families.maxload.contiguity import contiguity_graph
 from splitopt.families.maxload.groups import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
@@ -68,23 +69,27 @@ def build_max_load_program(inst: MaxloadInstance, symmetry: str = "first", cuts:
             x[g, d] = lp.var(f"x[{g},{d}]")
         lp.add({x[g, d]: 1.0 for d in allowed}, "==", 1.0, name=f"assign[{g}]")
 
-    def xv(v: int, d: str) -> int | None:
-        return x.get((gr.of[v], d))
-
     # contiguity of the forward nodes of every device (CPUs included): z[v, d] = 1 on a
-    # predecessor-closed set containing d's forward nodes that no edge leaves d into
-    fwd = inst.forward_ids
-    fwd_edges = sorted({(e.source, e.target) for e in inst.edges if e.source in fwd and e.target in fwd})
+    # predecessor-closed set containing d's forward nodes that no edge leaves d into; the
+    # forward DAG and its nodes are the contiguity graph's (contiguity.py: under "authors"
+    # with the artificial forward nodes, each on its host's group, and edges)
+    cg = contiguity_graph(inst)
+    host = cg.host
+    fwd_edges = sorted({(u, v) for u in cg.nodes for v in cg.succ[u]})
     on_edge = sorted({v for e in fwd_edges for v in e})
+
+    def xc(v: int, d: str) -> int | None:
+        return x.get((gr.of[host[v]], d))
+
     for d in devices:
         z = {v: lp.var(f"z[{v},{d}]", binary=False) for v in on_edge}
         for v in on_edge:
-            if xv(v, d) is not None:
-                lp.add({z[v]: 1.0, xv(v, d): -1.0}, ">=", 0.0, name=f"zx[{v},{d}]")
+            if xc(v, d) is not None:
+                lp.add({z[v]: 1.0, xc(v, d): -1.0}, ">=", 0.0, name=f"zx[{v},{d}]")
         for u, v in fwd_edges:
             lp.add({z[u]: 1.0, z[v]: -1.0}, ">=", 0.0, name=f"zz[{u},{v},{d}]")
-            xu_, xv_ = xv(u, d), xv(v, d)
-            if xu_ is not None and gr.of[u] != gr.of[v]:
+            xu_, xv_ = xc(u, d), xc(v, d)
+            if xu_ is not None and gr.of[host[u]] != gr.of[host[v]]:
                 coeffs = {z[v]: 1.0, xu_: 1.0}
                 if xv_ is not None:
                     coeffs[xv_] = -1.0

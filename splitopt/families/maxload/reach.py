@@ -1,6 +1,8 @@
 """Reachability in the forward DAG as bitsets, for fast convexity tests of unions of
 colour groups (the contiguity rule of ``check_placement``: each device's forward nodes
-convex in the forward DAG ``G[F]``).
+convex in the forward DAG ``G[F]``; under contiguity "authors" the graph and the nodes
+are those of ``contiguity.ContiguityGraph``, artificial forward nodes and edges included,
+and a node on a cycle counts among its own descendants and ancestors).
 
 A set ``S`` of forward nodes is convex iff no node outside ``S`` is both reachable from
 ``S`` and reaching ``S``: ``desc(S) & anc(S) & ~S == 0``, where ``desc(S)`` (``anc(S)``)
@@ -19,15 +21,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from splitopt.families.maxload.contiguity import contiguity_graph
 from splitopt.families.maxload.groups import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 
 
 @dataclass(frozen=True)
 class Reach:
-    """Per forward node ``v``: ``bit[v]``, ``desc[v]`` and ``anc[v]`` (strict, in G[F]);
-    per colour group ``g``: ``fwd[g]`` (the bits of its forward nodes), ``gdesc[g]``,
-    ``ganc[g]`` (unions over them)."""
+    """Per forward (contiguity) node ``v``: ``bit[v]``, ``desc[v]`` and ``anc[v]``
+    (strict, in G[F] or the contiguity graph); per colour group ``g``: ``fwd[g]`` (the bits
+    of its forward nodes), ``gdesc[g]``, ``ganc[g]`` (unions over them); ``gnodes[g]``: its
+    forward (contiguity) nodes."""
 
     bit: dict[int, int]
     desc: dict[int, int]
@@ -35,6 +39,7 @@ class Reach:
     fwd: tuple[int, ...]
     gdesc: tuple[int, ...]
     ganc: tuple[int, ...]
+    gnodes: tuple[tuple[int, ...], ...] = ()
 
     def convex(self, groups) -> bool:
         """Whether the forward nodes of the union of ``groups`` are convex in G[F]."""
@@ -59,7 +64,7 @@ class Reach:
         rest = s & ~self.fwd[g]
         if not rest:
             return True
-        for v in gr.members[g]:
+        for v in (self.gnodes[g] if self.gnodes else gr.members[g]):
             b = self.bit.get(v)
             if b is not None and self.desc[v] & rest and self.anc[v] & rest:
                 return False
@@ -70,34 +75,19 @@ def reach_of(inst: MaxloadInstance, gr: Groups | None = None) -> Reach:
     """The bitsets of :class:`Reach` (kept with the instance)."""
     def build() -> Reach:
         groups = gr if gr is not None else groups_of(inst)
-        fwd_ids = inst.forward_ids
-        order = [v for v in inst.topo_order if v in fwd_ids]
-        bit = {v: 1 << i for i, v in enumerate(order)}
-        desc: dict[int, int] = {}
-        for v in reversed(order):
-            m = 0
-            for w in inst.successors[v]:
-                if w in bit:
-                    m |= bit[w] | desc[w]
-            desc[v] = m
-        anc: dict[int, int] = {}
-        for v in order:
-            m = 0
-            for u in inst.predecessors[v]:
-                if u in bit:
-                    m |= bit[u] | anc[u]
-            anc[v] = m
+        cg = contiguity_graph(inst)
+        bit, desc, anc = cg.reach_masks()
+        gnodes = cg.group_nodes(groups)
         fwd, gdesc, ganc = [], [], []
-        for members in groups.members:
+        for nodes in gnodes:
             s = d = a = 0
-            for v in members:
-                if v in bit:
-                    s |= bit[v]
-                    d |= desc[v]
-                    a |= anc[v]
+            for v in nodes:
+                s |= bit[v]
+                d |= desc[v]
+                a |= anc[v]
             fwd.append(s)
             gdesc.append(d)
             ganc.append(a)
-        return Reach(bit, desc, anc, tuple(fwd), tuple(gdesc), tuple(ganc))
+        return Reach(bit, desc, anc, tuple(fwd), tuple(gdesc), tuple(ganc), gnodes)
 
     return inst.derived(("maxload", "reach"), build)

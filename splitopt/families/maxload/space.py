@@ -25,6 +25,7 @@ placements first).
 
 from __future__ import annotations
 
+from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import CPU, SEARCH_BUDGET, capped_cores, placement_of
 from splitopt.families.maxload.groups import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
@@ -50,6 +51,8 @@ HULL_GROUPS = 3
 def maxload_space(inst: MaxloadInstance) -> SearchSpace:
     gr = groups_of(inst)
     latency = inst.objective == "latency"
+    if latency:  # the cores are chosen by splitopt's rule
+        splitopt_rule_only(inst, "latency search space")
     cpus = ((ON_CPU,) if inst.cpus else ()) if latency else tuple(inst.cpus)
     devices = tuple(inst.fpgas) + cpus
     names = [f"group[{g}]" for g in range(len(gr.members))]

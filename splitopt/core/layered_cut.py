@@ -1,0 +1,147 @@
+"""Monotone labellings of a layer DAG as one minimum s-t cut (Ishikawa's layered graph),
+for the families whose memory-free objective is a sum of per-layer and per-cut costs: the
+chain (labels = chain positions, ``families/chain/cut.py``) and the edge/cloud split
+(labels edge = 0, cloud = 1, ``families/edge_cloud/bound.py``). Math in
+``formulations/chain_split.md``, "The latency objective is a minimum cut".
+
+A labelling gives every layer a label ``0..K`` that never decreases along a DAG edge;
+with ``S_m`` the layers labelled ``<= m`` (a down-set), its cost is
+
+* ``unary[l, label(l)]`` per layer (ms, >= 0);
+* per tensor ``t`` and level ``m < K``: ``cost[t, m]`` when ``t`` is produced in ``S_m``
+  (a raw input always is) and some reader lies outside, once however many readers do;
+* per level ``m``: ``fixed[m]`` when ``S_m`` is not every layer (a link's fixed latency:
+  exact when every layer reads a tensor of positive cost, see the callers).
+
+Node ``v[l, m]`` (``m < K``) is on the source side iff ``label(l) <= m``; unbounded arcs
+``v[l, m-1] -> v[l, m]`` and ``v[reader, m] -> v[producer, m]`` keep labellings
+monotone; ``v[l, m] -> v[l, m-1]`` (``unary[l, m]``), ``v[l, 0] -> sink``
+(``unary[l, 0]``), ``source -> v[l, K-1]`` (``unary[l, K]``) price the label; a tensor
+read by several layers goes through a node of its own (``producer -> a`` at its cost,
+``a -> reader`` unbounded); ``source -> b[m]`` (``fixed[m]``) with ``b[m] -> v[l, m]``
+unbounded for every layer no one reads prices the fixed cost; ``pinned`` layers get
+``source -> v[l, 0]`` unbounded (label 0).
+
+OR-Tools' ``SimpleMaxFlow`` (push-relabel, C++) takes int64 capacities: each is scaled by
+``2^60 / (sum of finite capacities)`` and rounded down, so the flow divided by the scale
+is a proven lower bound and the cut found is within (its arcs) / scale of it (written by
+hand: no well-kept package builds Ishikawa graphs over a DAG with hyperedges).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: the integer total the finite capacities are scaled to (OR-Tools takes int64)
+CAPACITY_SCALE_TOTAL = float(2 ** 60)
+
+
+@dataclass(frozen=True)
+class LayeredCut:
+    """The data of one cut problem (layer indices ``0..n-1``; ``-1`` as a producer: a raw
+    input, always on the source side). Arrays are numpy; costs in ms, all >= 0."""
+
+    unary: np.ndarray  # (n, K + 1)
+    flow_reader: np.ndarray  # data edges producer -> reader, as reader / producer indices
+    flow_producer: np.ndarray
+    single_producer: np.ndarray  # tensors with one reader: producer (-1: raw input)
+    single_reader: np.ndarray
+    single_cost: np.ndarray  # (tensors, K)
+    multi_producer: np.ndarray  # tensors with several readers
+    multi_cost: np.ndarray  # (tensors, K)
+    multi_reader_tensor: np.ndarray  # (tensor index into multi_*, reader) pairs
+    multi_reader_layer: np.ndarray
+    fixed: np.ndarray  # (K,)
+    sinks: np.ndarray  # layers no one reads
+    pinned: np.ndarray  # layers forced to label 0
+
+
+@dataclass(frozen=True)
+class CutSolution:
+    """A minimum cut: ``bound_ms`` a proven lower bound on the least cost (ms), and each
+    layer's label in a labelling whose cost is within ``slack_ms`` of it."""
+
+    bound_ms: float
+    slack_ms: float
+    labels: tuple[int, ...]
+
+
+def solve_layered_cut(problem: LayeredCut) -> CutSolution:
+    """The least-cost monotone labelling of ``problem`` (see the module docstring)."""
+    import numpy as np
+    from ortools.graph.python import max_flow
+
+    n, K = problem.unary.shape[0], problem.unary.shape[1] - 1
+    if n == 0:
+        return CutSolution(0.0, 0.0, ())
+    if K == 0:
+        return CutSolution(float(problem.unary.sum()), 0.0, (0,) * n)
+    SOURCE, SINK = 0, 1
+    A = len(problem.multi_producer)
+
+    def v(layer, m: int):
+        return np.where(np.asarray(layer) < 0, SOURCE, 2 + m * n + np.asarray(layer))
+
+    def aux(a, m: int):
+        return 2 + K * n + m * A + np.asarray(a)
+
+    def b(m: int) -> int:
+        return 2 + K * n + K * A + m
+
+    layers = np.arange(n)
+    tails, heads, caps, unbounded = [], [], [], []
+
+    def arcs(t, h, c=None) -> None:
+        t, h = np.broadcast_arrays(np.asarray(t, dtype=np.int64), np.asarray(h, dtype=np.int64))
+        tails.append(t.ravel())
+        heads.append(h.ravel())
+        if c is None:
+            caps.append(np.zeros(t.size))
+            unbounded.append(np.ones(t.size, dtype=bool))
+        else:
+            caps.append(np.broadcast_to(np.asarray(c, dtype=float), t.shape).ravel())
+            unbounded.append(np.zeros(t.size, dtype=bool))
+
+    unary = problem.unary
+    for m in range(K):
+        if m > 0:
+            arcs(v(layers, m - 1), v(layers, m))  # monotone
+            arcs(v(layers, m), v(layers, m - 1), unary[:, m])  # label m
+        arcs(v(problem.flow_reader, m), v(problem.flow_producer, m))  # forward flow
+        arcs(v(problem.single_producer, m), v(problem.single_reader, m), problem.single_cost[:, m])
+        if A:
+            arcs(v(problem.multi_producer, m), aux(np.arange(A), m), problem.multi_cost[:, m])
+            arcs(aux(problem.multi_reader_tensor, m), v(problem.multi_reader_layer, m))
+        if problem.fixed[m] > 0:
+            arcs(SOURCE, b(m), problem.fixed[m])
+            arcs(np.full(len(problem.sinks), b(m)), v(problem.sinks, m))
+    arcs(v(layers, 0), SINK, unary[:, 0])
+    arcs(SOURCE, v(layers, K - 1), unary[:, K])
+    if len(problem.pinned):
+        arcs(np.full(len(problem.pinned), SOURCE), v(problem.pinned, 0))
+
+    tail, head = np.concatenate(tails), np.concatenate(heads)
+    cap, inf = np.concatenate(caps), np.concatenate(unbounded)
+    if np.any(cap < 0) or not np.all(np.isfinite(cap)):
+        raise ValueError("layered cut: every cost must be a finite number >= 0")
+    keep = inf | (cap > 0)
+    tail, head, cap, inf = tail[keep], head[keep], cap[keep], inf[keep]
+    total = float(cap[~inf].sum())
+    scale = CAPACITY_SCALE_TOTAL / total if total > 0 else 1.0
+    icap = np.floor(cap * scale).astype(np.int64)
+    icap[inf] = int(icap[~inf].sum()) + 1  # more than any cut of finite arcs
+    solver = max_flow.SimpleMaxFlow()
+    solver.add_arcs_with_capacity(tail, head, icap)
+    status = solver.solve(SOURCE, SINK)
+    if status != solver.OPTIMAL:
+        raise RuntimeError(f"layered cut: OR-Tools max-flow ended with status {status}")
+    source_side = np.zeros(2 + K * n + K * A + K, dtype=bool)
+    source_side[np.asarray(solver.get_source_side_min_cut(), dtype=np.int64)] = True
+    Y = source_side[2:2 + K * n].reshape(K, n)  # Y[m, l]: label(l) <= m
+    labels = np.where(Y.any(axis=0), Y.argmax(axis=0), K)
+    finite_in_cut = int(np.count_nonzero(source_side[tail] & ~source_side[head] & ~inf))
+    return CutSolution(solver.optimal_flow() / scale, finite_in_cut / scale, tuple(int(x) for x in labels))

@@ -1,0 +1,162 @@
+"""The chain family's memory-free optimum as one minimum s-t cut (``chain-cut``; math in
+``formulations/chain_split.md``, "The latency objective is a minimum cut").
+
+Without memory limits, a chain plan is a nested sequence of down-sets of the layer DAG,
+``S_0 <= S_1 <= ... <= S_{M-2}`` (``S_m``: the layers at positions ``<= m``), and every
+term of a weighted sum of stage times ``sum_m w_m S[m]`` is a cut term of one level or
+a unary term of one layer (Ishikawa's layered graph):
+
+* node ``v[l,m]`` on the source side iff ``Y[l,m] = 1`` (``l`` runs at a position
+  ``<= m``); arcs ``v[l,m-1] -> v[l,m]`` and ``v[c,m] -> v[p,m]`` (for a DAG edge
+  ``p -> c``) of unbounded capacity keep ``Y`` monotone in ``m`` and data flowing forward;
+* compute: arc ``v[l,m] -> v[l,m-1]`` of capacity ``w_m tau[l,m]`` (cut exactly where
+  ``l``'s position is ``m``), ``v[l,0] -> sink`` and ``source -> v[l,M-2]`` at the ends;
+* transfer of tensor ``t`` on link ``m``: arc ``v[p,m] -> a[t,m]`` of capacity
+  ``w_m c[t,m]`` and ``a[t,m] -> v[c,m]`` unbounded for each consumer ``c`` (a direct arc
+  for one consumer; a raw input leaves from the source): cut iff ``t`` is produced at
+  ``<= m`` and read after ``m``, once however many consumers lie beyond;
+* fixed link latency: ``source -> b[m]`` of capacity ``w_m lat_m`` and ``b[m] -> v[l,m]``
+  unbounded for every layer no one reads: cut iff ``S_m`` is not every layer, which is
+  iff link ``m`` carries something when every layer reads a tensor of positive size
+  (the method refuses instances where one does not).
+
+The graph and its solution are ``splitopt.core.layered_cut`` (labels = chain positions);
+this module states the chain's costs.
+
+Weights ``w_m = 1`` give the latency optimum without memory; weights on a simplex give
+the Lagrangian bound of the throughput objective (``min_Y sum_m w_m S[m] <= max_m
+S[m]`` for every plan).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from splitopt.core.errors import NotApplicable
+from splitopt.core.instance import Instance
+from splitopt.core.layered_cut import CutSolution, LayeredCut, solve_layered_cut
+from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True)
+class CutTemplate:
+    """The weight-independent part of the layered graph of an instance: arcs per level
+    as (tail layer, head layer) index arrays, with their unweighted capacity (ms)."""
+
+    n_layers: int
+    n_levels: int  # M - 1
+    flow_tail: np.ndarray  # consumer layer index (arc consumer -> producer, unbounded)
+    flow_head: np.ndarray
+    compute: np.ndarray  # (n_layers, M) ms
+    single_tail: np.ndarray  # producer layer (-1: a raw input, from the source)
+    single_head: np.ndarray  # its one consumer
+    single_bits: np.ndarray  # bits sent
+    multi_tail: np.ndarray  # producer layer of a tensor read by several layers (-1: raw input)
+    multi_bits: np.ndarray
+    multi_reader_tensor: np.ndarray  # (aux tensor index, consumer layer) pairs
+    multi_reader_layer: np.ndarray
+    sinks: np.ndarray  # layers no one reads
+    link_ms_per_bit: np.ndarray  # (M-1,) ms per bit on link m
+    link_latency_ms: np.ndarray  # (M-1,)
+
+
+def cut_refusal(inst: Instance) -> str | None:
+    """Why ``chain-cut``'s graph would not be exact for ``inst`` (None: it is): a fixed
+    link latency is modelled as "the link carries something unless every layer is at or
+    before it", true when every layer reads at least one tensor of positive size."""
+    links = chain_links(inst)
+    if not any(link.latency_ms > 0 for link in links):
+        return None
+    tensors = chain_tensors(inst)
+    for layer in inst.layers:
+        if not any(tensors.sent_bytes[t] > 0 for t in layer.inputs):
+            return (f"layer '{layer.name}' reads no tensor of positive size, so a link with a fixed latency may "
+                    f"carry nothing while it lies beyond it")
+    return None
+
+
+def cut_template(inst: Instance) -> CutTemplate:
+    return inst.derived(("chain", "cut_template"), lambda: _cut_template(inst))
+
+
+def _cut_template(inst: Instance) -> CutTemplate:
+    import numpy as np
+
+    tensors = chain_tensors(inst)
+    table = compute_table(inst)
+    index = {layer.name: i for i, layer in enumerate(inst.layers)}
+    M = len(inst.settings.chain)
+    flow_t, flow_h = [], []
+    for layer in inst.layers:
+        for src in dict.fromkeys(layer.inputs):
+            if tensors.producer[src] is not None:
+                flow_t.append(index[layer.name])
+                flow_h.append(index[src])
+    single_t, single_h, single_b = [], [], []
+    multi_t, multi_b, reader_t, reader_l = [], [], [], []
+    for t in tensors.names:
+        readers = list(dict.fromkeys(tensors.consumers[t]))
+        if not readers or tensors.sent_bytes[t] <= 0:
+            continue
+        p = -1 if tensors.producer[t] is None else index[t]
+        bits = 8.0 * tensors.sent_bytes[t]
+        if len(readers) == 1:
+            single_t.append(p)
+            single_h.append(index[readers[0]])
+            single_b.append(bits)
+        else:
+            a = len(multi_t)
+            multi_t.append(p)
+            multi_b.append(bits)
+            reader_t.extend([a] * len(readers))
+            reader_l.extend(index[c] for c in readers)
+    links = chain_links(inst)
+    ms_per_bit = np.array([1000.0 / inst.link_rate_bits_per_s(link) for link in links])
+    latency = np.array([link.latency_ms for link in links])
+    sinks = [i for i, layer in enumerate(inst.layers) if not tensors.consumers[layer.name]]
+    as_int = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
+    return CutTemplate(
+        n_layers=len(inst.layers), n_levels=M - 1, flow_tail=as_int(flow_t), flow_head=as_int(flow_h),
+        compute=np.array([table[layer.name] for layer in inst.layers], dtype=float).reshape(len(inst.layers), M),
+        single_tail=as_int(single_t), single_head=as_int(single_h), single_bits=np.array(single_b, dtype=float),
+        multi_tail=as_int(multi_t), multi_bits=np.array(multi_b, dtype=float),
+        multi_reader_tensor=as_int(reader_t), multi_reader_layer=as_int(reader_l), sinks=as_int(sinks),
+        link_ms_per_bit=ms_per_bit, link_latency_ms=latency,
+    )
+
+
+def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
+                        penalty: np.ndarray | None = None) -> CutSolution:
+    """The placement minimising ``sum_m weights[m] * S[m] + sum_l penalty[l, position(l)]``
+    (stage times in ms; weights >= 0, default all 1: the latency; ``penalty``: an extra
+    cost >= 0 of each layer (file order) on each device, e.g. a Lagrangian price of its
+    weights), ignoring memory limits; ``labels`` are the chain positions. Raises
+    NotApplicable where ``cut_refusal`` says the graph is not exact."""
+    import numpy as np
+
+    why = cut_refusal(inst)
+    if why is not None:
+        raise NotApplicable(f"chain-cut: {why}")
+    g = cut_template(inst)
+    n, M = g.n_layers, g.n_levels + 1
+    w = np.ones(M) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != (M,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"weights must be {M} finite numbers >= 0, got {weights!r}")
+    unary = g.compute * w[None, :]
+    if penalty is not None:
+        penalty = np.asarray(penalty, dtype=float)
+        if penalty.shape != unary.shape or not np.all(np.isfinite(penalty)) or np.any(penalty < 0):
+            raise ValueError(f"penalty must be a ({n}, {M}) array of finite numbers >= 0")
+        unary = unary + penalty
+    per_bit = w[:-1] * g.link_ms_per_bit  # (M-1,) ms per bit on link m, weighted
+    return solve_layered_cut(LayeredCut(
+        unary=unary, flow_reader=g.flow_tail, flow_producer=g.flow_head,
+        single_producer=g.single_tail, single_reader=g.single_head,
+        single_cost=g.single_bits[:, None] * per_bit[None, :],
+        multi_producer=g.multi_tail, multi_cost=g.multi_bits[:, None] * per_bit[None, :],
+        multi_reader_tensor=g.multi_reader_tensor, multi_reader_layer=g.multi_reader_layer,
+        fixed=w[:-1] * g.link_latency_ms, sinks=g.sinks, pinned=np.zeros(0, dtype=np.int64)))
