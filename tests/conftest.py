@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -20,6 +21,12 @@ _TMP = tempfile.mkdtemp(prefix="splitopt-tests-")
 os.environ.setdefault("TMPDIR", _TMP)
 os.environ["HOME"] = _TMP
 atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
+
+# a shell starts a background job (`pytest &`) with SIGINT ignored, and every process it
+# starts inherits that: the Ctrl-C tests then fail and leave their solver children running.
+# Python's own handler here makes the processes the tests start get the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 settings.register_profile(
     "ci",
