@@ -170,8 +170,8 @@ def profile_command(
                 from splitopt.torch.models import build_model
                 from splitopt.torch.user_model import capture_errors as guard, factory_name, is_spec
 
-                module, rename, example, _, calibration_fn = _built(
-                    build_model, model, seed, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
+                module, rename, example, _, calibration_fn = build_model(
+                    model, seed, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
                 if name is None:
                     name = factory_name(model) if is_spec(model) else f"{model}_{preset.replace(',', '_')}"
             # the first 8 are those of the shipped instances; more are drawn on request
@@ -210,22 +210,6 @@ def _profile_onnx(model: str, devices: list, links: list, settings: dict, calibr
 
     return profile_onnx(path, devices, links, settings, name=name or path.stem, input_shape=input_shape,
                         input_high=input_high, calibration=calibration, measure_latency=measure, repeats=repeats)
-
-
-def _built(build_model, model: str, seed: int, **kw):
-    """``build_model(...)``, with a factory that returns ``ExportedProgram.module()`` as
-    one line: such a module refuses ``eval()`` (torch: "Calling eval() is not supported
-    yet"), where loading user models puts the module in eval mode."""
-    from splitopt.core.errors import InvalidModel
-
-    try:
-        return build_model(model, seed, **kw)
-    except NotImplementedError as e:
-        if "eval()" not in str(e):
-            raise
-        raise InvalidModel(f"model '{model}': the factory returned a module made by ExportedProgram.module(), which "
-                           f"cannot be put in eval mode; save the program (torch.export.save(ep, 'model.pt2')) and "
-                           f"profile the .pt2 file, or return the nn.Module itself") from e
 
 
 def _saved_program(model: str, input_shape: Optional[str], input_dtype: Optional[str], input_high: Optional[int]):

@@ -61,6 +61,76 @@ class LayeredCut:
 
 
 @dataclass(frozen=True)
+class DagTerms:
+    """The weight-independent arrays of a :class:`LayeredCut` built from a layer DAG: its
+    data edges, and per tensor with readers and a positive size its producer (-1: a raw
+    input), its readers and its size (any unit: the caller turns it into costs per level),
+    split into tensors with one reader and tensors with several."""
+
+    flow_reader: np.ndarray
+    flow_producer: np.ndarray
+    single_producer: np.ndarray
+    single_reader: np.ndarray
+    single_size: np.ndarray
+    multi_producer: np.ndarray
+    multi_size: np.ndarray
+    multi_reader_tensor: np.ndarray
+    multi_reader_layer: np.ndarray
+    sinks: np.ndarray
+
+
+def dag_terms(layers, consumers, size) -> DagTerms:
+    """``DagTerms`` of the layers ``layers`` (objects with ``name`` and ``inputs``, in a
+    topological order), ``consumers`` (tensor -> the layers that read it) and ``size``
+    (tensor -> its size; tensors of size <= 0 are left out). A tensor that is not a layer's
+    output is a raw input."""
+    import numpy as np
+
+    index = {layer.name: i for i, layer in enumerate(layers)}
+    flow_r, flow_p = [], []
+    for layer in layers:
+        for src in dict.fromkeys(layer.inputs):
+            if src in index:
+                flow_r.append(index[layer.name])
+                flow_p.append(index[src])
+    single_p, single_r, single_s, multi_p, multi_s, reader_t, reader_l = ([] for _ in range(7))
+    for tensor, readers in consumers.items():
+        readers = list(dict.fromkeys(readers))
+        amount = size(tensor)
+        if not readers or amount <= 0:
+            continue
+        p = index.get(tensor, -1)
+        if len(readers) == 1:
+            single_p.append(p)
+            single_r.append(index[readers[0]])
+            single_s.append(amount)
+        else:
+            reader_t.extend([len(multi_p)] * len(readers))
+            reader_l.extend(index[r] for r in readers)
+            multi_p.append(p)
+            multi_s.append(amount)
+    ints = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
+    return DagTerms(ints(flow_r), ints(flow_p), ints(single_p), ints(single_r), np.array(single_s, dtype=float),
+                    ints(multi_p), np.array(multi_s, dtype=float), ints(reader_t), ints(reader_l),
+                    ints([i for i, layer in enumerate(layers) if not consumers.get(layer.name)]))
+
+
+def layered_cut(terms: DagTerms, unary: np.ndarray, cost_per_size: np.ndarray, fixed: np.ndarray,
+                pinned: np.ndarray | None = None) -> LayeredCut:
+    """The :class:`LayeredCut` of ``terms`` with ``unary`` (n, K+1) ms, a tensor's cost on
+    level m = its size x ``cost_per_size[m]``, and ``fixed`` (K,) ms per level."""
+    import numpy as np
+
+    return LayeredCut(
+        unary=unary, flow_reader=terms.flow_reader, flow_producer=terms.flow_producer,
+        single_producer=terms.single_producer, single_reader=terms.single_reader,
+        single_cost=terms.single_size[:, None] * cost_per_size[None, :],
+        multi_producer=terms.multi_producer, multi_cost=terms.multi_size[:, None] * cost_per_size[None, :],
+        multi_reader_tensor=terms.multi_reader_tensor, multi_reader_layer=terms.multi_reader_layer,
+        fixed=fixed, sinks=terms.sinks, pinned=np.zeros(0, dtype=np.int64) if pinned is None else pinned)
+
+
+@dataclass(frozen=True)
 class CutSolution:
     """A minimum cut: ``bound_ms`` a proven lower bound on the least cost (ms), and each
     layer's label in a labelling whose cost is within ``slack_ms`` of it."""

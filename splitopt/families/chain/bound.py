@@ -30,7 +30,7 @@ def memory_free_latency(inst: Instance):
     from splitopt.families.chain.cut import cut_refusal, min_weighted_stages
 
     def solve():
-        if not inst.layers or cut_refusal(inst) is not None:
+        if cut_refusal(inst) is not None:
             return None
         return min_weighted_stages(inst)
 
@@ -44,14 +44,11 @@ def memory_free_optimum_fits(inst: Instance) -> bool:
         return False
 
     def fits() -> bool:
+        from splitopt.families.chain.cut import cut_plan
         from splitopt.families.chain.evaluate import evaluate
-        from splitopt.families.chain.plan import plan_from_indices
 
         cut = memory_free_latency(inst)
-        if cut is None:
-            return False
-        plan = plan_from_indices(inst, {layer.name: p for layer, p in zip(inst.layers, cut.labels)})
-        return evaluate(inst, plan).feasible
+        return cut is not None and evaluate(inst, cut_plan(inst, cut)).feasible
 
     return inst.derived(("chain", "memory_free_fits"), fits)
 

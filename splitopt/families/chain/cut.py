@@ -35,8 +35,10 @@ from typing import TYPE_CHECKING, Sequence
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
-from splitopt.core.layered_cut import CutSolution, LayeredCut, solve_layered_cut
+from splitopt.core.layered_cut import CutSolution, DagTerms, dag_terms, layered_cut, solve_layered_cut
+from splitopt.core.plan import Plan
 from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
+from splitopt.families.chain.plan import plan_from_indices
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,24 +46,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CutTemplate:
-    """The weight-independent part of the layered graph of an instance: arcs per level
-    as (tail layer, head layer) index arrays, with their unweighted capacity (ms)."""
+    """The weight-independent part of an instance's layered graph: the DAG's terms (tensor
+    sizes in bits), the compute table (n, M) ms, and per link its ms per bit and fixed
+    latency (ms)."""
 
-    n_layers: int
-    n_levels: int  # M - 1
-    flow_tail: np.ndarray  # consumer layer index (arc consumer -> producer, unbounded)
-    flow_head: np.ndarray
-    compute: np.ndarray  # (n_layers, M) ms
-    single_tail: np.ndarray  # producer layer (-1: a raw input, from the source)
-    single_head: np.ndarray  # its one consumer
-    single_bits: np.ndarray  # bits sent
-    multi_tail: np.ndarray  # producer layer of a tensor read by several layers (-1: raw input)
-    multi_bits: np.ndarray
-    multi_reader_tensor: np.ndarray  # (aux tensor index, consumer layer) pairs
-    multi_reader_layer: np.ndarray
-    sinks: np.ndarray  # layers no one reads
-    link_ms_per_bit: np.ndarray  # (M-1,) ms per bit on link m
-    link_latency_ms: np.ndarray  # (M-1,)
+    terms: DagTerms
+    compute: np.ndarray
+    link_ms_per_bit: np.ndarray
+    link_latency_ms: np.ndarray
 
 
 def cut_refusal(inst: Instance) -> str | None:
@@ -88,45 +80,18 @@ def _cut_template(inst: Instance) -> CutTemplate:
 
     tensors = chain_tensors(inst)
     table = compute_table(inst)
-    index = {layer.name: i for i, layer in enumerate(inst.layers)}
-    M = len(inst.settings.chain)
-    flow_t, flow_h = [], []
-    for layer in inst.layers:
-        for src in dict.fromkeys(layer.inputs):
-            if tensors.producer[src] is not None:
-                flow_t.append(index[layer.name])
-                flow_h.append(index[src])
-    single_t, single_h, single_b = [], [], []
-    multi_t, multi_b, reader_t, reader_l = [], [], [], []
-    for t in tensors.names:
-        readers = list(dict.fromkeys(tensors.consumers[t]))
-        if not readers or tensors.sent_bytes[t] <= 0:
-            continue
-        p = -1 if tensors.producer[t] is None else index[t]
-        bits = 8.0 * tensors.sent_bytes[t]
-        if len(readers) == 1:
-            single_t.append(p)
-            single_h.append(index[readers[0]])
-            single_b.append(bits)
-        else:
-            a = len(multi_t)
-            multi_t.append(p)
-            multi_b.append(bits)
-            reader_t.extend([a] * len(readers))
-            reader_l.extend(index[c] for c in readers)
     links = chain_links(inst)
-    ms_per_bit = np.array([1000.0 / inst.link_rate_bits_per_s(link) for link in links])
-    latency = np.array([link.latency_ms for link in links])
-    sinks = [i for i, layer in enumerate(inst.layers) if not tensors.consumers[layer.name]]
-    as_int = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
+    M = len(inst.settings.chain)
     return CutTemplate(
-        n_layers=len(inst.layers), n_levels=M - 1, flow_tail=as_int(flow_t), flow_head=as_int(flow_h),
+        terms=dag_terms(inst.layers, tensors.consumers, lambda t: 8.0 * tensors.sent_bytes[t]),
         compute=np.array([table[layer.name] for layer in inst.layers], dtype=float).reshape(len(inst.layers), M),
-        single_tail=as_int(single_t), single_head=as_int(single_h), single_bits=np.array(single_b, dtype=float),
-        multi_tail=as_int(multi_t), multi_bits=np.array(multi_b, dtype=float),
-        multi_reader_tensor=as_int(reader_t), multi_reader_layer=as_int(reader_l), sinks=as_int(sinks),
-        link_ms_per_bit=ms_per_bit, link_latency_ms=latency,
-    )
+        link_ms_per_bit=np.array([1000.0 / inst.link_rate_bits_per_s(link) for link in links]),
+        link_latency_ms=np.array([link.latency_ms for link in links]))
+
+
+def cut_plan(inst: Instance, cut: CutSolution) -> Plan:
+    """The chain plan of a cut's labels (chain positions, layers in file order)."""
+    return plan_from_indices(inst, {layer.name: int(p) for layer, p in zip(inst.layers, cut.labels)})
 
 
 def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
@@ -142,7 +107,7 @@ def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
     if why is not None:
         raise NotApplicable(f"chain-cut: {why}")
     g = cut_template(inst)
-    n, M = g.n_layers, g.n_levels + 1
+    n, M = len(inst.layers), len(inst.settings.chain)
     w = np.ones(M) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != (M,) or not np.all(np.isfinite(w)) or np.any(w < 0):
         raise ValueError(f"weights must be {M} finite numbers >= 0, got {weights!r}")
@@ -152,11 +117,4 @@ def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
         if penalty.shape != unary.shape or not np.all(np.isfinite(penalty)) or np.any(penalty < 0):
             raise ValueError(f"penalty must be a ({n}, {M}) array of finite numbers >= 0")
         unary = unary + penalty
-    per_bit = w[:-1] * g.link_ms_per_bit  # (M-1,) ms per bit on link m, weighted
-    return solve_layered_cut(LayeredCut(
-        unary=unary, flow_reader=g.flow_tail, flow_producer=g.flow_head,
-        single_producer=g.single_tail, single_reader=g.single_head,
-        single_cost=g.single_bits[:, None] * per_bit[None, :],
-        multi_producer=g.multi_tail, multi_cost=g.multi_bits[:, None] * per_bit[None, :],
-        multi_reader_tensor=g.multi_reader_tensor, multi_reader_layer=g.multi_reader_layer,
-        fixed=w[:-1] * g.link_latency_ms, sinks=g.sinks, pinned=np.zeros(0, dtype=np.int64)))
+    return solve_layered_cut(layered_cut(g.terms, unary, w[:-1] * g.link_ms_per_bit, w[:-1] * g.link_latency_ms))

@@ -63,9 +63,8 @@ def lagrange(inst: Instance) -> LagrangeResult | None:
 def _lagrange(inst: Instance) -> LagrangeResult:
     import numpy as np
 
-    from splitopt.families.chain.cut import min_weighted_stages
+    from splitopt.families.chain.cut import cut_plan, min_weighted_stages
     from splitopt.families.chain.evaluate import evaluate
-    from splitopt.families.chain.plan import plan_from_indices
 
     t0 = time.perf_counter()
     s = inst.settings
@@ -85,7 +84,7 @@ def _lagrange(inst: Instance) -> LagrangeResult:
         bound -= 1e-12 * abs(bound)  # the subtraction's rounding
         best_bound = max(best_bound, bound)
         positions = np.asarray(cut.labels)
-        plan = plan_from_indices(inst, {layer.name: int(p) for layer, p in zip(inst.layers, positions)})
+        plan = cut_plan(inst, cut)
         metrics = evaluate(inst, plan)
         if metrics.feasible and (best_value is None or metrics.objective_ms < best_value):
             best_plan, best_value = plan, metrics.objective_ms
@@ -122,7 +121,7 @@ def _lagrange(inst: Instance) -> LagrangeResult:
         for m in over:
             mu[m] = max(2.0 * mu[m], floor)
         cut = min_weighted_stages(inst, lam, weight_bytes[:, None] * mu[None, :])
-        plan = plan_from_indices(inst, {layer.name: int(p) for layer, p in zip(inst.layers, cut.labels)})
+        plan = cut_plan(inst, cut)
         metrics = evaluate(inst, plan)
         if metrics.feasible and (best_value is None or metrics.objective_ms < best_value):
             best_plan, best_value = plan, metrics.objective_ms

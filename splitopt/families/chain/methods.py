@@ -211,14 +211,18 @@ def best_single_device(inst: Instance, options: SolveOptions) -> BackendOutput:
 
 def chain_cut(inst: Instance, options: SolveOptions) -> BackendOutput:
     """exact minimum cut for the latency objective on any layer DAG where no memory limit binds (Ishikawa graph)."""
-    from splitopt.families.chain.cut import min_weighted_stages
+    from splitopt.families.chain.bound import memory_free_latency
+    from splitopt.families.chain.cut import cut_plan, cut_refusal
 
     if inst.settings.objective != "latency":
         raise NotApplicable("chain-cut: solves the 'latency' objective (a sum of stage times is a cut; the "
                             "throughput bottleneck is not); use cpsat")
+    why = cut_refusal(inst)
+    if why is not None:
+        raise NotApplicable(f"chain-cut: {why}")
     t0 = time.perf_counter()
-    cut = min_weighted_stages(inst)
-    plan = plan_from_indices(inst, {layer.name: p for layer, p in zip(inst.layers, cut.labels)})
+    cut = memory_free_latency(inst)  # solved once per instance (auto's exact_method asked already)
+    plan = cut_plan(inst, cut)
     metrics = evaluate(inst, plan)
     extra = {"solve_s": time.perf_counter() - t0}
     if not metrics.feasible:

@@ -60,48 +60,21 @@ def _relaxed_cut(inst: Instance):
     import numpy as np
 
     from splitopt.core.latency import layer_latency_ms
-    from splitopt.core.layered_cut import LayeredCut, solve_layered_cut
+    from splitopt.core.layered_cut import dag_terms, layered_cut, solve_layered_cut
 
     c = inst.settings.cloud_bits
     pairs = _fastest_pairs(inst)
-    index = {layer.name: i for i, layer in enumerate(inst.layers)}
     unary = np.array([[min(t for t, _ in pairs[l.name].values()),
                        layer_latency_ms(inst, l, inst.cloud_device, c, c)] for l in inst.layers], dtype=float)
-    ms_per_bit = 1000.0 / inst.uplink.bandwidth_bits_per_s
-    flow_r, flow_p, single_p, single_r, single_c, multi_p, multi_c, reader_t, reader_l = ([] for _ in range(9))
-    for layer in inst.layers:
-        for src in dict.fromkeys(layer.inputs):
-            if src in index:
-                flow_r.append(index[layer.name])
-                flow_p.append(index[src])
-    positive = set()
-    for tensor, readers in inst.consumers.items():
-        readers = list(dict.fromkeys(readers))
-        cost = inst.tensor_elements(tensor) * _fewest_sent_bits(inst, tensor) * ms_per_bit
-        if not readers or cost <= 0:
-            continue
-        positive.add(tensor)
-        p = index.get(tensor, -1)
-        if len(readers) == 1:
-            single_p.append(p)
-            single_r.append(index[readers[0]])
-            single_c.append([cost])
-        else:
-            multi_p.append(p)
-            multi_c.append([cost])
-            reader_t.extend([len(multi_p) - 1] * len(readers))
-            reader_l.extend(index[r] for r in readers)
-    exact_fixed = all(any(t in positive for t in layer.inputs) for layer in inst.layers)
-    fixed = inst.uplink.latency_ms if exact_fixed else 0.0
-    ints = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
-    costs = lambda v: np.array(v, dtype=float).reshape(len(v), 1)  # noqa: E731
-    return solve_layered_cut(LayeredCut(
-        unary=unary, flow_reader=ints(flow_r), flow_producer=ints(flow_p),
-        single_producer=ints(single_p), single_reader=ints(single_r), single_cost=costs(single_c),
-        multi_producer=ints(multi_p), multi_cost=costs(multi_c), multi_reader_tensor=ints(reader_t),
-        multi_reader_layer=ints(reader_l), fixed=np.array([fixed]),
-        sinks=ints([i for i, l in enumerate(inst.layers) if not inst.consumers[l.name]]),
-        pinned=ints(sorted(index[n] for n in inst.settings.edge_required))))
+    terms = dag_terms(inst.layers, inst.consumers,
+                      lambda t: inst.tensor_elements(t) * _fewest_sent_bits(inst, t))  # bits
+    sent = {l for l in inst.consumers if inst.consumers[l] and inst.tensor_elements(l) > 0}
+    exact_fixed = all(any(t in sent for t in layer.inputs) for layer in inst.layers)
+    index = {layer.name: i for i, layer in enumerate(inst.layers)}
+    return solve_layered_cut(layered_cut(
+        terms, unary, np.array([1000.0 / inst.uplink.bandwidth_bits_per_s]),
+        np.array([inst.uplink.latency_ms if exact_fixed else 0.0]),
+        pinned=np.array(sorted(index[n] for n in inst.settings.edge_required), dtype=np.int64)))
 
 
 def edge_cloud_lower_bound(inst: Instance) -> float | None:
