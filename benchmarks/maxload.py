@@ -21,9 +21,16 @@ not in ../shared (only the inputs ship), so that column reads "not available".
         [--cpsat-time-limit S] [--milp-time-limit S] [--solvers cpsat,milp-highs,...]
         [--only NAME] [--greedy /tmp/greedy]
 
-The results are written after every instance (a stopped run keeps what it measured).
-Each run records wall time and CPU time (this process's threads plus solver
-subprocesses): on a shared machine the two differ.
+Every solve runs on the sweep runner (``benchmarks/runner_support.py``): its own process
+(2 threads, pinned to 2 CPUs), killed at ``limit x 1.1 + 10 s``, its record kept in a
+JSONL store (``--store``, default ``benchmarks/results/cache/maxload.jsonl``) as it ends,
+so a stopped run keeps what it measured and the same command resumes it (``--fresh``
+starts over; ``--executor ray``, ``-j`` as in ``splitopt sweep``). Repeats are seeds
+0 .. N-1. Each run records build + solve time and CPU time (the solve's process and its
+solver subprocesses, from reading the instance): on a shared machine the two differ. The
+baselines (all-CPU, start plan, peer greedy) are evaluations, computed in this process.
+``--quick``: the smallest instance, one run, a 5 s limit, into
+``benchmarks/results/cache/quick/`` unless ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -41,6 +47,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from machine import machine  # noqa: E402
+from runner_support import add_runner_options, run_repeated, runner_line, total_s  # noqa: E402
 
 from splitopt.core.errors import InvalidPlan  # noqa: E402
 from splitopt.families.maxload.evaluate import check_placement, latency  # noqa: E402
@@ -49,7 +59,7 @@ from splitopt.families.maxload.methods import all_on_cpu_placement  # noqa: E402
 from splitopt.families.maxload.peer_data import data_root, expert_rows  # noqa: E402
 from splitopt.families.maxload.plan import parse_expert  # noqa: E402
 from splitopt.families.registry import family_of  # noqa: E402
-from splitopt.solve import solve  # noqa: E402
+from splitopt.sweep.jobs import Job  # noqa: E402
 
 #: per objective: input folder, result file, default time limits (s) and CP-SAT repeats
 MODES = {
@@ -60,6 +70,8 @@ MODES = {
 }
 
 PUBLISHED_DP = "not available"  # the paper's numbers are not in ../shared
+#: solver threads per solve
+THREADS = 2
 
 
 def expert_values(objective: str = "throughput") -> dict[str, float]:
@@ -75,29 +87,30 @@ def expert_values(objective: str = "throughput") -> dict[str, float]:
 
 
 def cpu_seconds() -> float:
-    """CPU time of this process (all its threads) and of its finished children (CBC)."""
+    """CPU time of this process (all its threads) and of its finished children (the peer greedy)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-def run_one(inst, solver: str, time_limit: float | None) -> dict:
-    cpu0 = cpu_seconds()
-    r = solve(inst, solver, time_limit=time_limit, threads=2, seed=0)
+def run_of(record: dict) -> dict:
+    """One run's entry from its sweep record (the program's size and tolerances from the
+    result's extras)."""
+    extra = record.get("extra") or {}
     return {
-        "cpu_s": cpu_seconds() - cpu0,
-        "status": r.status.value,
-        "objective_ms": r.objective,
-        "bound_ms": r.bound,
-        "gap": r.gap,
-        "build_s": r.build_s,
-        "solve_s": r.solve_s,
-        "time_s": r.build_s + r.solve_s,
-        "message": r.message,
-        "variables": r.extra.get("variables"),
-        "rows": r.extra.get("rows"),
-        "tolerance_ms": r.extra.get("objective_tolerance_ms", r.extra.get("scaling_tolerance_ms")),
-        "returned": r.extra.get("returned"),
-        "presolve": r.extra.get("presolve"),
+        "cpu_s": record.get("cpu_s"),
+        "status": record.get("status"),
+        "objective_ms": record.get("objective"),
+        "bound_ms": record.get("bound"),
+        "gap": record.get("gap"),
+        "build_s": record.get("build_s"),
+        "solve_s": record.get("solve_s"),
+        "time_s": total_s(record),
+        "message": record.get("message"),
+        "variables": extra.get("variables"),
+        "rows": extra.get("rows"),
+        "tolerance_ms": extra.get("objective_tolerance_ms", extra.get("scaling_tolerance_ms")),
+        "returned": extra.get("returned"),
+        "presolve": extra.get("presolve"),
     }
 
 
@@ -162,7 +175,8 @@ def markdown(report: dict) -> str:
     lines = [
         "# Max-load (throughput, contiguous) on the peer dnn-partitioning instances",
         "",
-        f"`python benchmarks/maxload.py` ({report['started']}; {report['machine']}; 2 threads per solve). "
+        f"`python benchmarks/maxload.py` ({report['started']}; {report['machine']}; 2 threads per solve; "
+        f"{report.get('runner', 'in one process')}). "
         f"CP-SAT: presolve off, time limit {a['cpsat_time_limit']} s, median of {a['repeats']} runs "
         f"(1 run when the first takes more than {a['repeat_below']} s); MILP (HiGHS through highspy / CBC 2.10.3 through PuLP's MPS file): "
         f"time limit {a['milp_time_limit']} s, median of {a['milp_repeats']} run(s). "
@@ -199,7 +213,8 @@ def markdown_latency(report: dict) -> str:
         "# Latency (single sample) on the peer dnn-partitioning latency instances",
         "",
         f"`python benchmarks/maxload.py --objective latency` ({report['started']}; {report['machine']}; "
-        f"2 threads per solve; load average at the start {report.get('load', '-')}). CP-SAT (native latency "
+        f"2 threads per solve; {report.get('runner', 'in one process')}; load average at the start "
+        f"{report.get('load', '-')}). CP-SAT (native latency "
         f"model, presolve on where no row can reach 2**31) with time limit {a['cpsat_time_limit']} s, "
         f"milp-highs (the latency LinearProgram through highspy) with {a['milp_time_limit']} s; one run each. "
         "Objective: the placement's latency by `splitopt.families.maxload.evaluate.latency` (ms); bound: the "
@@ -268,24 +283,31 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--append", action="store_true",
                     help="keep the rows of an existing result file (a row of the same instance and solver is replaced)")
+    ap.add_argument("--quick", action="store_true", help="the smallest instance, one run, a 5 s limit; writes to "
+                    "benchmarks/results/cache/quick/ unless --out is given")
+    add_runner_options(ap, "maxload")
     a = ap.parse_args(argv)
     mode = MODES[a.objective]
+    if a.quick:
+        a.repeats, a.milp_repeats, a.cpsat_time_limit, a.milp_time_limit = 1, 1, 5.0, 5.0
     for key in ("cpsat_time_limit", "milp_time_limit", "repeats", "solvers"):
         if getattr(a, key) is None:
             setattr(a, key, mode[key])
     if a.out is None:
-        a.out = REPO / "benchmarks" / "results" / mode["out"]
+        a.out = REPO / "benchmarks" / "results" / ("cache/quick" if a.quick else "") / mode["out"]
 
     files = sorted((data_root() / mode["inputs"]).glob("*/*.json"))
     files.sort(key=lambda p: (p.parent.name != "LayerGraphs", p.stat().st_size))  # small first
     if a.only:
         files = [f for f in files if any(s in f"{f.parent.name}/{f.stem}" for s in a.only.split(","))]
+    if a.quick:
+        files = files[:1]
     experts = expert_values(a.objective)
     report = {
         "started": time.strftime("%Y-%m-%d %H:%M"),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), "
-                   f"Python {platform.python_version()}",
+        "machine": machine(shared=True),
         "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "runner": runner_line(a),
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
         "rows": [],
     }
@@ -296,39 +318,44 @@ def main(argv=None) -> None:
             for key in ("repeats", "repeat_below", "cpsat_time_limit"):
                 report["args"][key] = old["args"][key]
     solvers = a.solvers.split(",")
+    jobs = [Job(str(f), solver, 0, a.cpsat_time_limit if solver == "cpsat" else a.milp_time_limit, THREADS)
+            for solver in solvers for f in files]
+
+    def repeats(job: Job, first: dict) -> int:
+        if job.solver != "cpsat":
+            return a.milp_repeats
+        t = total_s(first)
+        return a.repeats if t is not None and t < a.repeat_below else 1
+
+    runs_of = run_repeated(jobs, a, repeats)
     baselines: dict[str, dict] = {}
-    for solver in solvers:
-        for f in files:
-            inst = read_peer_instance(f)
-            if a.objective == "latency" and inst.name not in baselines:
-                baselines[inst.name] = latency_baselines(f, inst, a.greedy)
-            if solver == "cpsat":
-                limit, n = a.cpsat_time_limit, a.repeats
-            else:
-                limit, n = a.milp_time_limit, a.milp_repeats
-            runs = [run_one(inst, solver, limit)]
-            while len(runs) < n and (solver != "cpsat" or runs[0]["time_s"] < a.repeat_below):
-                runs.append(run_one(inst, solver, limit))
-            row = {
-                "instance": inst.name,
-                "nodes": len(inst.nodes),
-                "solver": solver,
-                "runs": runs,
-                "summary": summarise(runs),
-                "expert_ms": experts.get(inst.name),
-                "published_dp": PUBLISHED_DP,
-            }
-            if a.objective == "latency":
-                row["baselines"] = baselines[inst.name]
-            report["rows"] = [r for r in report["rows"] if (r["instance"], r["solver"]) != (inst.name, solver)]
-            report["rows"].append(row)
-            s = row["summary"]
-            print(f"{inst.name:38s} {solver:10s} {s['status']:9s} obj {_f(s['objective_ms'])} "
-                  f"bound {_f(s['bound_ms'])} gap {_f(s['gap'], '.2e')} {s['time_s']:.1f} s "
-                  f"(cpu {s['cpu_s']:.1f} s) x{s['repeats']}", flush=True)
-            a.out.parent.mkdir(parents=True, exist_ok=True)
-            a.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
-            a.out.with_suffix(".md").write_text(markdown(report))
+    for job, records in zip(jobs, runs_of):
+        f = Path(job.instance)
+        inst = read_peer_instance(f)
+        if a.objective == "latency" and inst.name not in baselines:
+            baselines[inst.name] = latency_baselines(f, inst, a.greedy)
+        runs = [run_of(r) for r in records]
+        row = {
+            "instance": inst.name,
+            "nodes": len(inst.nodes),
+            "solver": job.solver,
+            "runs": runs,
+            "summary": summarise(runs),
+            "expert_ms": experts.get(inst.name),
+            "published_dp": PUBLISHED_DP,
+        }
+        if a.objective == "latency":
+            row["baselines"] = baselines[inst.name]
+        report["rows"] = [r for r in report["rows"] if (r["instance"], r["solver"]) != (inst.name, job.solver)]
+        report["rows"].append(row)
+        s = row["summary"]
+        print(f"{inst.name:38s} {job.solver:10s} {s['status']:9s} obj {_f(s['objective_ms'])} "
+              f"bound {_f(s['bound_ms'])} gap {_f(s['gap'], '.2e')} {_f(s['time_s'], '.1f')} s "
+              f"(cpu {_f(s['cpu_s'], '.1f')} s) x{s['repeats']}", flush=True)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+    a.out.with_suffix(".md").write_text(markdown(report))
+    print(f"wrote {a.out.with_suffix('.md')} and {a.out.with_suffix('.json')}")
 
 
 if __name__ == "__main__":

@@ -5,33 +5,36 @@ method. The multi-device families have their own scripts (``chain.py``, ``mesh.p
 
     python benchmarks/run.py                       # all edge/cloud instances, exact backends and baselines
     python benchmarks/run.py --repeats 5 --instances instances/resnet50_eyeriss.json
+    python benchmarks/run.py --quick               # one instance, one run, 5 s limit (a smoke test)
+    python benchmarks/run.py -j 2 --executor ray   # the runner's options (benchmarks/runner_support.py)
 
-Times are medians over ``--repeats`` runs of ``splitopt.solve.solve`` in this process:
-``build`` is building the program (or the method's preprocessing), ``solve`` the solver
-call, ``total`` their sum (instance loading excluded). Every plan is re-evaluated by the
-evaluator inside ``solve``. The script exits non-zero if an exact backend's proven
-optimum is above any other method's feasible plan (the optimum <= every baseline).
+Every solve runs on the sweep runner (``benchmarks/runner_support.py``): its own process,
+killed at ``limit x 1.1 + 10 s``, its record kept in a JSONL store (``--store``, default
+``benchmarks/results/cache/run.jsonl``) that the same command resumes. Times are medians
+over ``--repeats`` runs (seeds 0 .. N-1): ``build`` is building the program (or the
+method's preprocessing), ``solve`` the solver call, ``total`` their sum (instance loading
+and process start-up excluded). Every plan is re-evaluated by the evaluator inside
+``solve``. ``--also-float`` writes each split_bits instance as a split instance to
+``benchmarks/results/cache/instances/``. The script exits non-zero if an exact backend's
+proven optimum is above any other method's feasible plan (the optimum <= every baseline).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import glob
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
-from splitopt import load_instance
-from splitopt.core.errors import NotApplicable, SplitoptError
 from splitopt.backends import registry
 from splitopt.families.registry import family
-from splitopt.solve import solve
+from splitopt.sweep.jobs import Job
 
 from machine import machine  # benchmarks/, the script's folder
+from runner_support import (add_runner_options, cached_instance, median, not_applicable, run_repeated, runner_line,
+                            total_s)
 
 #: the edge/cloud family: the instances and backends this benchmark covers
 EDGE_CLOUD = family("edge_cloud")
@@ -45,35 +48,31 @@ def kind(name: str) -> str:
 HERE = Path(__file__).parent
 
 
-def run_one(inst, name: str, repeats: int, time_limit: float | None, threads: int) -> dict:
-    times, builds, solves, result = [], [], [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = solve(inst, name, time_limit=time_limit, threads=threads, diagnose=False)
-        times.append(time.perf_counter() - t0)
-        builds.append(result.build_s)
-        solves.append(result.solve_s)
-    m = result.metrics
+def row_of(records: list[dict], name: str, instance: tuple[str, str]) -> dict:
+    """The table row of a method's runs on one instance (``instance``: its name and
+    problem): the last run's status, latency and metrics, the medians of the times."""
+    last = records[-1]
+    m = last.get("metrics") or {}
     return {
-        "instance": inst.name,
-        "problem": result.problem,
+        "instance": instance[0],
+        "problem": instance[1],
         "method": name,
         "kind": kind(name),
-        "status": result.status.value,
-        "latency_ms": result.objective,
-        "bound_ms": result.bound,
-        "gap": result.gap,
-        "edge_ms": m.edge_compute_ms if m else None,
-        "transmit_ms": m.transmit_ms if m else None,
-        "cloud_ms": m.cloud_compute_ms if m else None,
-        "edge_layers": m.edge_layer_count if m else None,
-        "edge_memory_B": m.edge_memory_bytes if m else None,
-        "error": m.error if m else None,
-        "feasible": bool(m and m.feasible),
-        "median_build_s": statistics.median(builds),
-        "median_solve_s": statistics.median(solves),
-        "median_total_s": statistics.median(times),
-        "repeats": repeats,
+        "status": last.get("status"),
+        "latency_ms": last.get("objective"),
+        "bound_ms": last.get("bound"),
+        "gap": last.get("gap"),
+        "edge_ms": m.get("edge_compute_ms"),
+        "transmit_ms": m.get("transmit_ms"),
+        "cloud_ms": m.get("cloud_compute_ms"),
+        "edge_layers": m.get("edge_layer_count"),
+        "edge_memory_B": m.get("edge_memory_bytes"),
+        "error": m.get("error"),
+        "feasible": bool(m.get("feasible")),
+        "median_build_s": median(r.get("build_s") for r in records),
+        "median_solve_s": median(r.get("solve_s") for r in records),
+        "median_total_s": median(total_s(r) for r in records),
+        "repeats": len(records),
     }
 
 
@@ -134,43 +133,43 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--also-float", action="store_true",
                     help="also run every split_bits instance as its float problem (split), named '<instance> (split)'")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke test: the first instance, one run, a 5 s limit, into a temporary folder unless --out is given")
+    add_runner_options(ap, "run")
     args = ap.parse_args(argv)
     if args.instances is None:
         args.instances = [p for p in sorted(glob.glob(str(HERE.parent / "instances" / "*.json")))
                           if json.loads(Path(p).read_text())["settings"]["problem"] in EDGE_CLOUD_PROBLEMS]
+    if args.quick:
+        args.instances, args.repeats, args.time_limit = args.instances[:1], 1, 5.0
+        if args.out == str(HERE / "results"):
+            args.out = str(HERE / "results" / "cache" / "quick")
     # the exact backends and the baselines; heuristic search is measured by heuristics.py
     names = args.solvers or [n for n in registry.names(family=EDGE_CLOUD)
                              if n in registry.BACKENDS and registry.backend_class(n).is_installed()
                              and registry.backend_class(n).kind == "exact" or n not in registry.BACKENDS]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
-    instances = []
+    instances: dict[str, tuple[str, str]] = {}  # file -> the instance's name and problem
     for path in args.instances:
-        inst = load_instance(path)
-        instances.append(inst)
-        if args.also_float and inst.settings.problem != "split":
-            floated = inst.with_settings(problem="split")
-            instances.append(dataclasses.replace(floated, name=f"{inst.name} (split)"))
-    for inst in instances:
-        for name in names:
-            try:
-                row = run_one(inst, name, args.repeats, args.time_limit, args.threads)
-            except NotApplicable as e:
-                print(f"{inst.name:28s} {name:14s} not applicable: {e}", file=sys.stderr)
-                continue
-            except SplitoptError as e:
-                print(f"{inst.name:28s} {name:14s} FAILED: {e}", file=sys.stderr)
-                rows.append({"instance": inst.name, "problem": inst.settings.problem, "method": name,
-                             "kind": kind(name), "status": "ERROR", "latency_ms": None,
-                             "bound_ms": None, "gap": None, "edge_ms": None, "transmit_ms": None, "cloud_ms": None,
-                             "edge_layers": None, "edge_memory_B": None, "error": None, "feasible": False,
-                             "median_build_s": None, "median_solve_s": None, "median_total_s": None,
-                             "repeats": args.repeats})
-                continue
-            rows.append(row)
-            lat = "-" if row["latency_ms"] is None else f"{row['latency_ms']:.3f} ms"
-            print(f"{inst.name:28s} {name:14s} {row['status']:18s} {lat:>14s}  solve {row['median_solve_s']:.4f} s", flush=True)
+        data = json.loads(Path(path).read_text())
+        instances[str(path)] = (data["name"], data["settings"]["problem"])
+        if args.also_float and data["settings"]["problem"] != "split":
+            floated = {**data, "name": f"{data['name']} (split)", "settings": {**data["settings"], "problem": "split"}}
+            instances[str(cached_instance(floated, f"{Path(path).stem}_split"))] = (floated["name"], "split")
+    jobs = [Job(path, name, 0, args.time_limit, args.threads) for path in instances for name in names]
+    rows: list[dict] = []
+    for job, records in zip(jobs, run_repeated(jobs, args, args.repeats)):
+        if not_applicable(records[0]):
+            print(f"{Path(job.instance).stem:28s} {job.solver:14s} not applicable: {records[0]['message']}", file=sys.stderr)
+            continue
+        if any(r.get("status") in ("ERROR", "KILLED") for r in records):
+            failed = next(r for r in records if r.get("status") in ("ERROR", "KILLED"))
+            print(f"{Path(job.instance).stem:28s} {job.solver:14s} FAILED: {failed.get('message')}", file=sys.stderr)
+            rows.append({**row_of([failed], job.solver, instances[job.instance]), "status": failed["status"],
+                         "latency_ms": None, "feasible": False, "repeats": args.repeats})
+            continue
+        rows.append(row_of(records, job.solver, instances[job.instance]))
     failures = []
     for inst in dict.fromkeys(r["instance"] for r in rows):
         rs = [r for r in rows if r["instance"] == inst]
@@ -191,7 +190,7 @@ def main(argv=None) -> int:
         w.writeheader()
         w.writerows(rows)
     header = (f"Benchmark on {machine()}; medians of {args.repeats} runs; time limit {args.time_limit} s; "
-              f"{args.threads} solver threads. Ratio to best: latency / the lowest latency among plans meeting every budget.")
+              f"{args.threads} solver threads; {runner_line(args)}. Ratio to best: latency / the lowest latency among plans meeting every budget.")
     write_markdown(rows, out / "results.md", header)
     if rows:
         plot_breakdown(rows, out / "latency_breakdown.png")

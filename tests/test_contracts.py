@@ -60,6 +60,11 @@ def test_start_plan(family):
     for_seeds(20, contracts.check_start_plan, family)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_exact_backends_never_worse_than_their_hints(family):
+    for_seeds(15, contracts.check_exact_never_worse_than_hints, family)
+
+
 @pytest.mark.parametrize("backend", contracts.EXACT_BACKENDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_same_seed_same_plan(family, backend):

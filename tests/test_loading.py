@@ -363,6 +363,34 @@ def test_count_search_bounds_stay_valid_when_searches_run_over_budget(monkeypatc
     assert abandoned >= 3
 
 
+def test_count_search_plan_seeking_tests_inside_the_gap_keep_bounds_valid(monkeypatch):
+    """The plan-seeking tests after a search over its budget alternate between the
+    incumbent's target and halfway to it (``SEEK``); one inside the gap that refutes its
+    target raises the bound. With every seeking test halfway and a budget of a few nodes,
+    the bound must stay below the optimum and every count end closed at it."""
+    from splitopt.families.loading import counts
+
+    monkeypatch.setattr(counts, "NODE_BUDGET", 2)
+    monkeypatch.setattr(counts, "SEEK", (0.5,))
+    thetas = []
+    original = counts.CountSearch.run
+
+    def run(self):
+        out = original(self)
+        thetas.append((self.theta, out))
+        return out
+
+    monkeypatch.setattr(counts.CountSearch, "run", run)
+    for inst in case2_instances(40):
+        best = min(best_per_count(inst).values())
+        thetas.clear()
+        res = counts.solve_counts(data(inst))
+        assert res.bound <= best * (1 + 1e-12), inst.name
+        assert res.closed and counts.first_response_ms(data(inst), res.plan) == pytest.approx(best, rel=1e-9)
+        # no refuted target lies above the optimum
+        assert all(theta <= best * (1 + 1e-12) for theta, out in thetas if out is False), inst.name
+
+
 def test_polish_proposes_valid_plans_no_worse():
     """The local search (count-search's plan source) keeps the child count and the limits and
     never returns a plan responding later (by the evaluator); on 1,000 blocks it improves the
@@ -383,12 +411,13 @@ def test_polish_proposes_valid_plans_no_worse():
             lane = [rng.randrange(d.threads) for _ in range(k)]
             p = LoadingPlan(tuple([0] + starts), canonical_threads(
                 [[j for j in range(k) if lane[j] == t] for t in range(d.threads)]))
-            q = polish(d, p)
-            assert q.k == k and not limit_violations(d, q.starts)
-            assert sorted(j for t in q.threads for j in t) == list(range(k))
-            assert first_response_ms(d, q) <= first_response_ms(d, p) * (1 + 1e-12)
-            checked += 1
-            better += first_response_ms(d, q) < first_response_ms(d, p)
+            for pairs in (False, True):  # without and with the two-cut moves
+                q = polish(d, p, pairs=pairs)
+                assert q.k == k and not limit_violations(d, q.starts)
+                assert sorted(j for t in q.threads for j in t) == list(range(k))
+                assert first_response_ms(d, q) <= first_response_ms(d, p) * (1 + 1e-12)
+                checked += 1
+                better += first_response_ms(d, q) < first_response_ms(d, p)
     assert checked >= 50 and better >= 5
     raw = random_loading_data(4, 1_000, threads=4, k_max=16, objective="latency")
     raw["settings"]["loading"]["children"] = {"min": 1, "max": 16}
@@ -396,3 +425,9 @@ def test_polish_proposes_valid_plans_no_worse():
     st = Staircase(d, 16)
     plan = plan_near(st, relaxation_bound(st, 0.0, st.horizon) * (1 + 1e-3))
     assert first_response_ms(d, polish(d, plan)) < first_response_ms(d, plan)
+    # the two-cut moves leave that instance's round-robin plan 961.777 ms (where single moves
+    # stop) at 960.456 ms or below
+    stuck = LoadingPlan((0, 96, 190, 300, 428, 503, 585, 655, 706, 768, 811, 860, 889, 917, 950, 970),
+                        tuple(tuple(range(t, 16, 4)) for t in range(4)))
+    assert first_response_ms(d, polish(d, stuck)) == first_response_ms(d, stuck)
+    assert first_response_ms(d, polish(d, stuck, pairs=True)) <= 960.456

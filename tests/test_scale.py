@@ -127,3 +127,37 @@ def test_a_time_limit_stops_a_large_build():
     elapsed = time.perf_counter() - t0
     assert res.status.value == "FEASIBLE" and "building" in res.message, (res.status, res.message)
     assert elapsed <= 0.05 * 1.1 + 1.0, elapsed
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_latency_table_equals_layer_latency_to_the_last_bit(seed):
+    """The builder's per-layer table (shared parts computed once) gives the evaluator's
+    latencies exactly, on the analytical model and on measured tables alike."""
+    from splitopt.core.latency import latency_table, layer_latency_ms
+
+    inst = random_instance(seed, 12)
+    bits = list(inst.candidate_bits())
+    for device in (inst.edge_device, inst.cloud_device):
+        for layer in inst.layers:
+            table = latency_table(inst, layer, device, bits)
+            assert list(table) == [(w, a) for w in bits for a in bits]
+            for (w, a), ms in table.items():
+                assert ms == layer_latency_ms(inst, layer, device, w, a)
+
+
+def test_paused_gc_restores_the_collector():
+    import gc
+
+    from splitopt.core.gcpause import paused_gc
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with paused_gc():
+            raise RuntimeError("a build that fails")
+    assert gc.isenabled()

@@ -139,3 +139,17 @@ def test_ctrl_c_kills_the_running_jobs_and_exits_130(tmp_path):
         except (ProcessLookupError, FileNotFoundError):
             alive = False
         assert not alive, f"worker {pid} survived Ctrl-C"
+
+
+def test_a_record_carries_the_results_scalar_extras(files):
+    from splitopt.sweep.worker import scalar_extras, solve_job
+
+    assert scalar_extras({"variables": 7, "returned": "start plan", "presolve": False, "tol": 0.5, "none": None,
+                          "nan": float("nan"), "probe": {"s": 1.0}, "anytime": [[0.1, 1, 2.0, True]]}) == \
+        {"variables": 7, "returned": "start plan", "presolve": False, "tol": 0.5, "none": None}
+    record = solve_job(Job(str(files[0]), "milp-highs", 0, 20.0, 1))
+    assert record["status"] == "OPTIMAL", record.get("message")
+    extra = record["extra"]
+    assert extra and all(v is None or isinstance(v, (str, bool, int, float)) for v in extra.values())
+    assert isinstance(extra.get("variables"), int)  # the program's size, as the benchmarks report it
+    json.dumps(record, allow_nan=False)

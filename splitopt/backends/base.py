@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 from splitopt.backends.deadline import DeadlinePassed
-from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
+from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure, SplitoptError
+from splitopt.core.gcpause import paused_gc
 from splitopt.core.options import BuildDeadlinePassed, SolveOptions, building_until
 from splitopt.core.program import Program
 from splitopt.core.result import BackendOutput, Status
@@ -92,11 +93,56 @@ class Backend(ABC):
 OPTIMAL_ATOL_MS = 1e-9
 
 
-def feasible_start_plan(family: Any, inst: Any) -> Any | None:
-    """The family's start plan if its evaluator finds it meets every limit, else None: the
-    only plan a backend may fall back on, and the one that refutes an INFEASIBLE claim."""
-    start = family.start_plan(inst)
-    return start if start is not None and family.evaluate(inst, start).feasible else None
+def feasible_start_plan(family: Any, inst: Any, options: SolveOptions | None = None, hints: bool = True) -> Any | None:
+    """The plan of least objective that meets every limit among the family's start plan and
+    (``hints``) the plans of its *hint* methods (``Method.hint``: cheap baselines that run
+    on the instance's problem), else None: the only plan a backend may fall back on (so an
+    exact backend never returns a plan worse than a baseline it was hinted with), the one
+    it hands the solver as a hint, and the one that refutes an INFEASIBLE claim. Hints run
+    while ``options``' time lasts; the answer is kept with the instance once every hint
+    has run."""
+    options = options or SolveOptions()
+
+    def family_start() -> tuple[Any | None, float]:
+        start = family.start_plan(inst)
+        if start is not None:
+            metrics = family.evaluate(inst, start)
+            if metrics.feasible:
+                return start, metrics.objective_ms
+        return None, float("inf")
+
+    start = inst.derived(("backends", "feasible_start_plan"), family_start)
+    if not hints:
+        return start[0]
+
+    def best_plan() -> Any | None:
+        best, best_ms = start
+        for method in family.methods():
+            if not method.hint or (method.problems is not None and inst.problem not in method.problems):
+                continue
+            if options.out_of_time():
+                raise _HintsCutShort(best)
+            try:
+                plan = method.run(inst, options).plan
+                metrics = None if plan is None else family.evaluate(inst, plan)
+            except SplitoptError:  # a baseline that does not apply here (or cannot run on it) hints nothing
+                continue
+            if metrics is not None and metrics.feasible and metrics.objective_ms < best_ms:
+                best, best_ms = plan, metrics.objective_ms
+        return best
+
+    try:
+        return inst.derived(("backends", "hinted_start_plan"), best_plan)
+    except _HintsCutShort as cut:  # not kept: a later call with more time runs every hint
+        return cut.plan
+
+
+class _HintsCutShort(Exception):
+    """The time ran out before every hint method ran; ``plan``: the best one so far."""
+
+    def __init__(self, plan: Any | None):
+        super().__init__("hints cut short by the time limit")
+        self.plan = plan
 
 
 class ProgramBackend(Backend):
@@ -130,11 +176,13 @@ class ProgramBackend(Backend):
         self.check_options(options.solver_options)
         kind = self.kind_for(family)
         t0 = time.perf_counter()
-        start = feasible_start_plan(family, inst)
+        # the family's own start plan first: where it attains the family's bound, no hint runs
+        start = feasible_start_plan(family, inst, options, hints=False)
         proven, relaxation = self._start_attains_bound(family, inst, start, options)
         if proven is not None:
             proven.extra["build_s"] = time.perf_counter() - t0
             return proven
+        start = feasible_start_plan(family, inst, options)
 
         def stronger(bound: float | None) -> float | None:
             """A stopped run's bound, or the family's relaxation bound where that is higher."""
@@ -142,7 +190,7 @@ class ProgramBackend(Backend):
                 return bound
             return relaxation if bound is None else max(bound, relaxation)
         try:
-            with building_until(options.deadline):
+            with building_until(options.deadline), paused_gc():
                 program = family.build_program(inst, kind, start)
         except BuildDeadlinePassed:
             return self._stopped(family, inst, start, stronger(None), "the time limit ran out while building the program",

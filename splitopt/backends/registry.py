@@ -87,17 +87,18 @@ def check_backend(name: str, options: Mapping[str, Any]) -> None:
 
 
 def entries() -> list[dict[str, Any]]:
-    """Every backend: the generic ones, then each family's methods (for ``splitopt solvers``)."""
+    """Every backend: the generic ones, then each family's methods (for ``splitopt solvers``);
+    ``hint``: a baseline the exact program backends start from (``Method.hint``)."""
     out = []
     for name in BACKENDS:
         cls = backend_class(name)
         out.append({"name": name, "kind": cls.kind, "families": "all", "installed": cls.is_installed(),
-                    "description": cls.description})
+                    "hint": False, "description": cls.description})
     for fam in families():
         for m in fam.methods():
             problems = ", ".join(m.problems or fam.problems)
             out.append({"name": m.name, "kind": m.kind, "families": f"{fam.name} ({problems})", "installed": True,
-                        "description": m.description})
+                        "hint": m.hint, "description": m.description})
     return out
 
 

@@ -30,6 +30,7 @@ from splitopt.cli.common import (
     writing,
 )
 from splitopt.cli.loading import profile_loading_command, run_loading_command
+from splitopt.cli.netrun import run_tcp_command
 from splitopt.cli.separable import profile_separable_command, run_separable_command
 from splitopt.cli.sweep import sweep_command
 from splitopt.cli.bench import bench_command
@@ -37,6 +38,7 @@ from splitopt.cli.bandwidth import bandwidth_command
 from splitopt.cli.profile import devices_command, profile_command
 from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
+from splitopt.cli.export import export_command
 from splitopt.core.errors import InvalidOption, NotApplicable
 
 app = typer.Typer(
@@ -256,7 +258,8 @@ def solvers(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")
     for col in ("name", "kind", "families", "installed", "description"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["name"], r["kind"], r["families"], "yes" if r["installed"] else "no", r["description"])
+        kind = r["kind"] + (", hint" if r["hint"] else "")  # a baseline the exact backends start from
+        table.add_row(r["name"], kind, r["families"], "yes" if r["installed"] else "no", r["description"])
     console.print(table)
 
 
@@ -441,6 +444,8 @@ def dnnp_eval(
 
 app.command("profile")(profile_command)
 app.command("run")(run_command)
+app.command("run-tcp")(run_tcp_command)
+app.command("export")(export_command)
 app.command("retrain")(retrain_command)
 app.command("profile-loading")(profile_loading_command)
 app.command("run-loading")(run_loading_command)

@@ -21,6 +21,8 @@ own bit-widths, so the latency of a plan is a sum of per-layer table entries.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.instance import Device, Instance, Layer
 
@@ -60,3 +62,32 @@ def analytical_latency_ms(inst: Instance, layer: Layer, device: Device, weight_b
                 input_bytes += raw_bytes
     traffic = weight_bytes + spill_bytes + input_bytes
     return 1000.0 * (compute_s + traffic / device.offchip_bytes_per_s)
+
+
+def latency_table(inst: Instance, layer: Layer, device: Device, bits: Sequence[int]) -> dict[tuple[int, int], float]:
+    """``(weight bits, activation bits) -> latency (ms)`` of ``layer`` on ``device`` for every
+    pair of ``bits``: the values of :func:`layer_latency_ms`, to the last bit (the same
+    operations in the same order), with the parts that do not depend on the bit-widths
+    computed once (a program builder asks for every pair of every layer)."""
+    override = layer.latency_ms.get(device.name)
+    if override is not None or device.offchip_bytes_per_s is None:
+        return {(w, a): layer_latency_ms(inst, layer, device, w, a) for w in bits for a in bits}
+    compute_s = layer.macs / device.mac_per_s
+    half_buffer = device.onchip_bytes / 2.0
+    readers = max(1, len(inst.consumers[layer.name]))
+    input_bytes = 0.0
+    for src in dict.fromkeys(layer.inputs):
+        raw = inst.input_by_name.get(src)
+        if raw is not None:
+            raw_bytes = raw.elements * raw.bits / 8.0
+            if raw_bytes > half_buffer:
+                input_bytes += raw_bytes
+    rate = device.offchip_bytes_per_s
+    table = {}
+    for w in bits:
+        weight_bytes = layer.weights * w / 8.0
+        for a in bits:
+            out_bytes = layer.output_elements * a / 8.0
+            spill_bytes = out_bytes * (1 + readers) if out_bytes > half_buffer else 0.0
+            table[w, a] = 1000.0 * (compute_s + (weight_bytes + spill_bytes + input_bytes) / rate)
+    return table

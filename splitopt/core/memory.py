@@ -57,24 +57,30 @@ def edge_set_use(inst: Instance, on_edge: AbstractSet[str], weight_bits: Mapping
     sent_names = {t for t, _ in sent}
 
     weight_bytes = sum(inst.layer_by_name[n].weights * weight_bits[n] / 8.0 for n in on_edge)
-    peak, peak_layer = 0.0, None
+    peak_bits, peak_layer = 0, None
     if on_edge:
-        size = {t: inst.tensor_elements(t) * bits_on_edge(t) / 8.0 for t in produced}
-        last_edge_reader: dict[str, int] = {}
+        # One pass with a running sum (linear in layers + edges, where walking the live set at
+        # every step was quadratic on graphs with long skips). Sizes are whole bits, so the
+        # running sum is exact and equals summing the live set at each step.
+        size = {t: inst.tensor_elements(t) * bits_on_edge(t) for t in produced}
+        edge_steps = [inst.position[l.name] for l in inst.layers if l.name in on_edge]
+        first_step = edge_steps[0]
+        freed_at: dict[int, int] = {}  # step -> bits freed after that step's working set
         for tensor in produced:
+            if tensor in sent_names:
+                continue  # held until it is sent, after the edge part
             steps = [inst.position[r] for r in inst.consumers[tensor] if r in on_edge]
-            last_edge_reader[tensor] = max(steps) if steps else -1
-        live: dict[str, float] = {t.name: size[t.name] for t in inst.inputs}
+            made = first_step if tensor in inst.input_by_name else inst.position[tensor]
+            free = max(steps) if steps else made
+            freed_at[max(free, made)] = freed_at.get(max(free, made), 0) + size[tensor]
+        live = sum(size[t.name] for t in inst.inputs)
         for layer in inst.layers:
             n = layer.name
             if n not in on_edge:
                 continue
-            live[n] = size[n]
-            working = sum(live.values())
-            if working > peak:
-                peak, peak_layer = working, n
-            step = inst.position[n]
-            for tensor in list(live):
-                if tensor not in sent_names and last_edge_reader[tensor] <= step:
-                    del live[tensor]
+            live += size[n]
+            if live > peak_bits:
+                peak_bits, peak_layer = live, n
+            live -= freed_at.get(inst.position[n], 0)
+    peak = peak_bits / 8.0
     return EdgeSetUse(tuple(sent), weight_bytes, peak, peak_layer)

@@ -38,7 +38,10 @@ class Method:
     (None: all of the family's); asked to run on another problem of the family it runs
     on the instance's ``fallback_problem`` when that is set (a float method on
     ``split_bits`` runs the float ``split`` problem). ``aliases``: older names kept so
-    that existing commands still work."""
+    that existing commands still work. ``hint``: a cheap baseline (about linear in the
+    instance) whose plan the exact program backends start from when it is the best
+    feasible one they know (``splitopt.backends.base.feasible_start_plan``), so that
+    they never return a plan worse than its."""
 
     name: str
     description: str
@@ -47,6 +50,7 @@ class Method:
     problems: tuple[str, ...] | None = None
     fallback_problem: str | None = None
     aliases: tuple[str, ...] = ()
+    hint: bool = False
 
 
 def plan_output(plan: Any, objective: float | None = None, **extra: Any) -> BackendOutput:

@@ -37,12 +37,22 @@ def describe(inst: Any) -> dict[str, Any]:
     return {"family": family_of(inst).name, "size": size, "size_unit": unit}
 
 
+def scalar_extras(extra: dict[str, Any]) -> dict[str, Any]:
+    """The entries of a result's ``extra`` that are one string, number, bool or None
+    (the backend's statistics, what it returned, a tolerance): the nested ones (a probe's
+    or phase's summary) and the anytime curve are left out."""
+    return {str(k): v for k, v in extra.items()
+            if v is None or isinstance(v, (str, bool, int)) or (isinstance(v, float) and v == v and abs(v) != float("inf"))}
+
+
 def solve_job(job: Job) -> dict[str, Any]:
     """The record of one solve: the result's JSON form (``splitopt solve --json``: status,
     objective, bound, gap, ``build_s`` and ``solve_s``) with the job, its key, the
     instance's family and size (:func:`describe`), ``read_s`` (reading the instance), the
     anytime curve of a search where the result has one (``anytime``: [seconds,
-    evaluations, objective, feasible] per improvement), and wall and CPU seconds from
+    evaluations, objective, feasible] per improvement), the result's other scalar extras
+    (``extra``: e.g. a program's ``variables`` and ``rows``, ``returned``, a tolerance; see
+    :func:`scalar_extras`), and wall and CPU seconds from
     reading the instance to the answer; an error of the input or the solver becomes
     ``status: "ERROR"`` with its message."""
     from splitopt.api import load_instance, result_to_dict
@@ -63,6 +73,7 @@ def solve_job(job: Job) -> dict[str, Any]:
         record.update(out)
         if result.extra.get("anytime"):
             record["anytime"] = [list(point) for point in result.extra["anytime"]]
+        record["extra"] = scalar_extras(result.extra)
     except SplitoptError as e:
         record.update(status="ERROR", message=f"{type(e).__name__}: {e}")
     record.update(wall_s=time.perf_counter() - t0, cpu_s=cpu_s() - c0)

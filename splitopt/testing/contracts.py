@@ -18,6 +18,9 @@ random_family_instance``), and asserts:
   never return a feasible plan better than the optimum, and an exact method finds it;
 * ``check_plan_json_round_trip``: a plan's JSON form parses back to an equal plan;
 * ``check_start_plan``: a start plan, when the family gives one, meets every limit;
+* ``check_exact_never_worse_than_hints``: the plan the exact program backends start from
+  and fall back on is no worse than the family's start plan or any hint baseline's
+  feasible plan (``Method.hint``), and a solve by each of them is no worse either;
 * ``check_same_seed_same_plan``: two solves with the same seed give the same plan;
 * ``check_search_space``: every sampled genome decodes to a plan the evaluator accepts,
   and (where the space represents every plan) decoding a plan's genome gives the plan;
@@ -37,7 +40,8 @@ from typing import Any
 
 from splitopt.api import evaluate, plan_from_dict, plan_to_dict
 from splitopt.backends.registry import backend_class, get_backend, names
-from splitopt.core.errors import NotApplicable
+from splitopt.core.errors import NotApplicable, SplitoptError
+from splitopt.core.options import SolveOptions
 from splitopt.core.program import row_violations
 from splitopt.core.result import Status
 from splitopt.families.base import PROTOCOL_MEMBERS, Family
@@ -167,6 +171,39 @@ def check_start_plan(family_name: str, seed: int) -> None:
     if start is None:
         return
     fam.evaluate(inst, start)  # well-formed (InvalidPlan otherwise)
+
+
+def check_exact_never_worse_than_hints(family_name: str, seed: int) -> None:
+    from splitopt.backends.base import feasible_start_plan
+
+    inst = random_family_instance(family_name, seed)
+    fam = family_of(inst)
+    fam.prepare(inst)
+    values = []
+    start_plan = fam.start_plan(inst)
+    if start_plan is not None and fam.evaluate(inst, start_plan).feasible:
+        values.append(fam.evaluate(inst, start_plan).objective_ms)
+    for method in fam.methods():
+        if method.hint and (method.problems is None or inst.problem in method.problems):
+            try:
+                plan = method.run(inst, SolveOptions()).plan
+                metrics = None if plan is None else fam.evaluate(inst, plan)
+            except SplitoptError:  # does not apply here: no hint
+                continue
+            if metrics is not None and metrics.feasible:
+                values.append(metrics.objective_ms)
+    start = feasible_start_plan(fam, inst)
+    if not values:
+        assert start is None or fam.evaluate(inst, start).feasible
+        return
+    best = min(values)
+    assert start is not None and fam.evaluate(inst, start).objective_ms <= best, (start, best)
+    for backend in EXACT_BACKENDS:
+        try:
+            res = solve(inst, backend, time_limit=30, threads=1)
+        except NotApplicable:
+            continue
+        assert res.status.has_plan and res.objective <= best * (1 + 1e-9) + 1e-9, (backend, res.status, res.objective, best)
 
 
 def check_same_seed_same_plan(family_name: str, backend: str, seed: int) -> None:

@@ -35,7 +35,7 @@ METHODS = (
     Method("chain-scan", "HiveMind-style linear search: one split point per device, greedy along the chain",
            methods.chain_scan),
     Method("best-single-device", "all layers on the one device that is best (the input forwarded to it)",
-           methods.best_single_device),
+           methods.best_single_device, hint=True),
 )
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from itertools import product
 
 from splitopt.core.instance import Instance
-from splitopt.core.latency import layer_latency_ms
+from splitopt.core.latency import latency_table, layer_latency_ms
 from splitopt.core.live_spans import split_spans
 from splitopt.core.plan import Plan
 from splitopt.core.program import LinearProgram
@@ -82,7 +82,7 @@ def build_split_program(inst: Instance) -> LinearProgram:
     encoding: dict[str, str] = {}
     for l in layers:
         name = l.name
-        table = {(w, a): layer_latency_ms(inst, l, edge_dev, w, a) for w, a in product(bits, bits)}
+        table = latency_table(inst, l, edge_dev, bits)
         if len(bits) == 1:
             b = bits[0]
             wsel[name], asel[name] = {b: {e[name]: 1.0}}, {b: {e[name]: 1.0}}

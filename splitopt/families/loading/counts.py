@@ -47,6 +47,8 @@ MAX_PASSES = 200
 SPLIT = 1 / 16
 #: without a fixed cost, states this many blocks on are checked for dominance
 SCAN = 8
+#: after a test over its budget, a plan-seeking test this far from the bound to the target
+SEEK = (1.0, 0.5)
 #: nodes one exact search may visit before it is abandoned (doubled each time)
 NODE_BUDGET = 20_000
 #: the local search starts from the relaxation's greatest starts at these relative distances
@@ -391,6 +393,8 @@ def solve_counts(d: LoadingData, out_of_time: Callable[[], bool] = lambda: False
     split = {k: SPLIT for k in case2}
     budget = {k: NODE_BUDGET for k in case2}
     upper: dict[int, bool] = {}
+    seeks: dict[int, int] = {}
+    hard = False
     try:
         while True:
             open_ = [k for k in searched if low[k] + sts[k].slack < best.target]
@@ -399,7 +403,10 @@ def solve_counts(d: LoadingData, out_of_time: Callable[[], bool] = lambda: False
             k = min(open_, key=low.__getitem__)
             # after a search over its budget, one that looks for any better plan (at the
             # incumbent's target)
-            share = 1.0 if upper.pop(k, False) else split[k]
+            seeking = upper.pop(k, False)
+            if seeking:
+                seeks[k] = seeks.get(k, 0) + 1
+            share = SEEK[(seeks[k] - 1) % len(SEEK)] if seeking else split[k]
             theta = low[k] + share * (best.target - low[k])
             if not low[k] + sts[k].slack < theta < best.target or share >= 1.0:
                 theta = best.target
@@ -410,12 +417,15 @@ def solve_counts(d: LoadingData, out_of_time: Callable[[], bool] = lambda: False
                 nodes += search.nodes
                 info[k]["nodes"] = info[k].get("nodes", 0) + search.nodes
             if found:  # a plan below theta: polish it too
-                best.offer(d, polish(d, best.plan, out_of_time=out_of_time))
+                best.offer(d, polish(d, best.plan, out_of_time=out_of_time, pairs=hard))
             elif found is None:  # over its node budget: no information
-                if share == split[k]:  # a test closer to the bound next, with more nodes, after
+                if not seeking:  # a test closer to the bound next, with more nodes, after
                     split[k] /= 4  # one that looks for a better plan
                     budget[k] *= 2
                     upper[k] = True
+                    if not hard:  # a hard instance: the slower two-cut moves too, from now on
+                        hard = True
+                        best.offer(d, polish(d, best.plan, out_of_time=out_of_time, pairs=True))
             elif not found:  # no plan of k children responds before theta (up to rounding)
                 low[k] = theta - sts[k].slack
                 split[k] = min(1.0, split[k] * 4)

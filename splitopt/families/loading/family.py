@@ -37,12 +37,12 @@ METHODS = (
     Method("count-search", "exact first response over every allowed child count: Case 1 by the min-max "
            "partition, Case 2 by a staircase relaxation bound and an exact depth-first search (balance: as "
            "partition-search)", method("count_search"), kind="exact"),
-    Method("monolithic", "the whole model as one child (the paper's 'Original')", method("monolithic")),
+    Method("monolithic", "the whole model as one child (the paper's 'Original')", method("monolithic"), hint=True),
     Method("equal-count", "k children of equal block counts, the best allowed k, paper load order",
-           method("equal_count")),
-    Method("equal-bytes", "k children of equal bytes, the best allowed k, paper load order", method("equal_bytes")),
+           method("equal_count"), hint=True),
+    Method("equal-bytes", "k children of equal bytes, the best allowed k, paper load order", method("equal_bytes"), hint=True),
     Method("reference-plans", "the best published cut positions the instance carries (paper Tables 1-2)",
-           method("reference_plans")),
+           method("reference_plans"), hint=True),
     Method("paper-rlu", "the paper's tabular Q-learning unit (state (C_split, I_split, n_p, n_r), reward 0 within "
            "+-e of T/C_split)", method("paper_rlu")),
 )

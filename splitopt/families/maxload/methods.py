@@ -105,11 +105,11 @@ def ideal_dp(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
 
 #: the family's methods besides the generic programs (``MaxloadFamily.methods``)
 METHODS = (
-    Method("all-on-cpu", "every node on cpu0 (meets every placement rule when maxCPUs >= 1)", all_on_cpu),
+    Method("all-on-cpu", "every node on cpu0 (meets every placement rule when maxCPUs >= 1)", all_on_cpu, hint=True),
     Method("intervals", "throughput: each device one interval of a group order, min max-load by dynamic programming",
            intervals),
     Method("group-moves", "throughput: the intervals plan improved by moving one colour group at a time "
-           "(local search keeping every rule)", group_moves),
+           "(local search keeping every rule)", group_moves, hint=True),
     Method("ideal-dp", "throughput, exact: dynamic programming over the ideals of the forward DAG (where they are "
            "few and no two contiguous devices can wait on each other)", ideal_dp, kind="exact"),
 )

@@ -26,9 +26,9 @@ from splitopt.families.mesh.start import diagnose, start_plan
 from splitopt.search.space import SearchSpace
 
 METHODS = (
-    Method("heft", "HEFT-style list scheduling: earliest finish time per layer", methods.heft),
+    Method("heft", "HEFT-style list scheduling: earliest finish time per layer", methods.heft, hint=True),
     Method("best-single-device", "all layers on one device, the device of least makespan that fits",
-           methods.best_single_device, aliases=("mesh-best-single-device",)),
+           methods.best_single_device, aliases=("mesh-best-single-device",), hint=True),
 )
 
 SETTINGS_SCHEMA = {

@@ -27,10 +27,10 @@ from splitopt.search.space import SearchSpace
 
 METHODS = (
     Method("all-on-aggregator", "raw views sent, fusion at the last candidate, all compute on the aggregator",
-           methods.all_on_aggregator),
-    Method("all-on-sensor", "each sensor runs everything before the last fusion candidate", methods.all_on_sensor),
+           methods.all_on_aggregator, hint=True),
+    Method("all-on-sensor", "each sensor runs everything before the last fusion candidate", methods.all_on_sensor, hint=True),
     Method("common-split", "best common cut at the fusion point, no compression (SplitNets 'split at fusion')",
-           methods.common_split),
+           methods.common_split, hint=True),
 )
 
 SETTINGS_SCHEMA = {

@@ -32,12 +32,12 @@ def method(name: str) -> Callable[[Any, Any], Any]:
 
 METHODS = (
     Method("ring-allreduce", "the unseparated model, features all-reduced around the ring after every block (the "
-           "paper's 100 % reference)", method("ring_allreduce")),
-    Method("no-communication", "every step silent: each device runs on its own paths", method("no_communication")),
+           "paper's 100 % reference)", method("ring_allreduce"), hint=True),
+    Method("no-communication", "every step silent: each device runs on its own paths", method("no_communication"), hint=True),
     Method("all-intensive", "every device sends its whole stream to the next device at every step",
-           method("all_intensive")),
+           method("all_intensive"), hint=True),
     Method("reference-policies", "the best published policy the instance carries (paper Table 6)",
-           method("reference_policies")),
+           method("reference_policies"), hint=True),
     Method("random-sampling", "the best of 1,000 uniformly random policies (the paper's random sampler), seeded",
            method("random_sampling")),
 )

@@ -19,6 +19,7 @@ evaluated plan can be worse than its estimate, or break the memory limit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from splitopt.families.edge_cloud.baselines.common import finish, fits, float_latencies, raw_input_bytes, sent_bytes
 from splitopt.core.instance import Instance
@@ -45,6 +46,13 @@ def chain_scan(inst: Instance) -> list[ChainSplit]:
     n_layers = len(layers)
     act = [layer.output_elements * bits / 8.0 for layer in layers]
     raw = raw_input_bytes(inst)
+    # the edge and cloud sums of every split from exact prefix sums (Fractions: linear, where
+    # re-summing the slices was quadratic, and equal estimates stay exactly equal, so ties
+    # still go to the smaller k)
+    edge_prefix, cloud_prefix = [Fraction(0)], [Fraction(0)]
+    for l in layers:
+        edge_prefix.append(edge_prefix[-1] + Fraction(lat[l.name][0]))
+        cloud_prefix.append(cloud_prefix[-1] + Fraction(lat[l.name][1]))
     out: list[ChainSplit] = []
     weights = peak = 0.0
     for k in range(n_layers + 1):
@@ -58,12 +66,8 @@ def chain_scan(inst: Instance) -> list[ChainSplit]:
             sent = 0.0
         else:
             sent = sent_bytes(inst, layers[k - 1].name, bits)
-        estimate = (
-            sum(lat[l.name][0] for l in layers[:k])
-            + transfer_ms(inst, sent)
-            + sum(lat[l.name][1] for l in layers[k:])
-        )
-        out.append(ChainSplit(k, estimate, weights + peak))
+        estimate = edge_prefix[k] + Fraction(transfer_ms(inst, sent)) + cloud_prefix[n_layers] - cloud_prefix[k]
+        out.append(ChainSplit(k, float(estimate), weights + peak))
     return out
 
 
