@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from splitopt.backends.base import OPTIMAL_ATOL_MS, Backend, feasible_start_plan
 from splitopt.backends.registry import get_backend
+from splitopt.core import progress
 from splitopt.core.errors import NotApplicable, SolverFailure
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, SolveResult, Status
@@ -66,7 +67,8 @@ def solve(
     backend = get_backend(solver or default_solver(family, options, export_path is not None), family)
     inst = _problem_for(backend, family, inst)
     t0 = time.perf_counter()
-    out = backend.solve(family, inst, opts)
+    with progress.solving(backend.name):
+        out = backend.solve(family, inst, opts)
     elapsed = time.perf_counter() - t0
     build_s = float(out.extra.get("build_s", 0.0))
     solve_s = float(out.extra.get("solve_s", elapsed - build_s))

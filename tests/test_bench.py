@@ -82,7 +82,7 @@ def test_no_anytime_curve_draws_no_objective_plot(tmp_path):
 
     records = [{"instance": "a.json", "solver": "cpsat", "seed": 0, "family": "chain", "problem": "chain",
                 "size": n, "size_unit": "layers", "build_s": 0.1 * n, "solve_s": 0.2 * n} for n in (10, 100)]
-    assert plot_objective_vs_time(records, tmp_path / "o.png") is False
+    assert plot_objective_vs_time(records, tmp_path / "o.png") is None
     assert not (tmp_path / "o.png").exists()
     plot_time_vs_size(records, tmp_path / "t.svg")
     assert (tmp_path / "t.svg").stat().st_size > 0

@@ -297,7 +297,8 @@ def test_cli_draws_the_schedule_and_the_breakdown(tmp_path):
     assert out.exit_code == 0, out.output
     assert gantt.stat().st_size > 1000 and bars.stat().st_size > 1000
     edge_cloud = Path(__file__).parent.parent / "instances" / "splitnets_mobilenetv2_sensor.json"
-    out = CliRunner().invoke(app, ["solve", str(edge_cloud), "--gantt", str(tmp_path / "no.png")])
+    # --gantt draws an edge/cloud plan's timeline (tests/test_plots.py); --breakdown has no schedule to use
+    out = CliRunner().invoke(app, ["solve", str(edge_cloud), "--breakdown", str(tmp_path / "no.png")])
     assert out.exit_code == 2 and "no multi-device schedule" in out.output
 
 

@@ -683,7 +683,7 @@ def test_a_write_that_fails_after_the_work_is_one_line(tmp_path, args, option, s
 # ----- 6. schedules --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args", [["solve", TOY], ["evaluate", TOY, TOY]])
-@pytest.mark.parametrize("option", ["--gantt", "--breakdown"])
+@pytest.mark.parametrize("option", ["--breakdown"])  # --gantt draws an edge/cloud timeline (tests/test_plots.py)
 def test_plots_of_a_problem_without_schedules_are_one_line_before_solving(monkeypatch, tmp_path, args, option):
     def forbidden(*a, **k):
         raise AssertionError("solved or evaluated before refusing the plot")

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 
 from splitopt.backends.base import Backend
 from splitopt.backends.registry import backend_class, get_backend
+from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, SolverFailure
 from splitopt.core.jsonfile import cut
 from splitopt.core.options import SolveOptions
@@ -121,7 +122,8 @@ class AutoBackend(Backend):
         # 1. the probe
         limit = options.remaining_s()
         probe_s = PROBE_WITHOUT_LIMIT_S if limit is None else PROBE_SHARE * limit
-        probe = exact_backend.solve(family, inst, _sliced(options, probe_s, {}))
+        with progress.phase(f"probe ({exact_name})"):
+            probe = exact_backend.solve(family, inst, _sliced(options, probe_s, {}))
         runs.append(("probe", probe))
         extra["probe"] = {"status": probe.status.value, "s": time.perf_counter() - t0,
                           **{k: v for k, v in probe.extra.items() if k in ("build_s", "solve_s", "returned")}}
@@ -139,7 +141,8 @@ class AutoBackend(Backend):
                 search_options = _sliced(options, HEURISTIC_SHARE * left, {"evaluations": EVALUATIONS_WITH_LIMIT})
             t1 = time.perf_counter()
             probe_plan = [("exact probe", probe.plan)] if probe.plan is not None and probe.status.has_plan else []
-            search = get_backend("evolutionary").solve(family, inst, search_options, extra_seeds=probe_plan)
+            with progress.phase("search (evolutionary)"):
+                search = get_backend("evolutionary").solve(family, inst, search_options, extra_seeds=probe_plan)
             runs.append(("search", search))
             search_s = time.perf_counter() - t1
             extra.update(search={k: v for k, v in search.extra.items() if k != "anytime"},
@@ -152,7 +155,8 @@ class AutoBackend(Backend):
         # 3. the exact run for the rest of the budget
         if not _out_of_time(options):
             t2 = time.perf_counter()
-            exact = exact_backend.solve(family, inst, _sliced(options, None, {}))
+            with progress.phase(f"exact ({exact_name})"):
+                exact = exact_backend.solve(family, inst, _sliced(options, None, {}))
             runs.append(("exact", exact))
             if _stopped_by_user(exact):
                 extra["interrupted"] = True

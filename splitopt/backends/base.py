@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 from splitopt.backends.deadline import DeadlinePassed
+from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure, SplitoptError
 from splitopt.core.gcpause import paused_gc
 from splitopt.core.options import BuildDeadlinePassed, SolveOptions, building_until
@@ -112,6 +113,8 @@ def feasible_start_plan(family: Any, inst: Any, options: SolveOptions | None = N
         return None, float("inf")
 
     start = inst.derived(("backends", "feasible_start_plan"), family_start)
+    if start[0] is not None:
+        progress.report(incumbent_ms=start[1])
     if not hints:
         return start[0]
 
@@ -189,8 +192,9 @@ class ProgramBackend(Backend):
             if relaxation is None:
                 return bound
             return relaxation if bound is None else max(bound, relaxation)
+        progress.report(bound_ms=relaxation)
         try:
-            with building_until(options.deadline), paused_gc():
+            with building_until(options.deadline), paused_gc(), progress.phase("building the program"):
                 program = family.build_program(inst, kind, start)
         except BuildDeadlinePassed:
             return self._stopped(family, inst, start, stronger(None), "the time limit ran out while building the program",
@@ -211,7 +215,8 @@ class ProgramBackend(Backend):
                                  extra, time.perf_counter() - t0 - build_s)
         t1 = time.perf_counter()
         try:
-            raw = self.run(program, options)
+            with progress.phase("solving"):
+                raw = self.run(program, options)
         except DeadlinePassed:
             raw = RunResult(Status.NO_SOLUTION_FOUND, message="the time limit ran out while emitting the program",
                             interrupted=True)

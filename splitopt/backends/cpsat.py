@@ -49,6 +49,7 @@ from typing import Any, Mapping
 
 from splitopt.backends.base import ProgramBackend, RunResult
 from splitopt.backends.deadline import CHECK_EVERY_ROWS, check_deadline
+from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
 from splitopt.core.interrupts import solve_cpsat
 from splitopt.core.jsonfile import cut, shown
@@ -301,7 +302,8 @@ class CpSatBackend(ProgramBackend):
     def run(self, program: Program, options: SolveOptions) -> RunResult:
         if program.kind == "linear":
             return self._run_linear(program.model, program.hint, options)
-        return run_model(program.model, options, presolve=program.presolve, unit_ms=program.unit_ms)
+        return run_model(program.model, options, presolve=program.presolve, unit_ms=program.unit_ms,
+                         offset_ms=program.offset_ms)
 
     def _run_linear(self, lp: LinearProgram, hint, options: SolveOptions) -> RunResult:
         """Emit ``lp`` with integer data, solve, and map the answer back to ``lp``'s terms."""
@@ -310,7 +312,7 @@ class CpSatBackend(ProgramBackend):
             for v, var, value in zip(lp.variables, xs, hint):
                 model.AddHint(var, int(round(value / unit if v.unit == "ms" else value)))
         # presolve off: or-tools #5293, presolve overflows on large activities in 9.15
-        raw = run_model(model, options, presolve=False, unit_ms=unit)
+        raw = run_model(model, options, presolve=False, unit_ms=unit, offset_ms=lp.objective_constant)
         raw.stats.update(objective_unit_ms=unit, scaling_tolerance_ms=tol)
         if raw.values is not None:
             sol = raw.values
@@ -323,10 +325,29 @@ class CpSatBackend(ProgramBackend):
         return raw
 
 
-def run_model(model, options: SolveOptions, presolve: bool, unit_ms: float = 1.0) -> RunResult:
+def _progress_callback(model, unit_ms: float, offset_ms: float):
+    """A solution callback reporting each incumbent and the bound in ms
+    (``splitopt.core.progress``; objective * ``unit_ms`` + ``offset_ms``), or None when
+    nobody listens or the model has no objective."""
+    from ortools.sat.python import cp_model
+
+    reporter = progress.current()
+    if reporter is None or not model.HasObjective():
+        return None
+
+    class Reporting(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            reporter(self.ObjectiveValue() * unit_ms + offset_ms, self.BestObjectiveBound() * unit_ms + offset_ms)
+
+    return Reporting()
+
+
+def run_model(model, options: SolveOptions, presolve: bool, unit_ms: float = 1.0,
+              offset_ms: float = 0.0) -> RunResult:
     """Solve a CP-SAT model within what is left of the time limit; values are the solution
     vector (by ``var.Index()``), objective and bound in the model's integer units (of
-    ``unit_ms`` ms each: the portable ``mip_gap_abs``, in ms, is converted to them)."""
+    ``unit_ms`` ms each: the portable ``mip_gap_abs``, in ms, is converted to them;
+    ``offset_ms``: the objective's constant, for the progress shown)."""
     from ortools.sat.python import cp_model
 
     extra = dict(options.solver_options)
@@ -335,7 +356,7 @@ def run_model(model, options: SolveOptions, presolve: bool, unit_ms: float = 1.0
     remaining = options.remaining_s()
     solver = cpsat_solver(None if remaining is None else max(0.01, remaining), options.threads, options.seed,
                           options.verbose, presolve=presolve, extra=extra)
-    code, ctrl_c = solve_cpsat(solver, model)
+    code, ctrl_c = solve_cpsat(solver, model, _progress_callback(model, unit_ms, offset_ms))
     name = solver.StatusName(code)
     stats = {"cpsat_status": name, "presolve": presolve, "wall_s": solver.WallTime()}
     if ctrl_c:

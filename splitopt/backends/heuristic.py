@@ -17,6 +17,7 @@ import time
 from typing import Any, ClassVar, Mapping, Sequence
 
 from splitopt.backends.base import Backend
+from splitopt.core import progress
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
@@ -107,15 +108,19 @@ class HeuristicBackend(Backend):
         method = self.heuristic_class()
         config = method.configure(options.solver_options)
         t0 = time.perf_counter()
+        if progress.current() is not None:  # the bound shown beside the incumbents
+            progress.report(bound_ms=family.lower_bound(inst))
         space = family.space(inst)
-        seeds, sources, interrupted = seed_genomes(family, inst, options, space, extra_seeds)
+        with progress.phase("seeding"):
+            seeds, sources, interrupted = seed_genomes(family, inst, options, space, extra_seeds)
         build_s = time.perf_counter() - t0
         search = Search(family, inst, space, options, method.termination(config))
         try:
-            if interrupted:  # Ctrl-C while seeding: judge the seeds found so far, nothing more
-                search.score(seeds)
-            else:
-                method().run(search, random.Random(options.seed), seeds, config)
+            with progress.phase("searching"):
+                if interrupted:  # Ctrl-C while seeding: judge the seeds found so far, nothing more
+                    search.score(seeds)
+                else:
+                    method().run(search, random.Random(options.seed), seeds, config)
         except KeyboardInterrupt:
             interrupted = True
         if interrupted:

@@ -36,6 +36,7 @@ from splitopt.cli.sweep import sweep_command
 from splitopt.cli.bench import bench_command
 from splitopt.cli.bandwidth import bandwidth_command
 from splitopt.cli.profile import devices_command, profile_command
+from splitopt.cli.progress import quiet_option, showing_progress
 from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
 from splitopt.cli.export import export_command
@@ -110,17 +111,15 @@ def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> N
     if gantt is None and breakdown is None:
         return
     from splitopt.analysis import plots
-    from splitopt.core.schedule import makespan_ms
     from splitopt.families.registry import family_of
 
     family = family_of(inst)
-    if gantt is not None:
-        tasks = family.schedule(metrics)
-        if not tasks:
+    if gantt is not None:  # an edge/cloud timeline, a throughput plan's pipeline, else the Gantt chart
+        if not plots.has_timeline(inst) and not family.schedule(metrics):
             raise NotApplicable(f"--gantt: this plan of problem '{inst.problem}' has no schedule to draw (e.g. an "
                                 "undefined latency)")
         with writing(gantt, "--gantt"):
-            plots.plot_gantt(tasks, gantt, title=f"{inst.name}: makespan {makespan_ms(tasks):.3f} ms")
+            plots.plot_plan(inst, metrics, gantt)
     if breakdown is not None:
         rows = family.breakdown(inst, metrics)
         if not rows:
@@ -130,12 +129,16 @@ def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> N
 
 
 def _check_plots_apply(inst, gantt: Optional[Path], breakdown: Optional[Path]) -> None:
-    """Before solving: the family must have schedules if a plot is asked for."""
+    """Before solving: the family must have schedules if a plot is asked for (--gantt
+    also draws the edge/cloud timeline of a split/split_bits plan)."""
+    from splitopt.analysis.plots import has_timeline
     from splitopt.families.registry import family_of
 
-    if (gantt is not None or breakdown is not None) and not family_of(inst).has_schedule:
-        which = "--gantt" if gantt is not None else "--breakdown"
-        raise NotApplicable(f"{which}: problem '{inst.problem}' has no multi-device schedule")
+    has_schedule = family_of(inst).has_schedule
+    if gantt is not None and not (has_schedule or has_timeline(inst)):
+        raise NotApplicable(f"--gantt: problem '{inst.problem}' has no multi-device schedule")
+    if breakdown is not None and not has_schedule:
+        raise NotApplicable(f"--breakdown: problem '{inst.problem}' has no multi-device schedule")
 
 
 @app.command()
@@ -157,6 +160,7 @@ def solve(
     layers: bool = typer.Option(True, "--layers/--no-layers", help="Show the per-layer table (edge layers, schedule)."),
     gantt: Optional[Path] = typer.Option(None, "--gantt", help="Draw the plan's schedule (one row per device and link) to this image file (.png/.svg/.pdf)."),
     breakdown: Optional[Path] = typer.Option(None, "--breakdown", help="Draw the per-device compute/send breakdown to this image file (.png/.svg/.pdf)."),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Solve INSTANCE and print the plan (cut, devices, bit-widths, schedule), its cost,
     status and gap. A peer dnn-partitioning file is read as problem maxload (objective
@@ -183,8 +187,9 @@ def solve(
         inst = _load(instance, problem, objective, contiguity, overrides=sets)
         _check_plots_apply(inst, gantt, breakdown)
         # the time limit runs from reading the instance: what is left goes to the solve
-        result = run(inst, solver=solver, time_limit=solve_time_left(time_limit, started), threads=threads, seed=seed,
-                     verbose=verbose, export_path=export_model, options=options)
+        with showing_progress(quiet or verbose):  # --verbose: the solver's own log is the progress
+            result = run(inst, solver=solver, time_limit=solve_time_left(time_limit, started), threads=threads,
+                         seed=seed, verbose=verbose, export_path=export_model, options=options)
         if output is not None and result.plan is not None:
             write_output(output, "--output", json.dumps(plan_to_dict(inst, result.plan), indent=1) + "\n")
         if result.metrics is not None:
@@ -264,7 +269,7 @@ def solvers(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")
 
 
 def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
-                     plot: Path | None) -> None:
+                     plot: Path | None, quiet: bool = False) -> None:
     """The latency / accuracy front of a multiview instance (``splitopt.analysis.pareto``)."""
     from rich.table import Table
 
@@ -273,12 +278,13 @@ def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, a
     from splitopt.api import plan_to_dict
 
     try:
-        front = accuracy_front(inst, solver=solver, time_limit=time_limit, points=points)
+        with showing_progress(quiet):
+            front = accuracy_front(inst, solver=solver, time_limit=time_limit, points=points)
     except ValueError as e:
         raise NotApplicable(f"pareto: {e}") from None
     if plot is not None:
         with writing(plot, "--plot"):
-            plot_accuracy_front(inst, front, str(plot))
+            plot_accuracy_front(inst, front, plot)
     if as_json:
         print_json([{"min_accuracy": p.min_accuracy, "accuracy": p.accuracy, "latency_ms": p.latency_ms,
                      "status": p.result.status.value, "gap": p.result.gap, "fusion": p.result.plan.fusion,
@@ -298,7 +304,7 @@ def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, a
 
 
 def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
-                  plot: Path | None) -> None:
+                  plot: Path | None, quiet: bool = False) -> None:
     """The latency / bytes front of a separable instance (``splitopt.analysis.pareto``)."""
     from rich.table import Table
 
@@ -306,10 +312,11 @@ def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_j
     from splitopt.analysis.plots import plot_bytes_front
     from splitopt.api import plan_to_dict
 
-    front = bytes_front(inst, solver=solver, time_limit=time_limit, points=points)
+    with showing_progress(quiet):
+        front = bytes_front(inst, solver=solver, time_limit=time_limit, points=points)
     if plot is not None:
         with writing(plot, "--plot"):
-            plot_bytes_front(inst, front, str(plot))
+            plot_bytes_front(inst, front, plot)
     if as_json:
         print_json([{"byte_budget": p.budget, "bytes": p.bytes, "ratio_to_ring": p.result.metrics.ratio_to_ring,
                      "latency_ms": p.latency_ms, "status": p.result.status.value, "gap": p.result.gap,
@@ -337,6 +344,7 @@ def pareto(
     as_json: bool = typer.Option(False, "--json", help="Print the front as JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a plot of the front (.png/.svg/.pdf)."),
     overrides: Optional[list[str]] = set_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Latency/quantization-error Pareto front by the epsilon-constraint method (AUTO-SPLIT Fig. 5);
     on a multiview instance with measured accuracies, the latency/accuracy front over the
@@ -360,10 +368,10 @@ def pareto(
         sets = parse_set_options(overrides)
         inst = _load(instance, overrides=sets)
         if inst.problem == "multiview":
-            _accuracy_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot)
+            _accuracy_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot, quiet)
             return
         if inst.problem == "separable":
-            _bytes_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot)
+            _bytes_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot, quiet)
             return
         if inst.problem not in ("split", "split_bits"):
             raise NotApplicable(f"pareto: the latency/error front is defined for problems split and split_bits "
@@ -371,10 +379,11 @@ def pareto(
                                 f"'{inst.problem}'")
         solver = solver or "milp-cbc"
         inst = _load(instance, Problem.split_bits, overrides=sets)
-        front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
+        with showing_progress(quiet):
+            front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
         if plot is not None:
             with writing(plot, "--plot"):
-                plot_front(inst, front, str(plot))
+                plot_front(inst, front, plot)
         if as_json:
             print_json([
                 {"error_budget": p.budget, "error": p.error, "latency_ms": p.latency_ms, "status": p.result.status.value,
@@ -418,7 +427,7 @@ def dnnp_solve(
     solve(file, solver=solver, time_limit=time_limit, problem=None, objective=None, contiguity=None, threads=threads,
           seed=seed,
           option=None, overrides=None, as_json=as_json, verbose=verbose, export_model=None, output=output,
-          layers=True, gantt=None, breakdown=None)
+          layers=True, gantt=None, breakdown=None, quiet=False)
 
 
 @app.command("dnnp-eval", hidden=True)

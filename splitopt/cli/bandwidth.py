@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 import typer
 
 from splitopt.cli.common import set_option
+from splitopt.cli.progress import quiet_option, showing_progress
 
 #: default number of sweep points
 DEFAULT_POINTS = 12
@@ -35,6 +36,7 @@ def bandwidth_command(
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON (what -o writes)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the table as JSON: with --exact the breakpoint table (per interval its bandwidths, plan, objective at both ends, line), else the sweep."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Draw objective against bandwidth (log scale), the breakpoints or plan changes marked (.png/.svg/.pdf)."),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Re-solve INSTANCE over a range of one link's bandwidth and show where the split
     moves: per bandwidth the plan (which layers run where) and its objective, the
@@ -73,9 +75,11 @@ def bandwidth_command(
 
         inst = load_instance(instance, sets)
         if exact:
-            found = _exact(inst, link, low, high, solver, time_limit, threads, seed, tolerance, as_json, output, plot)
+            found = _exact(inst, link, low, high, solver, time_limit, threads, seed, tolerance, as_json, output, plot,
+                           quiet)
         else:
-            found = _sweep(inst, link, low, high, count, solver, time_limit, threads, seed, as_json, output, plot)
+            found = _sweep(inst, link, low, high, count, solver, time_limit, threads, seed, as_json, output, plot,
+                           quiet)
     if not found:
         raise typer.Exit(EXIT_NO_PLAN)
 
@@ -114,7 +118,7 @@ def _mbps(bandwidth: float) -> str:
 
 def _sweep(inst: Any, link: Optional[str], low: float, high: float, points: int, solver: Optional[str],
            time_limit: Optional[float], threads: int, seed: int, as_json: bool, output: Optional[Path],
-           plot: Optional[Path]) -> bool:
+           plot: Optional[Path], quiet: bool = False) -> bool:
     from rich.table import Table
 
     from splitopt.analysis.breakpoints import (EXACT_OBJECTIVES, SWEEP_FORMAT, bandwidth_sweep, plan_line,
@@ -124,8 +128,9 @@ def _sweep(inst: Any, link: Optional[str], low: float, high: float, points: int,
 
     fam = family_of(inst)
     the_link = resolve_link(inst, link)
-    sweep = bandwidth_sweep(inst, the_link, low, high, points=points, solver=solver, time_limit=time_limit,
-                            threads=threads, seed=seed)
+    with showing_progress(quiet, total=points):
+        sweep = bandwidth_sweep(inst, the_link, low, high, points=points, solver=solver, time_limit=time_limit,
+                                threads=threads, seed=seed)
     affine = inst.settings.objective in EXACT_OBJECTIVES.get(fam.name, ())
     rows = []
     for p in sweep:
@@ -171,7 +176,7 @@ def _sweep(inst: Any, link: Optional[str], low: float, high: float, points: int,
 
 def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Optional[str],
            time_limit: Optional[float], threads: int, seed: int, tolerance: float, as_json: bool,
-           output: Optional[Path], plot: Optional[Path]) -> bool:
+           output: Optional[Path], plot: Optional[Path], quiet: bool = False) -> bool:
     from rich.table import Table
 
     from splitopt.analysis.breakpoints import bandwidth_breakpoints
@@ -179,8 +184,9 @@ def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Opti
     from splitopt.families.registry import family_of
 
     fam = family_of(inst)
-    table = bandwidth_breakpoints(inst, link, low, high, solver=solver, time_limit=time_limit, threads=threads,
-                                  seed=seed, rtol=tolerance)
+    with showing_progress(quiet):
+        table = bandwidth_breakpoints(inst, link, low, high, solver=solver, time_limit=time_limit, threads=threads,
+                                      seed=seed, rtol=tolerance)
     data = table.to_dict(inst)
     if output is not None:
         write_output(output, "--output", json.dumps(data, indent=1) + "\n")
@@ -220,23 +226,22 @@ def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Opti
 
 # ----- plots --------------------------------------------------------------------------------------
 
-def plot_breakpoints(inst: Any, table: Any, path: str) -> None:
-    """Objective against bandwidth (log x): each interval's line (latency = a + b / B),
-    the breakpoints dashed, the solves marked."""
-    import matplotlib
+def plot_breakpoints(inst: Any, table: Any, path: str | None = None):
+    """Objective against bandwidth: each interval's line (latency = a + b / B), the
+    breakpoints dashed, the solves marked; log axes where values span decades. Returns
+    the Figure (written to ``path`` if given)."""
+    from splitopt.analysis.plots import finish_plot, new_figure, scale_axis
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from splitopt.analysis.plots import finish_plot
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = new_figure((7, 4))
+    ax = axes[0, 0]
+    colors = [f"C{i}" for i in range(10)]
+    ys: list[float] = []
     for i, iv in enumerate(table.intervals):
         n = 40
         ratio = iv.bandwidth_to / iv.bandwidth_from
         xs = [iv.bandwidth_from * ratio ** (k / (n - 1)) for k in range(n)]
         label = split_text(inst, iv.plan, limit=40)
+        ys += [iv.line.at_bandwidth(x) for x in xs]
         ax.plot([x / 1e6 for x in xs], [iv.line.at_bandwidth(x) for x in xs], color=colors[i % len(colors)],
                 label=(label[:50] + ("..." if len(label) > 50 else "")) + ("" if iv.proven else " (unproven)"))
     for b in table.breakpoints:
@@ -244,35 +249,32 @@ def plot_breakpoints(inst: Any, table: Any, path: str) -> None:
     probes = [p for p in table.probes if p.result.objective is not None]
     ax.scatter([p.bandwidth / 1e6 for p in probes], [p.result.objective for p in probes], s=12, color="black",
                zorder=3, label=f"solves ({len(table.probes)})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    finish_plot(fig, ax, f"{table.link[0]}->{table.link[1]} bandwidth (Mbit/s)",
-                f"objective ({family_unit(inst)})", f"{inst.name}: optimal plan vs bandwidth", path)
+    scale_axis(ax, "x", [b / 1e6 for iv in table.intervals for b in (iv.bandwidth_from, iv.bandwidth_to)])
+    scale_axis(ax, "y", ys + [p.result.objective for p in probes])
+    return finish_plot(fig, ax, f"{table.link[0]}->{table.link[1]} bandwidth (Mbit/s)",
+                       f"objective ({family_unit(inst)})", f"{inst.name}: optimal plan vs bandwidth", path)
 
 
-def plot_sweep(inst: Any, data: Mapping[str, Any], path: str) -> None:
-    """Objective against bandwidth (log x) at the sweep's points; points where the plan
-    moved are marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from splitopt.analysis.plots import finish_plot
+def plot_sweep(inst: Any, data: Mapping[str, Any], path: str | None = None):
+    """Objective against bandwidth at the sweep's points, points where the plan moved
+    marked; log axes where values span decades. Returns the Figure (written to ``path``
+    if given)."""
+    from splitopt.analysis.plots import finish_plot, new_figure, scale_axis
 
     pts = [r for r in data["points"] if r["objective"] is not None]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, axes = new_figure((7, 4))
+    ax = axes[0, 0]
     ax.plot([r["bandwidth"] / 1e6 for r in pts], [r["objective"] for r in pts], marker="o", markersize=4,
             color="tab:blue", label="optimum at each point")
     moved = [r for r in pts if r["moved"]]
     if moved:
         ax.scatter([r["bandwidth"] / 1e6 for r in moved], [r["objective"] for r in moved], s=60, facecolors="none",
                    edgecolors="tab:red", zorder=3, label="plan changed")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    scale_axis(ax, "x", [r["bandwidth"] / 1e6 for r in pts])
+    scale_axis(ax, "y", [r["objective"] for r in pts])
     link = data["link"]
-    finish_plot(fig, ax, f"{link['source']}->{link['target']} bandwidth (Mbit/s)", f"objective ({family_unit(inst)})",
-                f"{inst.name}: bandwidth sweep", path)
+    return finish_plot(fig, ax, f"{link['source']}->{link['target']} bandwidth (Mbit/s)",
+                       f"objective ({family_unit(inst)})", f"{inst.name}: bandwidth sweep", path)
 
 
 def family_unit(inst: Any) -> str:

@@ -56,6 +56,7 @@ def bench_command(
     instances_dir: Optional[Path] = typer.Option(None, "--instances-dir", help="shipped: the folder of the instance files (default ./instances: the repository's, not installed with the package)."),
     peer_dir: Optional[Path] = typer.Option(None, "--peer-dir", help="peer: the peer dnn-partitioning folder (default ../shared/peer-instances/dnn-partitioning)."),
     list_suites: bool = typer.Option(False, "--list", help="List the suites and their default solvers, and exit."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per finished job (the table is printed as usual)."),
 ) -> None:
     """Run a named benchmark suite on the sweep runner (see the module docstring)."""
     from splitopt.core.errors import InvalidOption
@@ -106,7 +107,7 @@ def bench_command(
         for source, names in sources:
             jobs += expand([source.path], names, range(seeds), time_limit, threads)
         n = workers or default_workers(threads)
-        progress = progress_printer(console)
+        progress = None if quiet else progress_printer(console)
 
         t0 = time.perf_counter()
         records = run_sweep(jobs, out, executor, n, ray_address, progress=progress)
@@ -127,6 +128,6 @@ def bench_command(
             second = objective_plot_path(plot)
             with writing(second, "--plot"):
                 drawn = plot_objective_vs_time(records, second, title=f"splitopt bench {suite}: objective vs time")
-            console.print(f"plot written to {second}" if drawn else
+            console.print(f"plot written to {second}" if drawn is not None else
                           "objective vs time: no record carries an anytime curve (only the searches record one); "
                           "not drawn", highlight=False, markup=False)

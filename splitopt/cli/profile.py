@@ -20,6 +20,8 @@ from typing import Any, Optional
 
 import typer
 
+from splitopt.cli.progress import quiet_option, showing_progress
+
 #: the papers' scenarios ``--preset`` names (a device pair, a link and settings each)
 SCENARIOS = ("eyeriss", "splitnets")
 #: link bandwidth (bits/s) of topologies built from device presets
@@ -123,6 +125,7 @@ def profile_command(
     input_dtype: Optional[str] = typer.Option(None, "--input-dtype", help="User models: input dtype, float32 (default; standard normal inputs) or int64 for token ids (uniform in [0, --input-high)); also float64, float16, bfloat16, int32."),
     input_high: Optional[int] = typer.Option(None, "--input-high", help="User models and .onnx/.pt2 files with integer inputs: exclusive upper bound of the random ids, e.g. the vocabulary size (default: the factory's example input max + 1)."),
     name: Optional[str] = typer.Option(None, "--name", help="Instance name (default: MODEL_PRESET for built-in models, the factory's name for user models)."),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Profile MODEL into an instance: torch.export capture (BN folding, activation fusion),
     MACs, weights, shapes, quantization-error tables on calibration inputs, and optionally
@@ -156,29 +159,31 @@ def profile_command(
         # MODEL by its suffix: an ONNX file (the onnx extra, no torch), a saved torch.export program, else a
         # built-in name or a user factory
         suffix = Path(model).suffix.lower() if not is_factory_spec(model) else ""
-        if suffix == ".onnx":
-            inst = _profile_onnx(model, devices, links, settings, calibration_images, measure, repeats, input_shape,
-                                 input_dtype, input_high, name)
-        else:
-            require_torch("profile")
-            from splitopt.torch.profile import profile as run_profile
-
-            if suffix == ".pt2":
-                module, example, calibration_fn, guard = _saved_program(model, input_shape, input_dtype, input_high)
-                rename, name = None, name or Path(model).stem
+        with showing_progress(quiet):
+            if suffix == ".onnx":
+                inst = _profile_onnx(model, devices, links, settings, calibration_images, measure, repeats, input_shape,
+                                     input_dtype, input_high, name)
             else:
-                from splitopt.torch.models import build_model
-                from splitopt.torch.user_model import capture_errors as guard, factory_name, is_spec
+                require_torch("profile")
+                from splitopt.torch.profile import profile as run_profile
 
-                module, rename, example, _, calibration_fn = build_model(
-                    model, seed, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
-                if name is None:
-                    name = factory_name(model) if is_spec(model) else f"{model}_{preset.replace(',', '_')}"
-            # the first 8 are those of the shipped instances; more are drawn on request
-            calibration = calibration_fn(max(calibration_images, 8))[:calibration_images] if calibration_images > 0 else None
-            with guard(module, example, what=f"profiling '{model}'"):
-                inst = run_profile(module, example, devices, links, settings, name=name,
-                                   calibration=calibration, measure_latency=measure, repeats=repeats, rename=rename)
+                if suffix == ".pt2":
+                    module, example, calibration_fn, guard = _saved_program(model, input_shape, input_dtype, input_high)
+                    rename, name = None, name or Path(model).stem
+                else:
+                    from splitopt.torch.models import build_model
+                    from splitopt.torch.user_model import capture_errors as guard, factory_name, is_spec
+
+                    module, rename, example, _, calibration_fn = build_model(
+                        model, seed, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
+                    if name is None:
+                        name = factory_name(model) if is_spec(model) else f"{model}_{preset.replace(',', '_')}"
+                # the first 8 are those of the shipped instances; more are drawn on request
+                calibration = (calibration_fn(max(calibration_images, 8))[:calibration_images]
+                               if calibration_images > 0 else None)
+                with guard(module, example, what=f"profiling '{model}'"):
+                    inst = run_profile(module, example, devices, links, settings, name=name, input_high=input_high,
+                                       calibration=calibration, measure_latency=measure, repeats=repeats, rename=rename)
         if inst.settings.problem == "split_bits":  # the budget: the whole network's error at W8A8
             w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
             inst = inst.with_settings(error_budget=w8a8)

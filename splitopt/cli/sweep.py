@@ -44,6 +44,7 @@ def sweep_command(
     table: Optional[Path] = typer.Option(None, "--table", help="Also write the summary as Markdown to this file."),
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the summary as CSV to this file."),
     grace: float = typer.Option(10.0, "--grace", help="Seconds past limit x 1.1 before a job is killed (start-up, reading)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per finished job (the table is printed as usual)."),
 ) -> None:
     """Run a sweep of solves and print its table (see the module docstring)."""
     from splitopt.core.errors import InvalidOption
@@ -64,7 +65,7 @@ def sweep_command(
             check_output_path(path, option)
         jobs = expand(instances, solver or ["auto"], range(seeds), time_limit, threads)
         records = run_sweep(jobs, out, executor, workers or default_workers(threads), ray_address, grace,
-                            progress_printer(console))
+                            None if quiet else progress_printer(console))
         rows = summary_rows(records)
         console.print(to_markdown(rows), highlight=False, markup=False)
         if table is not None:

@@ -22,19 +22,19 @@ from typing import Any
 POLL_S = 0.05
 
 
-def solve_cpsat(solver: Any, model: Any) -> tuple[int, bool]:
-    """``solver.Solve(model)`` with Ctrl-C stopping the search: (CP-SAT status code,
-    whether Ctrl-C stopped it). From a thread other than the main one (which gets no
-    signals) it simply solves."""
+def solve_cpsat(solver: Any, model: Any, callback: Any = None) -> tuple[int, bool]:
+    """``solver.Solve(model, callback)`` with Ctrl-C stopping the search: (CP-SAT status
+    code, whether Ctrl-C stopped it). From a thread other than the main one (which gets
+    no signals) it simply solves."""
     solver.parameters.catch_sigint_signal = False
     if threading.current_thread() is not threading.main_thread():
-        return solver.Solve(model), False
+        return solver.Solve(model, callback), False
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
     def work() -> None:
         try:
-            outcome["code"] = solver.Solve(model)
+            outcome["code"] = solver.Solve(model, callback)
         except BaseException as e:  # re-raised in the caller's thread
             outcome["error"] = e
         finally:

@@ -53,6 +53,14 @@ def analytical_latency_ms(inst: Instance, layer: Layer, device: Device, weight_b
     out_bytes = layer.output_elements * activation_bits / 8.0
     readers = max(1, len(inst.consumers[layer.name]))
     spill_bytes = out_bytes * (1 + readers) if out_bytes > half_buffer else 0.0
+    input_bytes = raw_input_spill_bytes(inst, layer, half_buffer)
+    traffic = weight_bytes + spill_bytes + input_bytes
+    return 1000.0 * (compute_s + traffic / device.offchip_bytes_per_s)
+
+
+def raw_input_spill_bytes(inst: Instance, layer: Layer, half_buffer: float) -> float:
+    """Bytes of the raw graph inputs ``layer`` reads that do not fit half the on-chip
+    buffer (``half_buffer``, bytes) and are read from off-chip memory."""
     input_bytes = 0.0
     for src in dict.fromkeys(layer.inputs):
         raw = inst.input_by_name.get(src)
@@ -60,8 +68,7 @@ def analytical_latency_ms(inst: Instance, layer: Layer, device: Device, weight_b
             raw_bytes = raw.elements * raw.bits / 8.0
             if raw_bytes > half_buffer:
                 input_bytes += raw_bytes
-    traffic = weight_bytes + spill_bytes + input_bytes
-    return 1000.0 * (compute_s + traffic / device.offchip_bytes_per_s)
+    return input_bytes
 
 
 def latency_table(inst: Instance, layer: Layer, device: Device, bits: Sequence[int]) -> dict[tuple[int, int], float]:
@@ -75,13 +82,7 @@ def latency_table(inst: Instance, layer: Layer, device: Device, bits: Sequence[i
     compute_s = layer.macs / device.mac_per_s
     half_buffer = device.onchip_bytes / 2.0
     readers = max(1, len(inst.consumers[layer.name]))
-    input_bytes = 0.0
-    for src in dict.fromkeys(layer.inputs):
-        raw = inst.input_by_name.get(src)
-        if raw is not None:
-            raw_bytes = raw.elements * raw.bits / 8.0
-            if raw_bytes > half_buffer:
-                input_bytes += raw_bytes
+    input_bytes = raw_input_spill_bytes(inst, layer, half_buffer)
     rate = device.offchip_bytes_per_s
     table = {}
     for w in bits:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
+from splitopt.core import progress
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.options import SolveOptions
 from splitopt.search.space import Genome, SearchSpace
@@ -166,6 +167,8 @@ class Search:
                 self.best = scored
                 self._improved = True
                 self.history.append(Point(self.elapsed_s, self.evaluations, r[2], r[0] == 0))
+                if r[0] == 0:
+                    progress.report(incumbent_ms=r[2])
         return out
 
     # ----- termination -------------------------------------------------------------------------

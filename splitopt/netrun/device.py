@@ -5,12 +5,12 @@ each sample, sending what crosses through its paced outgoing link."""
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 import traceback
 from typing import Any, Mapping, Sequence
 
+from splitopt.core.child_processes import exit_with_parent
 from splitopt.core.errors import SplitoptError
 from splitopt.netrun.frames import (
     ACK, PLAN, SAMPLE, FrameError, Kind, ack_frame, close_frame, encode, header_bytes, plan_frame, sample_frame,
@@ -18,22 +18,6 @@ from splitopt.netrun.frames import (
 from splitopt.netrun.pacing import Pacer
 from splitopt.netrun.service import Connection, FrameService, connect
 from splitopt.netrun.wire import wire_pack, wire_transmit, wire_unpack
-
-
-def _exit_with_parent() -> None:
-    """In a device process: end as soon as the parent is gone (even killed by SIGKILL)."""
-    import multiprocessing
-    import threading
-
-    parent = multiprocessing.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        parent.join()
-        os._exit(3)
-
-    threading.Thread(target=watch, daemon=True, name="netrun-parent-watch").start()
 
 
 def build_splits(spec: Mapping[str, Any]):
@@ -71,7 +55,7 @@ def crossing_dtypes(split, example) -> dict[str, Any]:
 def device_main(rank: int, spec: Mapping[str, Any], port_queues: Sequence[Any], results: Any) -> None:
     """Device ``rank``'s process: build, connect, run every sample, report
     ``(rank, report)`` (or ``(rank, {"error": ...})``) on ``results``."""
-    _exit_with_parent()
+    exit_with_parent("netrun-parent-watch")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     service = down = None
     try:

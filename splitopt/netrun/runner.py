@@ -61,6 +61,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from splitopt.core.child_processes import sigterm_interrupts, stop_processes
 from splitopt.core.errors import SplitoptError
 from splitopt.netrun.frames import DEFAULT_MAX_FRAME_BYTES
 from splitopt.netrun.pacing import DEFAULT_CHUNK_BYTES
@@ -84,34 +85,6 @@ class NetRunError(SplitoptError):
         self.pids = list(pids)
 
 
-def _stop(procs: Sequence[Any]) -> None:
-    """Terminate, then kill, every process still alive, and join them all."""
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    deadline = time.monotonic() + 3.0
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join(2.0)
-
-
-def _sigterm_interrupts() -> Any:
-    """In the main thread: SIGTERM raises KeyboardInterrupt (as Ctrl-C does); returns the
-    handler to restore (None: unchanged)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    return signal.signal(signal.SIGTERM, interrupt)
-
-
 def launch(spec: Mapping[str, Any], timeout_s: float) -> dict[int, dict[str, Any]]:
     """Start one spawn process per device running :func:`splitopt.netrun.device.device_main`, collect one report per
     device within ``timeout_s``; every process is ended whatever happens (NetRunError
@@ -124,7 +97,7 @@ def launch(spec: Mapping[str, Any], timeout_s: float) -> dict[int, dict[str, Any
     ports = [ctx.Queue() for _ in range(world - 1)]
     procs: list[Any] = []
     reports: dict[int, dict[str, Any]] = {}
-    previous = _sigterm_interrupts()
+    previous = sigterm_interrupts()
     try:
         for rank in range(world):
             p = ctx.Process(target=device_main, args=(rank, dict(spec), ports, results), daemon=True,
@@ -153,7 +126,7 @@ def launch(spec: Mapping[str, Any], timeout_s: float) -> dict[int, dict[str, Any
             p.join(5.0)
         return reports
     finally:
-        _stop(procs)
+        stop_processes(procs)
         for q in (results, *ports):
             q.close()
             q.cancel_join_thread()

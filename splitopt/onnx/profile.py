@@ -21,6 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from splitopt.core import progress
+from splitopt.core.input_bits import FLOAT_INPUT_BITS, integer_input_bits
 from splitopt.onnx.deps import require_onnx
 
 DEFAULT_BITS = (2, 4, 6, 8)
@@ -83,14 +85,17 @@ def profile_onnx(
     optimization: str = "basic",
     threads: int | None = None,
     host_device_name: str = "host",
-    input_bits: int = 8,
+    input_bits: int | None = None,
     description: str = "",
 ):
     """Build a validated :class:`~splitopt.core.instance.Instance` of the ONNX model at ``path``.
 
     ``input_shape``: ``"1,3,224,224"`` or a tuple (one data input) or ``{input name: shape}``,
     for inputs with dynamic dimensions (a dynamic leading batch dimension alone is taken
-    as 1); ``input_high``: the exclusive bound of random ids for integer inputs;
+    as 1); ``input_high``: the exclusive bound of random ids for integer inputs (and of
+    their values: they are counted at ``ceil(log2(input_high))`` bits);
+    ``input_bits``: bits per element of every input (None: by the rule of
+    ``splitopt.core.input_bits``, recorded in ``source["input_bits"]``);
     ``calibration``: how many seeded synthetic calibration inputs (0 or None: no error
     tables), an array ``(N, *input shape without batch)`` or a list of feeds;
     ``measure_latency``: add this host as device ``host_device_name`` with per-layer
@@ -117,7 +122,10 @@ def profile_onnx(
     def fill(model, inputs, tensors):
         return run_shapes(model, inputs, tensors, high=input_high)
 
-    graph = load(path, _shape_arg(input_shape), shape_fill=fill, input_bits=input_bits)
+    with progress.phase("reading the model"):
+        graph = load(path, _shape_arg(input_shape), shape_fill=fill, input_bits=input_bits or FLOAT_INPUT_BITS)
+    graph_inputs, bits_rules = _input_bits(graph, input_high) if input_bits is None else \
+        (graph.graph_dict()["inputs"], {})
     feeds = _calibration_feeds(calibration, graph, input_high)
     preset = devices is None and links is None and settings is None
     if preset:
@@ -125,7 +133,8 @@ def profile_onnx(
     elif devices is None or links is None or settings is None:
         raise ValueError("give devices, links and settings together (or none of them for the eyeriss preset)")
     if feeds is not None:
-        layers = layer_dicts_with_errors(graph, feeds, bits, threads=threads)
+        with progress.phase(f"quantization-error tables on {len(feeds)} inputs"):
+            layers = layer_dicts_with_errors(graph, feeds, bits, threads=threads)
     else:
         layers = [layer.to_dict() for layer in graph.layers]
     devices = [dict(d) for d in devices]
@@ -136,10 +145,13 @@ def profile_onnx(
         "model_file": Path(path).name, "input_shape": {n: list(s) for n, s in graph.inputs.items()},
         "total_macs": graph.total_macs, "total_weights": graph.total_weights,
         "error_tables": f"bits {bits} on {len(feeds)} calibration inputs" if feeds is not None else "none"}
+    if bits_rules:
+        source["input_bits"] = bits_rules if len(bits_rules) > 1 else next(iter(bits_rules.values()))
     if measure_latency:
         feed = synthetic_inputs(1, graph.inputs, graph.input_types, RUN_INPUT_SEED, high=input_high)[0]
-        measured = measure_layer_latency(graph, feed, repeats=repeats, optimization=optimization,
-                                                 threads=threads)
+        with progress.phase("measuring layer latency"):
+            measured = measure_layer_latency(graph, feed, repeats=repeats, optimization=optimization,
+                                             threads=threads)
         for layer in layers:
             layer.setdefault("latency_ms", {})[host_device_name] = measured[layer["name"]]
         devices.append(host_device(host_device_name, graph, measured))
@@ -150,7 +162,7 @@ def profile_onnx(
         "name": name,
         "description": description or f"{name} profiled by splitopt.onnx.profile from {Path(path).name}",
         "source": source,
-        "graph": {"inputs": graph.graph_dict()["inputs"], "layers": layers},
+        "graph": {"inputs": graph_inputs, "layers": layers},
         "devices": devices,
         "links": [dict(l) for l in links],
         "settings": dict(settings),
@@ -160,3 +172,41 @@ def profile_onnx(
         w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
         inst = inst.with_settings(error_budget=w8a8)
     return inst
+
+
+#: bits of the ONNX integer element types (TensorProto: UINT8, INT8, UINT16, INT16, INT32, INT64, UINT32,
+#: UINT64) and BOOL
+INTEGER_TYPE_BITS = {2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 12: 32, 13: 64, 9: 1}
+#: ops that pass ids on unchanged, between an input and the Gather that looks them up
+_ID_VIEWS = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
+
+
+def _input_bits(graph, input_high: int | None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The instance's graph inputs with their bits by the rule of ``splitopt.core.input_bits``
+    (floats: as captured; integers: by ``input_high``, the rows of the table a Gather
+    looks them up in, or the element type's width), and per integer input the rule used."""
+    inputs = graph.graph_dict()["inputs"]
+    rules: dict[str, str] = {}
+    for onnx_name, entry in zip(graph.inputs, inputs):
+        width = INTEGER_TYPE_BITS.get(int(graph.input_types.get(onnx_name, 1)))
+        if width is None:
+            continue
+        entry["bits"], rule = integer_input_bits(width, input_high, _gather_rows(graph.model, onnx_name))
+        rules[entry["name"]] = f"{entry['bits']}: {rule}"
+    return inputs, rules
+
+
+def _gather_rows(model, name: str) -> int | None:
+    """Rows of the constant table that input ``name`` indexes (``Gather(table, ids)``, the
+    ids as they are or through shape ops), else None."""
+    tables = {t.name: t for t in model.graph.initializer}
+    ids = {name}
+    for node in model.graph.node:
+        if node.op_type in _ID_VIEWS and node.input and node.input[0] in ids:
+            ids.update(node.output)
+        elif node.op_type == "Gather" and len(node.input) >= 2 and node.input[1] in ids \
+                and node.input[0] in tables and tables[node.input[0]].dims:
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            if axis == 0:
+                return int(tables[node.input[0]].dims[0])
+    return None

@@ -1,5 +1,7 @@
-"""A benchmark's plots (``splitopt bench --plot``), from its records alone (matplotlib,
-imported only when a plot is drawn; each writes the file it is given: .png, .svg, .pdf).
+"""A benchmark's plots (``splitopt bench --plot``), from its records alone. Each returns a
+``matplotlib.figure.Figure`` built without pyplot (``splitopt.analysis.plots.new_figure``:
+matplotlib imported only when a plot is drawn, the caller's backend untouched) and, given
+a path, also writes it there (.png, .svg, .pdf).
 
 * time vs size (log-log): one line per family and solver, the median over the records of
   each size (seeds, and instances of the same size); solve seconds solid and build
@@ -11,7 +13,7 @@ imported only when a plot is drawn; each writes the file it is given: .png, .svg
   instance, one step line per solver and seed, held level from its last improvement to
   the end of the run (``solve_s``). Exact backends and baselines record no
   curve, so without a search among the solvers there is nothing to draw:
-  :func:`plot_objective_vs_time` then writes nothing and returns False.
+  :func:`plot_objective_vs_time` then writes nothing and returns None.
 """
 
 from __future__ import annotations
@@ -20,18 +22,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from splitopt.core.errors import MissingDependency
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise MissingDependency("--plot needs matplotlib (a dependency of splitopt): pip install matplotlib") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from splitopt.analysis.plots import new_figure, save_figure
 
 
 def _label(r: dict[str, Any]) -> str:
@@ -55,15 +46,14 @@ def time_series(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str],
             for key, by_size in values.items()}
 
 
-def plot_time_vs_size(records: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> None:
+def plot_time_vs_size(records: Sequence[dict[str, Any]], path: str | Path | None = None, title: str = ""):
     """Seconds against instance size, log-log, one panel per family/problem (see the
-    module docstring)."""
-    plt = _pyplot()
+    module docstring); returns the Figure."""
     series = time_series(records)
     panels = sorted({label for label, _, _ in series}) or ["no record with a size and a time"]
     cols = min(2, len(panels))
     rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.5 * rows), squeeze=False)
+    fig, axes = new_figure((6.5 * cols, 4.5 * rows), rows, cols)
     styles = {"solve": ("-", "o"), "build": ("--", "x"), "wall": (":", "s")}
     unit = next((r.get("size_unit") for r in records if r.get("size_unit")), "layers")
     for ax, panel in zip(axes.flat, panels):
@@ -89,24 +79,23 @@ def plot_time_vs_size(records: Sequence[dict[str, Any]], path: str | Path, title
     fig.text(0.5, 0.005, "solve seconds solid, build seconds dashed, wall seconds (jobs with neither) dotted",
              ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.02, 1, 1))
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    return save_figure(fig, path)
 
 
-def plot_objective_vs_time(records: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> bool:
+def plot_objective_vs_time(records: Sequence[dict[str, Any]], path: str | Path | None = None, title: str = ""):
     """The anytime curves (best feasible objective against seconds), one panel per
-    instance; False, and no file, when no record carries one (see the module docstring)."""
+    instance, as a Figure; None, and no file, when no record carries one (see the module
+    docstring)."""
     curves: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         if any(p[3] for p in r.get("anytime") or ()):
             curves.setdefault(r["instance"], []).append(r)
     if not curves:
-        return False
-    plt = _pyplot()
+        return None
     n = len(curves)
     cols = min(3, n)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)
+    fig, axes = new_figure((4.5 * cols, 3.2 * rows), rows, cols)
     for ax, (instance, rs) in zip(axes.flat, curves.items()):
         for r in rs:
             points = [(p[0], p[2]) for p in r["anytime"] if p[3]]
@@ -131,6 +120,4 @@ def plot_objective_vs_time(records: Sequence[dict[str, Any]], path: str | Path, 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return True
+    return save_figure(fig, path)

@@ -26,6 +26,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 
 from splitopt.api import FORMAT, parse_instance
+from splitopt.core import progress
+from splitopt.core.input_bits import FLOAT_INPUT_BITS, integer_input_bits
 from splitopt.core.instance import Instance
 from splitopt.torch.capture import Capture
 from splitopt.torch.quant_error import placeholder_values, layer_dicts_with_errors
@@ -54,6 +56,30 @@ class _Timer(torch.fx.Interpreter):
         return out
 
 
+#: ops that pass ids on unchanged (shape only), between the input and its embedding
+_ID_VIEWS = ("view", "reshape", "unsqueeze", "squeeze", "flatten", "clone", "contiguous", "alias", "expand",
+             "slice", "select")
+
+
+def embedding_rows(program: Any) -> int | None:
+    """Rows (``num_embeddings``) of the embedding table that the program's user input
+    indexes (``aten.embedding(weight, ids)``, the ids taken as they are or through shape
+    ops such as ``view``), else None."""
+    ids = set(program.graph_signature.user_inputs)
+    for node in program.graph.nodes:
+        if node.op != "call_function" or not node.args or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+        if op in _ID_VIEWS and node.args[0].name in ids:
+            ids.add(node.name)
+        elif op == "embedding" and len(node.args) >= 2 and isinstance(node.args[1], torch.fx.Node) \
+                and node.args[1].name in ids:
+            val = node.args[0].meta.get("val")
+            if val is not None and val.dim() >= 1:
+                return int(val.shape[0])
+    return None
+
+
 def measure_layer_latency(cap: Capture, x: torch.Tensor, repeats: int = 5, warmup: int = 1) -> dict[str, float]:
     """Median per-layer wall time (ms) of the captured program on ``x`` over ``repeats``
     runs, on this host, one thread per torch's current setting."""
@@ -65,10 +91,12 @@ def measure_layer_latency(cap: Capture, x: torch.Tensor, repeats: int = 5, warmu
     runs: list[dict[str, float]] = []
     with torch.no_grad():
         for i in range(warmup + repeats):
+            progress.step(f"run {i + 1} of {warmup + repeats}")
             totals = {layer.name: 0.0 for layer in cap.layers}
             _Timer(program.graph_module, owner, totals).run(*args)
             if i >= warmup:
                 runs.append(totals)
+    progress.step("")
     return {name: 1000.0 * statistics.median(r[name] for r in runs) for name in runs[0]}
 
 
@@ -96,7 +124,8 @@ def profile(
     repeats: int = 5,
     host_device_name: str = "host",
     rename: Callable[[str], str] | None = None,
-    input_bits: int = 8,
+    input_bits: int | None = None,
+    input_high: int | None = None,
     description: str = "",
 ) -> Instance:
     """Build a validated :class:`Instance` of ``module`` on ``example_input`` (batch 1).
@@ -104,18 +133,27 @@ def profile(
     ``devices``, ``links`` and ``settings`` are in the instance JSON format (e.g. from
     :mod:`splitopt.core.presets`); ``calibration`` (N x input shape): measure the error
     tables at ``bits``; ``measure_latency``: add this host as device ``host_device_name`` with
-    measured per-layer latencies (median of ``repeats``, ms). Raises InvalidInstance (one
+    measured per-layer latencies (median of ``repeats``, ms). ``input_bits``: bits per
+    element of the input (None: by the rule of ``splitopt.core.input_bits``, from its
+    dtype, ``input_high`` (the exclusive bound of integer ids, e.g. the vocabulary size)
+    or the embedding it indexes; the rule used goes to ``source["input_bits"]``). Raises InvalidInstance (one
     line) if the pieces do not make a valid instance, InvalidModel (one line) for an
     untraceable module or an example input that does not fit it, ValueError for
     calibration inputs of another shape."""
     from splitopt.torch.user_model import capture_checked  # one-line InvalidModel for bad modules/inputs
 
-    cap = capture_checked(module, example_input, rename=rename, input_bits=input_bits)
+    with progress.phase("capturing the model"):
+        cap = capture_checked(module, example_input, rename=rename, input_bits=input_bits or FLOAT_INPUT_BITS)
+    bits_rule = None
+    if input_bits is None and not (example_input.dtype.is_floating_point or example_input.dtype.is_complex):
+        width = torch.iinfo(example_input.dtype).bits if example_input.dtype != torch.bool else 1
+        cap.graph_input["bits"], bits_rule = integer_input_bits(width, input_high, embedding_rows(cap.program))
     if calibration is not None:
         if tuple(calibration.shape[1:]) != tuple(example_input.shape[1:]):
             raise ValueError(f"calibration inputs have shape {tuple(calibration.shape[1:])} per sample, "
                              f"the example input {tuple(example_input.shape[1:])}")
-        layers = layer_dicts_with_errors(cap, calibration, bits)
+        with progress.phase(f"quantization-error tables on {calibration.shape[0]} inputs"):
+            layers = layer_dicts_with_errors(cap, calibration, bits)
     else:
         layers = cap.layer_dicts()
     devices = [dict(d) for d in devices]
@@ -124,8 +162,11 @@ def profile(
                               "total_weights": cap.total_weights,
                               "error_tables": f"bits {list(bits)} on {calibration.shape[0]} calibration inputs"
                               if calibration is not None else "none"}
+    if bits_rule is not None:
+        source["input_bits"] = f"{cap.graph_input['bits']}: {bits_rule}"
     if measure_latency:
-        measured = measure_layer_latency(cap, example_input, repeats=repeats)
+        with progress.phase("measuring layer latency"):
+            measured = measure_layer_latency(cap, example_input, repeats=repeats)
         for layer in layers:
             layer.setdefault("latency_ms", {})[host_device_name] = measured[layer["name"]]
         devices.append(host_device(host_device_name, cap, measured))

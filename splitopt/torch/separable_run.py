@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from splitopt.core.child_processes import exit_with_parent, sigterm_interrupts, stop_processes
 from splitopt.torch.separable_model import (DTYPES, DeviceModule, PolicyStep, SepConfig, SepResNeXt, device_state,
                                             forward_streams, merge, normalize_policy, wire)
 
@@ -47,23 +48,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _exit_with_parent() -> None:
-    """In a worker: a daemon thread that ends the process as soon as the process that
-    started it is gone (even killed by SIGKILL), so that no worker is ever orphaned."""
-    import multiprocessing
-    import threading
-
-    parent = multiprocessing.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        parent.join()
-        os._exit(3)
-
-    threading.Thread(target=watch, daemon=True, name="separable-parent-watch").start()
 
 
 def _init(rank: int, world: int, port: int, timeout_s: float) -> None:
@@ -118,7 +102,7 @@ def _worker(rank: int, world: int, port: int, config: Mapping[str, Any], state: 
             results: Any) -> None:
     """One device's process: build its part, then per policy run ``warmup + repeats``
     timed inferences; put ``(rank, report)`` (or ``(rank, {"error": ...})``) on ``results``."""
-    _exit_with_parent()
+    exit_with_parent("separable-parent-watch")
     try:
         import torch.distributed as dist
 
@@ -150,20 +134,6 @@ def _worker(rank: int, world: int, port: int, config: Mapping[str, Any], state: 
                             "trace": traceback.format_exc()}))
 
 
-def _stop(procs: Sequence[Any]) -> None:
-    """Terminate, then kill, every worker still alive, and join them all."""
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    deadline = time.monotonic() + 3.0
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join(2.0)
-
-
 def launch_workers(target: Any, world: int, args_of: Any, timeout_s: float) -> dict[int, dict[str, Any]]:
     """Start ``world`` spawn processes running ``target(*args_of(rank, results))``,
     collect one report per rank within ``timeout_s``; clean up whatever happens."""
@@ -173,7 +143,7 @@ def launch_workers(target: Any, world: int, args_of: Any, timeout_s: float) -> d
     results = ctx.Queue()
     procs = []
     reports: dict[int, dict[str, Any]] = {}
-    previous = _sigterm_interrupts()
+    previous = sigterm_interrupts()
     try:
         for rank in range(world):
             p = ctx.Process(target=target, args=args_of(rank, results), daemon=True)
@@ -199,25 +169,11 @@ def launch_workers(target: Any, world: int, args_of: Any, timeout_s: float) -> d
             p.join(5.0)
         return reports
     finally:
-        _stop(procs)
+        stop_processes(procs)
         results.close()
         results.cancel_join_thread()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-
-
-def _sigterm_interrupts() -> Any:
-    """In the main thread: make SIGTERM raise KeyboardInterrupt (as Ctrl-C does), so that
-    the workers are stopped on either; returns the handler to restore (None: unchanged)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def run_policies(model: SepResNeXt, policies: Sequence[Any], x: torch.Tensor, *, repeats: int = 5,
@@ -266,7 +222,7 @@ def run_policy(model: SepResNeXt, policy: Any, x: torch.Tensor, **kwargs: Any) -
 
 
 def _ping_worker(rank: int, port: int, sizes: list[int], repeats: int, timeout_s: float, results: Any) -> None:
-    _exit_with_parent()
+    exit_with_parent("separable-parent-watch")
     try:
         import torch.distributed as dist
 
