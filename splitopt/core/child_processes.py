@@ -6,7 +6,9 @@ one gloo worker per device) share to start, watch and stop their children.
   even when the parent was killed by SIGKILL (no orphan);
 * in the parent, :func:`sigterm_interrupts` makes SIGTERM raise KeyboardInterrupt (as
   Ctrl-C does), so that one cleanup path stops the children on either, and
-  :func:`stop_processes` terminates, then kills, every child still alive and joins them.
+  :func:`stop_processes` terminates, then kills, every child still alive and joins them;
+  :func:`collect_reports` waits for one report per child, or for the first that fails,
+  dies or passes the deadline (:class:`ChildFailure`, which each caller words).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 #: seconds the children get to end after SIGTERM before SIGKILL
 TERMINATE_GRACE_S = 3.0
@@ -65,3 +67,46 @@ def stop_processes(procs: Sequence[Any]) -> None:
         if p.is_alive():
             p.kill()
             p.join(2.0)
+
+
+class ChildFailure(Exception):
+    """What :func:`collect_reports` ran into: ``kind`` "timeout" (``done`` reports of
+    ``world`` in ``timeout_s``), "died" (process ``rank`` ended, ``exitcode``, without a
+    report) or "error" (``rank`` reported ``error``, with its ``trace``). Callers word it
+    for their users."""
+
+    def __init__(self, kind: str, rank: int | None = None, exitcode: int | None = None, error: str = "",
+                 trace: str = "", done: int = 0, world: int = 0, timeout_s: float = 0.0):
+        super().__init__(kind)
+        self.kind, self.rank, self.exitcode, self.error, self.trace = kind, rank, exitcode, error, trace
+        self.done, self.world, self.timeout_s = done, world, timeout_s
+
+
+def collect_reports(procs: Sequence[Any], results: Any, timeout_s: float,
+                    died: Callable[[Any], bool] = lambda p: not p.is_alive()) -> dict[int, dict[str, Any]]:
+    """One report per process from ``results`` (a queue of ``(rank, report dict)``; a
+    report with ``"error"`` is a failure) within ``timeout_s`` seconds, then every process
+    joined (5 s each). ChildFailure on the deadline, on a process that ``died`` (checked
+    while the queue is quiet) before reporting, or on an error report."""
+    import queue as queue_mod
+
+    world = len(procs)
+    reports: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(reports) < world:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ChildFailure("timeout", done=len(reports), world=world, timeout_s=timeout_s)
+        try:
+            rank, rep = results.get(timeout=min(0.5, left))
+        except queue_mod.Empty:
+            dead = [i for i, p in enumerate(procs) if died(p) and i not in reports]
+            if dead:
+                raise ChildFailure("died", rank=dead[0], exitcode=procs[dead[0]].exitcode) from None
+            continue
+        if "error" in rep:
+            raise ChildFailure("error", rank=rank, error=rep["error"], trace=rep.get("trace", ""))
+        reports[rank] = rep
+    for p in procs:
+        p.join(5.0)
+    return reports

@@ -54,14 +54,13 @@ from __future__ import annotations
 
 import logging
 import math
-import queue as queue_mod
 import signal
 import statistics
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from splitopt.core.child_processes import sigterm_interrupts, stop_processes
+from splitopt.core.child_processes import ChildFailure, collect_reports, sigterm_interrupts, stop_processes
 from splitopt.core.errors import SplitoptError
 from splitopt.netrun.frames import DEFAULT_MAX_FRAME_BYTES
 from splitopt.netrun.pacing import DEFAULT_CHUNK_BYTES
@@ -96,7 +95,6 @@ def launch(spec: Mapping[str, Any], timeout_s: float) -> dict[int, dict[str, Any
     results = ctx.Queue()
     ports = [ctx.Queue() for _ in range(world - 1)]
     procs: list[Any] = []
-    reports: dict[int, dict[str, Any]] = {}
     previous = sigterm_interrupts()
     try:
         for rank in range(world):
@@ -104,27 +102,18 @@ def launch(spec: Mapping[str, Any], timeout_s: float) -> dict[int, dict[str, Any
                             name=f"splitopt-netrun-{spec['devices'][rank]}")
             p.start()
             procs.append(p)
-        deadline = time.monotonic() + timeout_s
-        while len(reports) < world:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise NetRunError(f"run-tcp: timed out after {timeout_s:g} s with {len(reports)} of {world} device "
-                                  "processes done", [p.pid for p in procs])
-            try:
-                rank, rep = results.get(timeout=min(0.5, left))
-            except queue_mod.Empty:
-                dead = [i for i, p in enumerate(procs) if not p.is_alive() and i not in reports]
-                if dead:
-                    raise NetRunError(f"run-tcp: device '{spec['devices'][dead[0]]}' process died (exit code "
-                                      f"{procs[dead[0]].exitcode})", [p.pid for p in procs]) from None
-                continue
-            if "error" in rep:
-                log.debug(rep.get("trace", ""))
-                raise NetRunError(f"run-tcp: device '{spec['devices'][rank]}': {rep['error']}", [p.pid for p in procs])
-            reports[rank] = rep
-        for p in procs:
-            p.join(5.0)
-        return reports
+        try:
+            return collect_reports(procs, results, timeout_s)
+        except ChildFailure as f:
+            pids = [p.pid for p in procs]
+            if f.kind == "timeout":
+                raise NetRunError(f"run-tcp: timed out after {timeout_s:g} s with {f.done} of {world} device "
+                                  "processes done", pids) from None
+            if f.kind == "died":
+                raise NetRunError(f"run-tcp: device '{spec['devices'][f.rank]}' process died (exit code "
+                                  f"{f.exitcode})", pids) from None
+            log.debug(f.trace)
+            raise NetRunError(f"run-tcp: device '{spec['devices'][f.rank]}': {f.error}", pids) from None
     finally:
         stop_processes(procs)
         for q in (results, *ports):

@@ -23,7 +23,6 @@ exits as soon as the parent is gone (even killed with SIGKILL). Units: ms, bytes
 from __future__ import annotations
 
 import os
-import queue as queue_mod
 import signal
 import socket
 import statistics
@@ -34,7 +33,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from splitopt.core.child_processes import exit_with_parent, sigterm_interrupts, stop_processes
+from splitopt.core.child_processes import (ChildFailure, collect_reports, exit_with_parent, sigterm_interrupts,
+                                          stop_processes)
 from splitopt.torch.separable_model import (DTYPES, DeviceModule, PolicyStep, SepConfig, SepResNeXt, device_state,
                                             forward_streams, merge, normalize_policy, wire)
 
@@ -142,32 +142,21 @@ def launch_workers(target: Any, world: int, args_of: Any, timeout_s: float) -> d
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     procs = []
-    reports: dict[int, dict[str, Any]] = {}
     previous = sigterm_interrupts()
     try:
         for rank in range(world):
             p = ctx.Process(target=target, args=args_of(rank, results), daemon=True)
             p.start()
             procs.append(p)
-        deadline = time.monotonic() + timeout_s
-        while len(reports) < world:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RunError(f"timed out after {timeout_s:g} s with {len(reports)} of {world} workers done")
-            try:
-                rank, rep = results.get(timeout=min(0.5, left))
-            except queue_mod.Empty:
-                dead = [i for i, p in enumerate(procs) if not p.is_alive() and p.exitcode not in (0, None)
-                        and i not in reports]
-                if dead:
-                    raise RunError(f"worker {dead[0]} died (exit code {procs[dead[0]].exitcode})") from None
-                continue
-            if "error" in rep:
-                raise RunError(f"worker {rank}: {rep['error']}")
-            reports[rank] = rep
-        for p in procs:
-            p.join(5.0)
-        return reports
+        try:
+            return collect_reports(procs, results, timeout_s, died=lambda p: not p.is_alive()
+                                   and p.exitcode not in (0, None))
+        except ChildFailure as f:
+            if f.kind == "timeout":
+                raise RunError(f"timed out after {timeout_s:g} s with {f.done} of {world} workers done") from None
+            if f.kind == "died":
+                raise RunError(f"worker {f.rank} died (exit code {f.exitcode})") from None
+            raise RunError(f"worker {f.rank}: {f.error}") from None
     finally:
         stop_processes(procs)
         results.close()
