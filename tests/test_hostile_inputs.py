@@ -579,6 +579,15 @@ def test_a_gap_option_gives_a_true_gap(solver, option):
     assert optimum >= res.objective * (1 - res.gap) - 1e-9
 
 
+def test_an_absolute_gap_is_in_ms_where_the_program_counts_in_other_units():
+    # the mesh MILP's objective is in hyperperiods (41.5 ms here): mip_gap_abs=2 (ms) once
+    # reached HiGHS as 2 hyperperiods, and it stopped 5.9 ms from its bound
+    inst = load_instance(ROOT / "instances" / "jmsnas_mesh_threebranch.json")
+    res = solve(inst, "milp-highs", options={"mip_gap_abs": 2.0}, time_limit=120)
+    assert res.status.has_plan and res.bound is not None
+    assert res.objective - res.bound <= 2.0 + 1e-3
+
+
 @pytest.mark.parametrize("args, needle", [
     (["pareto", TOY, "--points", "0"], "--points"), (["pareto", TOY, "--points", "-5"], "--points"),
     (["pareto", TOY, "--points", str(10**9)], "--points"), (["pareto", TOY, "--time-limit", "nan"], "--time-limit"),

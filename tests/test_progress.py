@@ -12,7 +12,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from splitopt.analysis.pareto import pareto_front
 from splitopt.api import load_instance
+from splitopt.backends.cbc import progress_in_cbc_line
+from splitopt.backends.milp import PROGRESS_MARK, LogTail
 from splitopt.cli import app
 from splitopt.cli import progress as view
 from splitopt.core import progress
@@ -83,6 +86,68 @@ def test_cpsat_reports_its_solutions_and_bounds():
     bounds = [p.bound_ms for p in seen if p.bound_ms is not None]
     assert bounds == sorted(bounds) and bounds[-1] <= found[-1] + 1e-6
     assert "cpsat / solving" in {p.phase for p in seen}
+
+
+@pytest.mark.parametrize("solver", ["milp-cbc", "milp-highs"])
+def test_milp_children_report_incumbents_and_bounds_while_they_run(solver):
+    # CBC and HiGHS run as child processes: what they find comes from their logs (CBC's
+    # own lines, HiGHS's child's progress lines), in ms with the program's constant
+    inst = load_instance(INSTANCES / "resnet50_eyeriss.json")
+    seen: list[Progress] = []
+    with progress.reporting(seen.append):
+        result = solve(inst, solver, time_limit=120)
+    assert result.status.value == "OPTIMAL"
+    solving = [p for p in seen if p.phase.endswith("solving")]
+    found = incumbents(solving)
+    assert found and found[-1] == pytest.approx(result.objective, rel=1e-6), found
+    bounds = [p.bound_ms for p in solving if p.bound_ms is not None]
+    assert bounds == sorted(bounds) and bounds[-1] <= result.objective + 1e-3
+    assert bounds[-1] == pytest.approx(result.objective, rel=1e-3)  # the child's own bound, not only the start's
+
+
+def test_cbc_log_lines_give_incumbents_and_bounds():
+    read = progress_in_cbc_line
+    assert read("Continuous objective value is 0.647137 - 0.03 seconds") == (None, 0.647137)
+    assert read("Cbc0012I Integer solution of 0.88492333 found by feasibility pump after 0 iterations") == (
+        0.88492333, None)
+    assert read("Cbc0004I Integer solution of 22 found after 1433 iterations and 12 nodes (0.90 seconds)") == (22.0, None)
+    assert read("Cbc0010I After 100 nodes, 19 on tree, 0.88492333 best solution, best possible 0.72640817 "
+                "(11.25 seconds)") == (0.88492333, 0.72640817)
+    assert read("Cbc0010I After 0 nodes, 1 on tree, 1e+50 best solution, best possible 2.5 (0.1 seconds)") == (
+        1e50, 2.5)  # no incumbent yet: the reader drops values of 1e30 and more
+    assert read("Cbc0013I At root node, 25 cuts changed objective from 0.66876493 to 0.72640817 in 25 passes") == (
+        None, 0.72640817)
+    assert read("Cbc0005I Partial search - best objective 0.88 (best possible 0.72), took 37291 iterations") == (
+        0.88, 0.72)
+    assert read("Cbc0038I Full problem 120 rows 80 columns") is None
+
+
+def test_log_tail_hands_over_whole_lines_and_hides_progress_lines(tmp_path, capsys):
+    log = tmp_path / "solver.log"
+    log.write_text("")
+    lines: list[str] = []
+    with LogTail(str(log), echo=True, on_line=lines.append):
+        with open(log, "a") as f:
+            f.write("first li")
+            f.flush()
+            time.sleep(3 * LogTail.POLL_S)
+            f.write(f"ne\n{PROGRESS_MARK} 12.5 10.0\nlast")
+            f.flush()
+            time.sleep(3 * LogTail.POLL_S)
+    assert lines[:2] == ["first line", f"{PROGRESS_MARK} 12.5 10.0"] and lines[2:] == ["last"]
+    err = capsys.readouterr().err
+    assert "first line" in err and "last" in err and PROGRESS_MARK not in err
+
+
+def test_pareto_names_each_point_it_solves():
+    inst = load_instance(INSTANCES / "resnet50_eyeriss.json")
+    seen: list[Progress] = []
+    with progress.reporting(seen.append):
+        points = pareto_front(inst, "milp-highs", mode="grid", points=3)
+    steps = list(dict.fromkeys(p.step for p in seen if p.step))
+    assert steps[0] == "point 1 of 3: no error budget" and steps[1].startswith("point 2 of 3: error budget 0")
+    assert steps[-1].startswith("point 3 of 3") and len(steps) == 3 and points
+    assert seen[-1].step == ""  # cleared when the sweep ends
 
 
 def test_auto_names_its_phases():

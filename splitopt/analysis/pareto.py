@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from splitopt.core import progress
 from splitopt.core.instance import Instance
 from splitopt.core.result import SolveResult
 from splitopt.solve import solve
@@ -44,6 +45,7 @@ class ParetoPoint:
         return self.result.metrics.error
 
 
+@progress.clears_step
 def pareto_front(
     inst: Instance,
     solver: str = "milp-cbc",
@@ -53,8 +55,12 @@ def pareto_front(
     threads: int = 2,
 ) -> list[ParetoPoint]:
     """Pareto points sorted by increasing error (decreasing latency). Points whose solve
-    stopped without proof keep their FEASIBLE status; dominated points are dropped."""
+    stopped without proof keep their FEASIBLE status; dominated points are dropped.
+    Progress (``splitopt.core.progress``) names the point being solved and its budget."""
+    if mode not in ("exact", "grid"):
+        raise ValueError(f"mode must be 'exact' or 'grid', got {mode!r}")
     out: list[ParetoPoint] = []
+    progress.step(f"point 1 of {points if mode == 'grid' else f'at most {points}'}: no error budget")
     first = solve(inst.with_settings(error_budget=None), solver, time_limit, threads, diagnose=False)
     if not first.status.has_plan:
         return out
@@ -63,6 +69,7 @@ def pareto_front(
         top = first.metrics.error
         for k in range(points - 1):
             eps = top * k / max(1, points - 1)
+            progress.step(f"point {k + 2} of {points}: error budget {eps:.4g}")
             res = solve(inst.with_settings(error_budget=eps), solver, time_limit, threads, diagnose=False)
             if res.status.has_plan:
                 out.append(ParetoPoint(eps, res))
@@ -70,13 +77,12 @@ def pareto_front(
         err = first.metrics.error
         while len(out) < points and err > 0:
             eps = max(0.0, err * (1 - STEP_RTOL) - 1e-15)
+            progress.step(f"point {len(out) + 1} of at most {points}: error budget {eps:.4g}")
             res = solve(inst.with_settings(error_budget=eps), solver, time_limit, threads, diagnose=False)
             if not res.status.has_plan:
                 break
             out.append(ParetoPoint(eps, res))
             err = res.metrics.error
-    else:
-        raise ValueError(f"mode must be 'exact' or 'grid', got {mode!r}")
     return _non_dominated(out)
 
 
@@ -112,6 +118,7 @@ def accuracy_levels(inst: Instance) -> list[float]:
     return sorted({a for a in data(inst).accuracy.values() if a is not None})
 
 
+@progress.clears_step
 def accuracy_front(inst: Instance, solver: str = "cpsat", time_limit: float | None = None,
                    threads: int = 2, points: int = 50) -> list[AccuracyPoint]:
     """Latency-optimal plans for increasing ``min_accuracy`` (a multiview instance with
@@ -126,6 +133,7 @@ def accuracy_front(inst: Instance, solver: str = "cpsat", time_limit: float | No
     out: list[AccuracyPoint] = []
     limit: float | None = levels[0]
     while limit is not None and len(out) < points:
+        progress.step(f"point {len(out) + 1} of at most {min(points, len(levels))}: accuracy >= {limit:.4g}")
         changed = inst.with_settings(multiview={**inst.settings.multiview, "min_accuracy": limit})
         res = solve(changed, solver, time_limit, threads, diagnose=False)
         if not res.status.has_plan:
@@ -155,6 +163,7 @@ class BytesPoint:
         return self.result.metrics.total_bytes
 
 
+@progress.clears_step
 def bytes_front(inst: Instance, solver: str = "cpsat", time_limit: float | None = None, threads: int = 2,
                 points: int = 50) -> list[BytesPoint]:
     """The latency / bytes front of a ``separable`` instance, from the fastest plan down to
@@ -168,6 +177,8 @@ def bytes_front(inst: Instance, solver: str = "cpsat", time_limit: float | None 
     budget: float | None = base.get("byte_budget_bytes")
     out: list[BytesPoint] = []
     while len(out) < points:
+        progress.step(f"point {len(out) + 1} of at most {points}: byte budget "
+                      f"{'none' if budget is None else f'{budget:.6g} B'}")
         fast = solve(inst.with_settings(objective="latency", **{SETTINGS_KEY: {**base, "byte_budget_bytes": budget}}),
                      solver, time_limit, threads, diagnose=False)
         if not fast.status.has_plan:

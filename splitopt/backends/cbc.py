@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import warnings
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from splitopt.backends.deadline import check_deadline, run_child
 from splitopt.backends.milp import (
@@ -170,6 +170,34 @@ def parse_cbc_log(text: str) -> dict:
     return out
 
 
+#: CBC's log lines that report an incumbent and/or a bound while it runs (its
+#: "Continuous objective value" is the root LP relaxation, a valid bound)
+CBC_PROGRESS = (
+    (re.compile(r"Cbc00(?:04|12)I Integer solution of (\S+)"), "incumbent"),
+    (re.compile(r"Cbc0010I .*?(\S+) best solution, best possible (\S+)"), "both"),
+    (re.compile(r"Cbc0005I Partial search - best objective (\S+) \(best possible (\S+)\)"), "both"),
+    (re.compile(r"Cbc0013I At root node, .* to (\S+) in"), "bound"),
+    (re.compile(r"Continuous objective value is (\S+)"), "bound"),
+)
+
+
+def progress_in_cbc_line(line: str) -> tuple[float | None, float | None] | None:
+    """(incumbent, bound) a line of CBC's log reports (the objective's units, without its
+    constant), or None."""
+    for pattern, what in CBC_PROGRESS:
+        m = pattern.search(line)
+        if not m:
+            continue
+        try:
+            values = [float(g) for g in m.groups()]
+        except ValueError:
+            return None
+        if what == "both":
+            return values[0], values[1]
+        return (values[0], None) if what == "incumbent" else (None, values[0])
+    return None
+
+
 class CbcBackend(MilpBackend):
     name = "milp-cbc"
     description = "MILP, PuLP + CBC 2.10 (bundled with PuLP), a child process under the deadline"
@@ -193,7 +221,13 @@ class CbcBackend(MilpBackend):
             if REFUSALS.search(line):
                 raise InvalidOption(f"option {', '.join(options)}: CBC refuses it: {cut(' '.join(line.split()), 160)}")
 
-    def _solve(self, lp: LinearProgram, options: SolveOptions) -> MilpAnswer:
+    log_includes_constant = False  # PuLP's MPS file leaves the objective's constant out
+
+    def progress_in_line(self, line: str) -> tuple[float | None, float | None] | None:
+        return progress_in_cbc_line(line)
+
+    def _solve(self, lp: LinearProgram, options: SolveOptions,
+               on_line: Callable[[str], None] | None = None) -> MilpAnswer:
         import pulp
 
         native = {k: v for k, v in options.solver_options.items() if k not in ("mip_gap", "mip_gap_abs")}
@@ -222,7 +256,7 @@ class CbcBackend(MilpBackend):
             # "normal" prints the nonzero columns only (the rest are 0): "all" printed every
             # row too, and writing 9 MB took CBC 0.4 s after a stop on a 50,000-row program
             args += ["-solve", "-printingOptions", "normal", "-solution", sol]
-            with LogTail(log, options.verbose):
+            with LogTail(log, options.verbose, on_line):
                 child = run_child(args, log, options)
             text = read_text(log)
             solution = None

@@ -301,18 +301,22 @@ class CpSatBackend(ProgramBackend):
 
     def run(self, program: Program, options: SolveOptions) -> RunResult:
         if program.kind == "linear":
-            return self._run_linear(program.model, program.hint, options)
+            return self._run_linear(program, options)
         return run_model(program.model, options, presolve=program.presolve, unit_ms=program.unit_ms,
                          offset_ms=program.offset_ms)
 
-    def _run_linear(self, lp: LinearProgram, hint, options: SolveOptions) -> RunResult:
-        """Emit ``lp`` with integer data, solve, and map the answer back to ``lp``'s terms."""
+    def _run_linear(self, program: Program, options: SolveOptions) -> RunResult:
+        """Emit the program's ``LinearProgram`` with integer data, solve, and map the answer
+        back to its terms (whose objective is in units of ``program.unit_ms`` ms)."""
+        lp: LinearProgram = program.model
+        hint = program.hint
         model, xs, unit, tol = to_cpsat(lp, options)
         if hint is not None:
             for v, var, value in zip(lp.variables, xs, hint):
                 model.AddHint(var, int(round(value / unit if v.unit == "ms" else value)))
         # presolve off: or-tools #5293, presolve overflows on large activities in 9.15
-        raw = run_model(model, options, presolve=False, unit_ms=unit, offset_ms=lp.objective_constant)
+        raw = run_model(model, options, presolve=False, unit_ms=unit * program.unit_ms,
+                        offset_ms=program.to_ms(lp.objective_constant))
         raw.stats.update(objective_unit_ms=unit, scaling_tolerance_ms=tol)
         if raw.values is not None:
             sol = raw.values

@@ -30,10 +30,12 @@ import math
 import os
 import sys
 import tempfile
-from typing import Any, Mapping
+import time
+from typing import Any, Callable, Mapping
 
 from splitopt.backends.deadline import ChildRun, check_deadline, run_child
-from splitopt.backends.milp import LogTail, MilpAnswer, MilpBackend, emitted_rows, read_text, remaining_budget
+from splitopt.backends.milp import (PROGRESS_MARK, LogTail, MilpAnswer, MilpBackend, emitted_rows, read_text,
+                                    remaining_budget)
 from splitopt.core.errors import InvalidOption, SolverFailure
 from splitopt.core.jsonfile import cut, shown
 from splitopt.core.options import SolveOptions
@@ -166,7 +168,20 @@ class HighsBackend(MilpBackend):
         for key, value in options.items():
             set_option(h, key, value)
 
-    def _solve(self, lp: LinearProgram, options: SolveOptions) -> MilpAnswer:
+    def progress_in_line(self, line: str) -> tuple[float | None, float | None] | None:
+        """The child's own progress lines (``PROGRESS_MARK``; HiGHS's log is not read)."""
+        if not line.startswith(PROGRESS_MARK):
+            return None
+        parts = line.split()
+        if len(parts) != 3:
+            return None
+        try:
+            return float(parts[1]), float(parts[2])
+        except ValueError:
+            return None
+
+    def _solve(self, lp: LinearProgram, options: SolveOptions,
+               on_line: Callable[[str], None] | None = None) -> MilpAnswer:
         import numpy as np
 
         if not lp.variables:  # HiGHS answers "Empty" to a program without columns
@@ -190,10 +205,10 @@ class HighsBackend(MilpBackend):
             if budget is not None:
                 settings["time_limit"] = float(budget)
             with open(os.path.join(tmp, "settings.json"), "w") as f:
-                json.dump({"settings": settings, "native": native}, f)
+                json.dump({"settings": settings, "native": native, "progress": on_line is not None}, f)
             check_deadline(options)
             log = os.path.join(tmp, "highs.log")
-            with LogTail(log, options.verbose):
+            with LogTail(log, options.verbose, on_line):
                 child = run_child([sys.executable, "-m", "splitopt.backends.highs", tmp], log, options)
             answer_path = os.path.join(tmp, "answer.json")
             answer = None
@@ -231,6 +246,8 @@ def solve_in_child(folder: str) -> None:
         _write_answer(folder, {"refused": True})
         return
     h.HandleUserInterrupt = True
+    if given.get("progress"):
+        report_progress(h)
     interrupted = False
     h.startSolve()
     while True:
@@ -251,6 +268,29 @@ def solve_in_child(folder: str) -> None:
     _write_answer(folder, {"status": int(status), "status_text": h.modelStatusToString(status),
                            "has_solution": has_solution, "objective": info.objective_function_value,
                            "mip_dual_bound": info.mip_dual_bound})
+
+
+def report_progress(h, every_s: float = 0.2) -> None:
+    """Have HiGHS's branch and bound print each new incumbent and bound to stdout (the
+    log the parent follows) as ``PROGRESS_MARK INCUMBENT BOUND``: at every improving
+    solution, and from its interrupt polls at most every ``every_s`` seconds when the
+    numbers changed."""
+    last: dict[str, Any] = {"at": 0.0, "values": None}
+
+    def write(values: tuple[float, float], force: bool) -> None:
+        now = time.monotonic()
+        if values != last["values"] and (force or now - last["at"] >= every_s):
+            last["at"], last["values"] = now, values
+            print(f"{PROGRESS_MARK} {values[0]!r} {values[1]!r}", flush=True)
+
+    def on_solution(e) -> None:
+        write((e.data_out.objective_function_value, e.data_out.mip_dual_bound), True)
+
+    def on_poll(e) -> None:
+        write((e.data_out.mip_primal_bound, e.data_out.mip_dual_bound), False)
+
+    h.cbMipImprovingSolution.subscribe(on_solution)
+    h.cbMipInterrupt.subscribe(on_poll)
 
 
 def _write_answer(folder: str, answer: dict) -> None:

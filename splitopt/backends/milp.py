@@ -21,12 +21,13 @@ import sys
 import threading
 import time
 from abc import abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from splitopt.backends.base import ProgramBackend, RunResult
 from splitopt.backends.deadline import CHECK_EVERY_ROWS, check_deadline
+from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, NotApplicable
 from splitopt.core.options import PORTABLE_OPTIONS, SolveOptions, check_portable_option
 from splitopt.core.program import LinearProgram, Program, Row
@@ -97,38 +98,64 @@ def export_pulp(prob, path: Path) -> None:
         raise InvalidOption(f"--export-model {path}: cannot write the file ({e.strerror or type(e).__name__})") from None
 
 
-class LogTail:
-    """Copy a growing log file to stderr while a solver runs (``--verbose``), so that
-    stdout stays clean for ``--json``."""
+#: the start of a line a solver's child process writes to its log for the progress shown
+#: (HiGHS's child): ``splitopt-progress INCUMBENT BOUND`` in the program's units, ``nan``
+#: for a value not known yet; never echoed to the user
+PROGRESS_MARK = "splitopt-progress"
 
-    def __init__(self, path: str, enabled: bool):
-        self.path, self.enabled = path, enabled
+
+class LogTail:
+    """Follow a growing log file while a solver runs: copy it to stderr (``echo``, for
+    ``--verbose``, so that stdout stays clean for ``--json``; progress lines left out) and
+    hand each complete line to ``on_line`` (the progress shown). A thread polls the file
+    every ``POLL_S`` seconds; nothing runs when neither is asked for."""
+
+    POLL_S = 0.1
+
+    def __init__(self, path: str, echo: bool, on_line: Callable[[str], None] | None = None):
+        self.path, self.echo, self.on_line = path, echo, on_line
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self):
-        if self.enabled:
+        if self.echo or self.on_line is not None:
             self._thread.start()
         return self
 
     def _run(self) -> None:
-        offset = 0
+        offset, partial = 0, ""
         while True:
             stop = self._stop.is_set()
             if os.path.exists(self.path):
                 with open(self.path, errors="replace") as f:
                     f.seek(offset)
-                    chunk = f.read()
+                    partial += f.read()
                     offset = f.tell()
-                if chunk:
-                    sys.stderr.write(chunk)
-                    sys.stderr.flush()
+            lines = partial.split("\n")
+            partial = lines.pop()  # a line still being written
+            if stop and partial:
+                lines.append(partial)
+            if lines:
+                self._take(lines)
             if stop:
                 return
-            time.sleep(0.1)
+            time.sleep(self.POLL_S)
+
+    def _take(self, lines: list[str]) -> None:
+        if self.echo:
+            shown = [line for line in lines if not line.startswith(PROGRESS_MARK)]
+            if shown:
+                sys.stderr.write("\n".join(shown) + "\n")
+                sys.stderr.flush()
+        if self.on_line is not None:
+            for line in lines:
+                try:
+                    self.on_line(line)
+                except Exception:  # the progress shown must never break a solve
+                    pass
 
     def __exit__(self, *exc):
-        if self.enabled:
+        if self._thread.is_alive():
             self._stop.set()
             self._thread.join()
 
@@ -182,9 +209,17 @@ class MilpBackend(ProgramBackend):
         prob, _ = to_pulp(program.model)
         export_pulp(prob, path)
 
+    #: whether the objective values in the solver's log include the program's constant
+    log_includes_constant: bool = True
+
+    def progress_in_line(self, line: str) -> tuple[float | None, float | None] | None:
+        """(incumbent, bound) that a line of the solver's log reports, in the program's
+        units (None for either not in it), or None: the line reports neither."""
+        return None
+
     def run(self, program: Program, options: SolveOptions) -> RunResult:
         lp: LinearProgram = program.model
-        answer = self._solve(lp, options)
+        answer = self._solve(lp, in_program_units(options, program.unit_ms), self._progress_reader(program))
         stats = dict(answer.stats)
         if answer.status in (Status.INFEASIBLE, Status.ERROR):
             return RunResult(answer.status, message=answer.message, stats=stats)
@@ -204,10 +239,40 @@ class MilpBackend(ProgramBackend):
         return RunResult(status, values=answer.values, objective=objective, bound=bound, message=answer.message,
                          interrupted=answer.interrupted, stats=stats)
 
+    def _progress_reader(self, program: Program) -> Callable[[str], None] | None:
+        """What reads the solver's log lines into the progress shown (incumbent and bound
+        in ms), or None when nobody listens. The reporter is taken here, in the solving
+        thread: the thread that follows the log does not see the caller's context."""
+        reporter = progress.current()
+        if reporter is None:
+            return None
+        shift = 0.0 if self.log_includes_constant else program.model.objective_constant
+
+        def on_line(line: str) -> None:
+            found = self.progress_in_line(line)
+            if found is not None:
+                incumbent, bound = (None if v is None or v != v or abs(v) >= 1e30 else program.to_ms(v + shift)
+                                    for v in found)
+                reporter(incumbent, bound)
+
+        return on_line
+
     @abstractmethod
-    def _solve(self, lp: LinearProgram, options: SolveOptions) -> MilpAnswer:
+    def _solve(self, lp: LinearProgram, options: SolveOptions,
+               on_line: Callable[[str], None] | None = None) -> MilpAnswer:
         """Emit and solve ``lp`` within the budget of ``options`` (checking it while
-        emitting: DeadlinePassed), stopping on Ctrl-C with what the solver has."""
+        emitting: DeadlinePassed), stopping on Ctrl-C with what the solver has; each line
+        of the solver's log goes to ``on_line`` while it runs (the progress shown). The
+        portable ``mip_gap_abs`` in ``options`` is in the program's objective units."""
+
+
+def in_program_units(options: SolveOptions, unit_ms: float) -> SolveOptions:
+    """``options`` with the portable ``mip_gap_abs`` (ms) in units of ``unit_ms`` ms, the
+    program's objective unit (a mesh program's objective is in hyperperiods)."""
+    gap = options.solver_options.get("mip_gap_abs")
+    if gap is None or unit_ms == 1.0:
+        return options
+    return replace(options, solver_options={**options.solver_options, "mip_gap_abs": gap / unit_ms})
 
 
 def remaining_budget(options: SolveOptions) -> float | None:

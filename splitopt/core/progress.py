@@ -22,11 +22,14 @@ directly. The callback may be called from such threads.
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,20 @@ def solving(label: str) -> Iterator[None]:
         reporter.incumbent_ms = reporter.bound_ms = None
     with phase(label):
         yield
+
+
+def clears_step(func: Callable[..., T]) -> Callable[..., T]:
+    """Decorate a loop that reports its :func:`step`: the step is cleared when it returns
+    or raises."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            step("")
+
+    return wrapper
 
 
 def step(label: str) -> None:
