@@ -175,9 +175,11 @@ def main() -> None:
                 setattr(args, k, int(v))
             elif k in ("bandwidth", "latency_ms"):
                 setattr(args, k, float(v))
-        write_results([r["row"] for r in saved["runs"]], args, saved["machine"])
+        write_results([r["row"] for r in saved["runs"]], args, saved["machine"], saved.get("load_average_1min"),
+                      spread(saved["runs"]))
         return
     args.work.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
     rows, reports = [], []
     for model in args.models.split(","):
         profiled_path = args.work / f"{model}_host.json"
@@ -223,27 +225,43 @@ def main() -> None:
                   f"{row['measured_total_ms']:.1f} ms, ratio {row['ratio']:.3f}, ok {row['ok']}", flush=True)
 
     where = machine(shared=True)
+    load = {"before": load_before, "after": os.getloadavg()[0]}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "two_process.json").write_text(json.dumps({"machine": where, "args": {
+    (args.out / "two_process.json").write_text(json.dumps({"machine": where, "load_average_1min": load, "args": {
         k: str(v) for k, v in vars(args).items()}, "runs": reports}, indent=1) + "\n")
-    write_results(rows, args, where)
+    write_results(rows, args, where, load, spread(reports))
 
 
-def write_results(rows: list[dict], args, where: str) -> None:
-    """The plot and the Markdown table of ``rows``, in ``args.out``."""
+def spread(reports: list[dict]) -> float:
+    """The largest ratio of a run's slowest to its fastest measured sample (end to end)."""
+    out = 1.0
+    for run in reports:
+        totals = [s["total_ms"] for s in run["report"]["per_sample"] if not s["warmup"]]
+        if totals and min(totals) > 0:
+            out = max(out, max(totals) / min(totals))
+    return out
+
+
+def write_results(rows: list[dict], args, where: str, load: dict | None, widest: float) -> None:
+    """The plot and the Markdown table of ``rows``, in ``args.out`` (``load``: the 1-minute
+    load average before and after the runs; ``widest``: the samples' largest spread)."""
     title = (f"edge and cloud as two processes over paced TCP ({args.bandwidth / 1e6:g} Mbit/s, "
              f"{args.latency_ms:g} ms), {where}")
     fig = plot(rows, title)
     fig.savefig(args.out / "two_process.png", dpi=130)
-    (args.out / "two_process.md").write_text(table(rows, args, where))
-    print(table(rows, args, where))
+    text = table(rows, args, where, load, widest)
+    (args.out / "two_process.md").write_text(text)
+    print(text)
 
 
-def table(rows: list[dict], args, where: str) -> str:
+def table(rows: list[dict], args, where: str, load: dict | None, widest: float) -> str:
+    state = ("load unknown" if load is None else
+             f"1-minute load average {load['before']:.2f} before the runs" +
+             ("" if load.get("after") is None else f", {load['after']:.2f} after"))
     lines = [
         "# Two processes over TCP: measured vs predicted",
         "",
-        f"Machine: {where} (another job shared the cores). `python benchmarks/two_process.py "
+        f"Machine: {where} ({state}). `python benchmarks/two_process.py "
         f"--threads {args.threads} --samples {args.samples} --warmup {args.warmup} --bandwidth {args.bandwidth:g} --latency-ms "
         f"{args.latency_ms:g}`. Device profile: this host for both sides (`splitopt profile MODEL --measure "
         f"--edge-host`, median of {args.repeats} runs per layer, {args.threads} torch thread(s) as in each "
@@ -252,7 +270,7 @@ def table(rows: list[dict], args, where: str) -> str:
         f"{args.samples} samples after {args.warmup} warm-up, one sample in flight; ms. `pack` = packing + "
         "unpacking (not in the evaluator's model, included in the measured total). Ratio = measured total / "
         "predicted total. Per sample, the parts, the link and `pack` add up to the total within 0.1 ms; "
-        "their medians need not add up to the median total (samples spread up to 1.6x here).",
+        f"their medians need not add up to the median total (samples spread up to {widest:.2f}x here).",
         "",
         "| model | problem | plan | pred. edge | pred. link | pred. cloud | pred. total | meas. edge | meas. link "
         "| meas. cloud | meas. pack | meas. total | ratio | outputs / bytes |",
