@@ -131,6 +131,8 @@ def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> N
 def _check_plots_apply(inst, gantt: Optional[Path], breakdown: Optional[Path]) -> None:
     """Before solving: the family must have schedules if a plot is asked for (--gantt
     also draws the edge/cloud timeline of a split/split_bits plan)."""
+    if gantt is None and breakdown is None:
+        return  # nothing to import (start-up time)
     from splitopt.analysis.plots import has_timeline
     from splitopt.families.registry import family_of
 

@@ -166,7 +166,7 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
     disjoint. Conversely the sets ``S_i``, with every other unit alone on a device, are
     such a placement (device counts aside: this only declines more). Depth-first, the
     cycle's edge of least index first (each cycle once per rotation), every partial
-    sequence's sets disjoint, at most as many sets as devices (shorter cycles first), a
+    sequence's sets disjoint, at most as many sets as devices (the shortest cycles first), a
     sequence dropped once every edge that could still end it has a closing set meeting its
     sets, and every (first edge, last edge, union of the sets) that closed no cycle
     remembered with the sets it still had room for."""
@@ -274,7 +274,11 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
         return None
 
     try:
-        for most in range(fewest, longest + 1):  # shortest cycles first: most graphs that have one have a short one
+        # the shortest cycles first (most graphs that have one have a short one), then all
+        # lengths at once: where there is none (bert24), one pass at the longest length
+        # visits what passes at every length would, and passes at each length in turn took
+        # twice as long
+        for most in sorted({fewest, longest}) if fewest <= longest else ():
             for first in range(len(edges)):
                 found = extend(first, [first], 0, most)
                 if found is not None:
