@@ -51,7 +51,7 @@ class Row:
     coeffs: dict[int, float]
     sense: str  # "<=", ">=", "=="
     rhs: float
-    kind: str = "logic"  # "logic" | "bits" | "error" | "time"
+    kind: str = "logic"  # "logic" | "bits" | "error" | "time" | "dominance" (a reduction)
     name: str = ""
     #: a valid inequality that only strengthens the relaxation: an emitter that cannot
     #: represent it exactly may drop it without changing the set of feasible plans
@@ -92,11 +92,16 @@ class LinearProgram:
         return self.objective_constant + sum(c * values[i] for i, c in self.objective.items())
 
 
-def row_violations(lp: LinearProgram, values: Sequence[float], tol: float = 1e-6) -> list[str]:
+def row_violations(lp: LinearProgram, values: Sequence[float], tol: float = 1e-6,
+                   reductions: bool = False) -> list[str]:
     """Names of the rows that ``values`` break (relative tolerance ``tol``): the check that
-    a program and its family's evaluator agree on a plan's feasibility."""
+    a program and its family's evaluator agree on a plan's feasibility. Rows of kind
+    ``"dominance"`` (a reduction: they cut off feasible plans no better than one they
+    keep) are checked only with ``reductions``."""
     out = []
     for row in lp.rows:
+        if row.kind == "dominance" and not reductions:
+            continue
         lhs = sum(c * values[i] for i, c in row.coeffs.items())
         slack = tol * max(1.0, abs(row.rhs), max((abs(c) for c in row.coeffs.values()), default=0.0))
         if (row.sense == "<=" and lhs > row.rhs + slack) or (row.sense == ">=" and lhs < row.rhs - slack) or (

@@ -16,6 +16,7 @@ from splitopt.families.edge_cloud.baselines import auto_split, cloud_only, edge_
 from splitopt.families.edge_cloud.bound import edge_cloud_lower_bound, relaxed_cut_plan
 from splitopt.families.edge_cloud.checks import check_edge_cloud
 from splitopt.families.edge_cloud.diagnose import diagnose
+from splitopt.families.edge_cloud.dominance import without_dominated_frontier
 from splitopt.families.edge_cloud.enumerate import enumerate_plans
 from splitopt.families.edge_cloud.evaluate import Metrics, evaluate
 from splitopt.families.edge_cloud.plan import plan_from_dict
@@ -86,7 +87,8 @@ class EdgeCloudFamily(Family):
         lp = build_split_program(inst)
         return Program(
             kind="linear", model=lp, decode=lambda values: decode_split_plan(inst, lp, values),
-            hint=None if start is None else encode_plan(inst, lp, start),
+            # the start plan, with dominated frontier layers moved to the cloud (no worse), meets the dominance rows
+            hint=None if start is None else encode_plan(inst, lp, without_dominated_frontier(inst, start)),
             encode=lambda plan: encode_plan(inst, lp, plan),
             stats={"variables": len(lp.variables), "rows": len(lp.rows)},
         )

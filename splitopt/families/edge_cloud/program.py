@@ -25,6 +25,7 @@ from splitopt.core.latency import latency_table, layer_latency_ms
 from splitopt.core.live_spans import split_spans
 from splitopt.core.plan import Plan
 from splitopt.core.program import LinearProgram
+from splitopt.families.edge_cloud.dominance import dominated_layers
 from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, MEMORY_RTOL
 
 Form = dict[int, float]
@@ -57,9 +58,10 @@ def _least_error(layer, bits, cloud_bits: int) -> float:
     return werr + aerr
 
 
-def build_split_program(inst: Instance) -> LinearProgram:
+def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgram:
     """The program of ``formulations/edge_cloud_split.md`` (objective in ms, memory rows in
-    bits, the error row dimensionless)."""
+    bits, the error row dimensionless); ``reductions``: with the dominance rows (2c), which
+    keep the optimum and cut off plans no better than one they keep."""
     s = inst.settings
     lp = LinearProgram()
     layers = inst.layers
@@ -127,6 +129,12 @@ def build_split_program(inst: Instance) -> LinearProgram:
         for src in dict.fromkeys(l.inputs):
             if src in e:
                 lp.add({e[l.name]: 1.0, e[src]: -1.0}, "<=", 0.0, name=f"closure[{src}->{l.name}]")
+
+    # (2c) reduction: a dominated layer is not the last edge layer of its branch
+    # (splitopt/families/edge_cloud/dominance.py; with one reader, the two are contracted)
+    if reductions:
+        for u in dominated_layers(inst):
+            lp.add({e[u]: 1.0, **{e[j]: -1.0 for j in cons[u]}}, "<=", 0.0, "dominance", f"dominated[{u}]")
 
     # (3) cut indicators s[t]: tensor t is produced on the edge and read on the cloud
     sent: dict[str, int] = {}
