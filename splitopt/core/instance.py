@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -105,7 +106,7 @@ class Layer:
     def __post_init__(self) -> None:
         _as_tuples(self, "inputs", "output_shape", "fused")
 
-    @property
+    @functools.cached_property  # program builders ask for it per row (frozen: safe to cache)
     def output_elements(self) -> int:
         return math.prod(self.output_shape)
 

@@ -33,41 +33,46 @@ feasibility leaves them out (``splitopt.core.program.row_violations``).
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from splitopt.core.instance import Instance
 from splitopt.core.latency import latency_table, layer_latency_ms
 from splitopt.core.plan import Plan
 
 
-def dominated_layers(inst: Instance) -> tuple[str, ...]:
-    """The dominated layers of ``inst`` (module docstring), in execution order; cached."""
-    return inst.derived(("edge_cloud", "dominated_layers"), lambda: _dominated(inst))
+def dominated_layers(inst: Instance, edge_tables: Mapping[str, Mapping] | None = None) -> tuple[str, ...]:
+    """The dominated layers of ``inst`` (module docstring), in execution order; cached.
+    ``edge_tables``: each layer's edge latency table over the candidate bits
+    (``core.latency.latency_table``) where the caller has them (a program builder)."""
+    return inst.derived(("edge_cloud", "dominated_layers"), lambda: _dominated(inst, edge_tables or {}))
 
 
-def _dominated(inst: Instance) -> tuple[str, ...]:
+def _dominated(inst: Instance, edge_tables: Mapping[str, Mapping]) -> tuple[str, ...]:
     s = inst.settings
     bits = inst.candidate_bits()
     fewest, most = min(bits), max(bits)
     pinned = inst.required_on_edge
     cons = inst.consumers
     out = []
-    for layer in inst.layers:
+    for layer in inst.layers:  # the size conditions first: they need no latency
         u = layer.name
         if u in pinned or not cons[u]:
             continue
-        cloud_ms = layer_latency_ms(inst, layer, inst.cloud_device, s.cloud_bits, s.cloud_bits)
-        if cloud_ms > min(latency_table(inst, layer, inst.edge_device, bits).values()):
-            continue
         inputs = list(dict.fromkeys(layer.inputs))
         n_u = inst.tensor_elements(u)
-        wire_in = sum(inst.tensor_elements(t) * max(inst.sent_bits(t, b) for b in bits) for t in inputs)
-        if wire_in > n_u * min(inst.sent_bits(u, b) for b in bits):
-            continue
         held_in = sum(inst.tensor_elements(t) * (inst.input_by_name[t].bits if t in inst.input_by_name else most)
                       for t in inputs)
         if held_in > n_u * fewest:
             continue
+        wire_in = sum(inst.tensor_elements(t) * max(inst.sent_bits(t, b) for b in bits) for t in inputs)
+        if wire_in > n_u * min(inst.sent_bits(u, b) for b in bits):
+            continue
         if s.error_budget is not None and s.transmit_bits is not None and not all(
                 _sending_adds_no_error(inst, t, bits) for t in inputs):
+            continue
+        cloud_ms = layer_latency_ms(inst, layer, inst.cloud_device, s.cloud_bits, s.cloud_bits)
+        table = edge_tables.get(u) or latency_table(inst, layer, inst.edge_device, bits)
+        if cloud_ms > min(table.values()):
             continue
         out.append(u)
     return tuple(out)

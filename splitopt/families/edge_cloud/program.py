@@ -82,9 +82,10 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
     asel: dict[str, dict[int, Form]] = {}
     latency: dict[str, Form] = {}  # edge latency (ms) of layer i as a linear form
     encoding: dict[str, str] = {}
+    tables: dict[str, dict[tuple[int, int], float]] = {}  # edge latency (ms) per bit pair
     for l in layers:
         name = l.name
-        table = latency_table(inst, l, edge_dev, bits)
+        table = tables[name] = latency_table(inst, l, edge_dev, bits)
         if len(bits) == 1:
             b = bits[0]
             wsel[name], asel[name] = {b: {e[name]: 1.0}}, {b: {e[name]: 1.0}}
@@ -133,7 +134,7 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
     # (2c) reduction: a dominated layer is not the last edge layer of its branch
     # (splitopt/families/edge_cloud/dominance.py; with one reader, the two are contracted)
     if reductions:
-        for u in dominated_layers(inst):
+        for u in dominated_layers(inst, tables):
             lp.add({e[u]: 1.0, **{e[j]: -1.0 for j in cons[u]}}, "<=", 0.0, "dominance", f"dominated[{u}]")
 
     # (3) cut indicators s[t]: tensor t is produced on the edge and read on the cloud
@@ -165,10 +166,13 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
                 continue
             q[t, b] = lp.var(f"q[{t},a{b}]", binary=False)
             minus_z = {k: -v for k, v in asel[t][b].items()}
-            lp.add({q[t, b]: 1.0, sent[t]: -1.0, **minus_z}, ">=", -1.0, name=f"q_lb[{t},{b}]")
+            # q >= s + alpha - 1 is implied by q_cut and cut_ub2 where t has one reader c
+            # (s <= 1 - e[c]), in the relaxation too: only tensors read twice or more need it
+            if len(cons[t]) > 1:
+                lp.add({q[t, b]: 1.0, sent[t]: -1.0, **minus_z}, ">=", -1.0, name=f"q_lb[{t},{b}]")
             for c in cons[t]:  # disaggregated cut: produced at b bits and read on the cloud
                 lp.add({q[t, b]: 1.0, **minus_z, e[c]: 1.0}, ">=", 0.0, name=f"q_cut[{t},{b}->{c}]")
-            lp.add({q[t, b]: 1.0, sent[t]: -1.0}, "<=", 0.0, name=f"q_ub1[{t},{b}]")
+            # (q <= s is implied by q_sum below and q >= 0)
             lp.add({q[t, b]: 1.0, **minus_z}, "<=", 0.0, name=f"q_ub2[{t},{b}]")
 
         if len(act_bits) > 1:  # a sent tensor is sent at exactly one width
