@@ -47,6 +47,43 @@ def test_min_cut_is_the_least_weighted_sum_of_stage_times(seed, n, m, linear, dr
     assert found <= cut.bound_ms + cut.slack_ms + 1e-9 * max(1.0, found)
 
 
+def occupied(inst, plan) -> np.ndarray:
+    """(tensors, devices): 1 where a tensor occupies a device (producer's to farthest
+    reader's position, the evaluator's definition), by hand."""
+    tensors = chain_tensors(inst)
+    pos = {name: inst.settings.chain.index(d) for name, d in plan.device.items()}
+    out = np.zeros((len(tensors.names), len(inst.settings.chain)))
+    for i, t in enumerate(tensors.names):
+        src = 0 if tensors.producer[t] is None else pos[t]
+        far = max([pos[c] for c in tensors.consumers[t]], default=src)
+        out[i, src:far + 1] = 1.0
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SMALL, draw=st.integers(0, 3))
+def test_min_cut_with_occupancy_costs_is_the_least_priced_sum(seed, n, m, linear, draw):
+    """With a random cost per tensor and device it occupies (a price of its activation
+    bytes; some zero), and random per-layer penalties: the cut is the least total over
+    every placement, by enumeration."""
+    inst = random_chain_instance(seed, n, m, linear=linear)
+    rng = np.random.default_rng([seed, draw, 7])
+    weights = np.ones(m) if draw == 0 else rng.uniform(0, 1, m)
+    occupancy = rng.uniform(0, 5, (len(chain_tensors(inst).names), m)) * (rng.random((len(chain_tensors(inst).names), m)) < 0.7)
+    penalty = rng.uniform(0, 2, (n, m)) * (draw % 2)
+
+    def total(plan) -> float:
+        pos = {name: inst.settings.chain.index(d) for name, d in plan.device.items()}
+        return (weighted(evaluate(inst, plan), weights) + sum(penalty[i, pos[l.name]] for i, l in enumerate(inst.layers))
+                + float((occupancy * occupied(inst, plan)).sum()))
+
+    cut = min_weighted_stages(inst, weights, penalty, occupancy)
+    best = min(total(p) for p in enumerate_plans(inst, 10 ** 6))
+    found = total(plan_from_indices(inst, {layer.name: p for layer, p in zip(inst.layers, cut.labels)}))
+    assert cut.bound_ms <= best * (1 + 1e-12) + 1e-12
+    assert found == pytest.approx(best, rel=1e-9, abs=1e-12)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**SMALL)
 def test_chain_cut_is_the_optimum_or_a_bound(seed, n, m, linear):
@@ -167,6 +204,24 @@ def test_swept_program_optimum_matches_brute_force(sweep_everything, seed, n, m)
     assert res.status is ref.status
     if ref.status is Status.OPTIMAL:
         assert res.objective == pytest.approx(ref.objective, rel=1e-6, abs=1e-9)
+
+
+def test_pricing_the_step_rows_raises_the_lagrangian_bound():
+    """Pricing the overflowing steps' weights and activations (as well as the weights
+    alone) is never below the weights-only bound by more than Kelley's tolerance on
+    random memory-bound chains, above it on some, and below the brute-force optimum."""
+    from splitopt.families.chain.lagrange import _lagrange
+
+    raised = 0
+    for seed in range(40):
+        inst = random_chain_instance(seed, 6, 3, objective="latency")
+        steps, weights_only = _lagrange(inst), _lagrange(inst, price_steps=False)
+        ref = solve(inst, "brute-force")
+        if ref.status is Status.OPTIMAL:
+            assert steps.bound_ms <= ref.objective * (1 + 1e-9) + 1e-12, seed
+        assert steps.bound_ms >= weights_only.bound_ms * (1 - 1e-6) - 1e-9, seed
+        raised += steps.bound_ms > weights_only.bound_ms * (1 + 1e-6) + 1e-9
+    assert raised >= 3, raised
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

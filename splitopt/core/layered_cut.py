@@ -11,7 +11,10 @@ with ``S_m`` the layers labelled ``<= m`` (a down-set), its cost is
 * per tensor ``t`` and level ``m < K``: ``cost[t, m]`` when ``t`` is produced in ``S_m``
   (a raw input always is) and some reader lies outside, once however many readers do;
 * per level ``m``: ``fixed[m]`` when ``S_m`` is not every layer (a link's fixed latency:
-  exact when every layer reads a tensor of positive cost, see the callers).
+  exact when every layer reads a tensor of positive cost, see the callers);
+* span terms: a cost when one layer is labelled ``<= m`` and some layer of a set
+  ``>= m`` (a tensor occupying chain device ``m``: produced at or before it, read at or
+  after it; node ``s -> heads`` as for a tensor, from ``v[tail, m]`` to ``v[head, m-1]``).
 
 Node ``v[l, m]`` (``m < K``) is on the source side iff ``label(l) <= m``; unbounded arcs
 ``v[l, m-1] -> v[l, m]`` and ``v[reader, m] -> v[producer, m]`` keep labellings
@@ -58,6 +61,15 @@ class LayeredCut:
     fixed: np.ndarray  # (K,)
     sinks: np.ndarray  # layers no one reads
     pinned: np.ndarray  # layers forced to label 0
+    #: span terms ``e``: ``span_cost[e]`` when ``span_tail[e]`` (-1: always) is labelled
+    #: ``<= span_level[e]`` (``K``: always) and some layer of ``e`` (the pairs
+    #: ``span_head_term``/``span_head_layer``) is labelled ``>= span_level[e]``; levels
+    #: ``1..K`` (a tensor that occupies device ``m`` of a chain). None: no such terms
+    span_tail: np.ndarray | None = None
+    span_level: np.ndarray | None = None
+    span_cost: np.ndarray | None = None
+    span_head_term: np.ndarray | None = None
+    span_head_layer: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +174,9 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
     def b(m: int) -> int:
         return 2 + K * n + K * A + m
 
+    E = 0 if problem.span_cost is None else len(problem.span_cost)
+    spans_at = 2 + K * n + K * A + K  # span term e's node: spans_at + e
+
     layers = np.arange(n)
     tails, heads, caps, unbounded = [], [], [], []
 
@@ -193,6 +208,19 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
     arcs(SOURCE, v(layers, K - 1), unary[:, K])
     if len(problem.pinned):
         arcs(np.full(len(problem.pinned), SOURCE), v(problem.pinned, 0))
+    if E:
+        level = np.asarray(problem.span_level, dtype=np.int64)
+        tail_layer = np.asarray(problem.span_tail, dtype=np.int64)
+        if np.any(level < 1) or np.any(level > K):
+            raise ValueError(f"layered cut: span levels must lie in 1..{K}")
+        # the tail is on the source side iff its label <= level: node v[tail, level], the
+        # source where that always holds (a raw input, or the last level)
+        always = (tail_layer < 0) | (level >= K)
+        tail_node = np.where(always, SOURCE, 2 + np.minimum(level, K - 1) * n + np.maximum(tail_layer, 0))
+        arcs(tail_node, spans_at + np.arange(E), problem.span_cost)
+        # a head labelled >= level is on the sink side of v[head, level - 1]
+        term = np.asarray(problem.span_head_term, dtype=np.int64)
+        arcs(spans_at + term, 2 + (level[term] - 1) * n + np.asarray(problem.span_head_layer, dtype=np.int64))
 
     tail, head = np.concatenate(tails), np.concatenate(heads)
     cap, inf = np.concatenate(caps), np.concatenate(unbounded)
@@ -209,7 +237,7 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
     status = solver.solve(SOURCE, SINK)
     if status != solver.OPTIMAL:
         raise RuntimeError(f"layered cut: OR-Tools max-flow ended with status {status}")
-    source_side = np.zeros(2 + K * n + K * A + K, dtype=bool)
+    source_side = np.zeros(spans_at + E, dtype=bool)
     source_side[np.asarray(solver.get_source_side_min_cut(), dtype=np.int64)] = True
     Y = source_side[2:2 + K * n].reshape(K, n)  # Y[m, l]: label(l) <= m
     labels = np.where(Y.any(axis=0), Y.argmax(axis=0), K)

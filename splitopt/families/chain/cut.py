@@ -95,12 +95,15 @@ def cut_plan(inst: Instance, cut: CutSolution) -> Plan:
 
 
 def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
-                        penalty: np.ndarray | None = None) -> CutSolution:
-    """The placement minimising ``sum_m weights[m] * S[m] + sum_l penalty[l, position(l)]``
-    (stage times in ms; weights >= 0, default all 1: the latency; ``penalty``: an extra
-    cost >= 0 of each layer (file order) on each device, e.g. a Lagrangian price of its
-    weights), ignoring memory limits; ``labels`` are the chain positions. Raises
-    NotApplicable where ``cut_refusal`` says the graph is not exact."""
+                        penalty: np.ndarray | None = None, occupancy: np.ndarray | None = None) -> CutSolution:
+    """The placement minimising ``sum_m weights[m] * S[m] + sum_l penalty[l, position(l)]
+    + sum_{t,m} occupancy[t, m] [t occupies device m]`` (stage times in ms; weights >= 0,
+    default all 1: the latency; ``penalty``: an extra cost >= 0 of each layer (file order)
+    on each device, e.g. a Lagrangian price of its weights; ``occupancy``: a cost >= 0 per
+    tensor (``chain_tensors(inst).names`` order) and device it occupies, from its
+    producer's device to its farthest reader's, e.g. a price of its activation bytes),
+    ignoring memory limits; ``labels`` are the chain positions. Raises NotApplicable where
+    ``cut_refusal`` says the graph is not exact."""
     import numpy as np
 
     why = cut_refusal(inst)
@@ -117,4 +120,59 @@ def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
         if penalty.shape != unary.shape or not np.all(np.isfinite(penalty)) or np.any(penalty < 0):
             raise ValueError(f"penalty must be a ({n}, {M}) array of finite numbers >= 0")
         unary = unary + penalty
-    return solve_layered_cut(layered_cut(g.terms, unary, w[:-1] * g.link_ms_per_bit, w[:-1] * g.link_latency_ms))
+    problem = layered_cut(g.terms, unary, w[:-1] * g.link_ms_per_bit, w[:-1] * g.link_latency_ms)
+    constant = 0.0
+    if occupancy is not None:
+        problem, constant = _with_occupancy(inst, problem, np.asarray(occupancy, dtype=float))
+    cut = solve_layered_cut(problem)
+    return CutSolution(cut.bound_ms + constant, cut.slack_ms, cut.labels) if constant else cut
+
+
+def _with_occupancy(inst: Instance, problem, occupancy: np.ndarray):
+    """``problem`` with the occupancy costs of :func:`min_weighted_stages` as unary and
+    span terms, and the constant part (a raw input always occupies the first device).
+    Tensor ``t`` occupies device ``m`` iff its producer's position ``<= m`` and its farthest
+    reader's ``>= m`` (``evaluate``; readers never precede producers): at ``m = 0`` that is
+    the producer at position 0 (a unary cost; a raw input: always); at ``m >= 1`` a span
+    term of the producer and the readers; a tensor no one reads occupies its producer's
+    device only (unary)."""
+    import dataclasses
+
+    import numpy as np
+
+    tensors = chain_tensors(inst)
+    M = len(inst.settings.chain)
+    if occupancy.shape != (len(tensors.names), M) or not np.all(np.isfinite(occupancy)) or np.any(occupancy < 0):
+        raise ValueError(f"occupancy must be a ({len(tensors.names)}, {M}) array of finite numbers >= 0")
+    index = {layer.name: i for i, layer in enumerate(inst.layers)}
+    unary = problem.unary.copy()
+    constant = 0.0
+    tails, levels, costs, head_terms, head_layers = [], [], [], [], []
+    for i, t in enumerate(tensors.names):
+        row = occupancy[i]
+        if not row.any():
+            continue
+        p = -1 if tensors.producer[t] is None else index[t]
+        readers = [index[c] for c in dict.fromkeys(tensors.consumers[t])]
+        if not readers:  # its producer's device only
+            if p < 0:
+                constant += float(row[0])
+            else:
+                unary[p] += row
+            continue
+        if p < 0:
+            constant += float(row[0])
+        else:
+            unary[p, 0] += row[0]
+        for m in range(1, M):
+            if row[m] > 0:
+                term = len(costs)
+                tails.append(p)
+                levels.append(m)
+                costs.append(float(row[m]))
+                head_terms.extend([term] * len(readers))
+                head_layers.extend(readers)
+    ints = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
+    return dataclasses.replace(problem, unary=unary, span_tail=ints(tails), span_level=ints(levels),
+                               span_cost=np.array(costs, dtype=float), span_head_term=ints(head_terms),
+                               span_head_layer=ints(head_layers)), constant

@@ -99,14 +99,16 @@ class ChainMetrics:
                 "feasible": self.feasible, "violations": list(self.violations)}
 
 
-def _peak_activations(inst: Instance, tensors, src: dict[str, int], far: dict[str, int]):
-    """Per device: its peak activation bytes over the steps and the layer at the first
-    step reaching it (None where nothing is ever held). A tensor adds its bytes to the
-    devices ``src..far`` over its live steps ``first..last``: one difference array per
-    device summed along the steps, O(tensors x devices + steps x devices), exact (bytes
-    are multiples of 1/8 far below 2^50)."""
+def activation_profile(inst: Instance, src: dict[str, int], far: dict[str, int]):
+    """(devices, steps) array: the activation bytes each device holds at each execution
+    step, given each tensor's producer (``src``) and farthest reader (``far``) positions.
+    A tensor adds its bytes to the devices ``src..far`` over its live steps
+    ``first..last``: one difference array per device summed along the steps,
+    O(tensors x devices + steps x devices), exact (bytes are multiples of 1/8 far below
+    2^50)."""
     import numpy as np
 
+    tensors = chain_tensors(inst)
     M, N = len(inst.settings.chain), len(inst.layers)
     diff = np.zeros((M, N + 1))
     for t in tensors.names:
@@ -114,9 +116,16 @@ def _peak_activations(inst: Instance, tensors, src: dict[str, int], far: dict[st
         if h:
             diff[src[t]:far[t] + 1, tensors.first_step[t]] += h
             diff[src[t]:far[t] + 1, tensors.last_step[t] + 1] -= h
-    if N == 0:
+    return np.cumsum(diff[:, :N], axis=1)
+
+
+def _peak_activations(inst: Instance, src: dict[str, int], far: dict[str, int]):
+    """Per device: its peak activation bytes over the steps and the layer at the first
+    step reaching it (None where nothing is ever held)."""
+    M = len(inst.settings.chain)
+    if not inst.layers:
         return [0.0] * M, [None] * M
-    held = np.cumsum(diff[:, :N], axis=1)
+    held = activation_profile(inst, src, far)
     steps = held.argmax(axis=1)
     peak = [float(held[m, k]) if held[m, k] > 0 else 0.0 for m, k in enumerate(steps)]
     return peak, [inst.layers[k].name if held[m, k] > 0 else None for m, k in enumerate(steps)]
@@ -154,7 +163,7 @@ def evaluate(inst: Instance, plan: Plan) -> ChainMetrics:
     weight = [0.0] * M
     for layer in inst.layers:
         weight[dev_of[layer.name]] += layer.weights * s.cloud_bits / 8.0
-    peak, peak_step = _peak_activations(inst, tensors, src, far)
+    peak, peak_step = _peak_activations(inst, src, far)
 
     loads = tuple(
         DeviceLoad(chain[m], count[m], compute[m], send_ms[m], send_bytes[m], tuple(sent[m]), weight[m], peak[m],
