@@ -210,12 +210,12 @@ def test_pricing_the_step_rows_raises_the_lagrangian_bound():
     """Pricing the overflowing steps' weights and activations (as well as the weights
     alone) is never below the weights-only bound by more than Kelley's tolerance on
     random memory-bound chains, above it on some, and below the brute-force optimum."""
-    from splitopt.families.chain.lagrange import _lagrange
+    from splitopt.families.chain.lagrange import priced_cuts
 
     raised = 0
     for seed in range(40):
         inst = random_chain_instance(seed, 6, 3, objective="latency")
-        steps, weights_only = _lagrange(inst), _lagrange(inst, price_steps=False)
+        steps, weights_only = priced_cuts(inst), priced_cuts(inst, price_steps=False)
         ref = solve(inst, "brute-force")
         if ref.status is Status.OPTIMAL:
             assert steps.bound_ms <= ref.objective * (1 + 1e-9) + 1e-12, seed

@@ -63,10 +63,10 @@ def lagrange(inst: Instance) -> LagrangeResult | None:
 
     if not inst.layers or cut_refusal(inst) is not None:
         return None
-    return inst.derived(("chain", "lagrange"), lambda: _lagrange(inst))
+    return inst.derived(("chain", "lagrange"), lambda: priced_cuts(inst))
 
 
-def _lagrange(inst: Instance, price_steps: bool = True) -> LagrangeResult:
+def priced_cuts(inst: Instance, price_steps: bool = True) -> LagrangeResult:
     """The module docstring's method; ``price_steps``: also price the step rows (weights
     and activations) that the cuts' plans overflow (False: the weight rows alone, for
     comparison)."""
