@@ -317,7 +317,7 @@ def _answer(lp: LinearProgram, answer: dict | None, child: ChildRun, log: str) -
         if child.stopped or child.interrupted:  # stopped before HiGHS ran (while the child started)
             return MilpAnswer(Status.NO_SOLUTION_FOUND, message=f"HiGHS{asked} before it began", interrupted=True,
                               stats=stats)
-        last = (log.strip().splitlines() or ["no output"])[-1]
+        last = ([line for line in log.strip().splitlines() if not line.startswith(PROGRESS_MARK)] or ["no output"])[-1]
         return MilpAnswer(Status.ERROR, message=f"HiGHS process ended with exit code {child.returncode}: "
                           f"{cut(last)}", stats=stats)
     if answer.get("refused"):
