@@ -21,8 +21,8 @@ from splitopt.families.registry import family
 from splitopt.families.separable.data import data
 from splitopt.families.separable.evaluate import mixes
 from splitopt.families.separable.examples import PAPER_TABLE5_PERCENT, resnext_cifar_data
-from splitopt.families.separable.plan import (SeparablePlan, choice_of_permutation, make_step, permutation_of_choice,
-                                              step_from_dict)
+from splitopt.families.separable.plan import (SeparablePlan, Step, choice_of_permutation, make_step,
+                                              permutation_of_choice, step_from_dict)
 from splitopt.families.separable.program import canonical_labels, interchangeable
 from splitopt.solve import solve
 
@@ -296,6 +296,35 @@ def test_mixing_message_bound_against_knowledge_search():
     for g, exact in ((1, 0), (2, 2), (3, 6), (4, 8)):
         assert fewest_mixing_messages(g) == exact
         assert min_mixing_messages(g) == exact
+
+
+@pytest.mark.parametrize("g", range(6, 20))
+def test_a_three_cycle_mixes_in_one_message_fewer_than_two_way_gossip(g):
+    """Permutation steps beat the telephone bound 4G - 8 from G = 6 on: the policy of
+    ``cycle_gossip_rounds`` mixes in 4G - 9 messages (each round a permutation)."""
+    from splitopt.families.separable.evaluate import steps_mix
+    from splitopt.families.separable.gossip import cycle_gossip_rounds
+
+    steps = []
+    for arcs in cycle_gossip_rounds(g):
+        send_to = list(range(g))
+        for a, b in arcs:
+            send_to[a] = b
+        assert sorted(send_to) == list(range(g))  # a permutation: every sender also receives
+        steps.append(Step(tuple(send_to), 0, "float16"))
+    assert steps_mix(g, steps) and not steps_mix(g, steps[:-1])
+    assert sum(step.senders for step in steps) == 4 * g - 9
+
+
+def test_the_g8_bytes_start_plan_mixes_in_23_messages():
+    from splitopt.api import load_instance
+
+    inst = load_instance(ROOT / "instances" / "separable_resnext110_pi8.json").with_settings(objective="bytes")
+    fam = family("separable")
+    plan = fam.start_plan(inst)
+    metrics = fam.evaluate(inst, plan)
+    assert metrics.feasible and sum(step.senders for step in plan.steps) == 23
+    assert metrics.objective_ms == 23 * 16384  # 23 messages at the cheapest option (was 24)
 
 
 def brute_force_best(inst):

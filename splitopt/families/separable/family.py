@@ -73,15 +73,18 @@ class SeparableFamily(Family):
         return evaluate(inst, plan)
 
     def start_plan(self, inst: Instance) -> Any:
-        """The best of ``start.start_plan`` and the gossip constructions through the head
-        (:func:`gossip.star_spread_plans`: mixing with a single transfer's delay at the head)."""
+        """The best of ``start.start_plan`` and the gossip constructions: through the head
+        (:func:`gossip.star_spread_plans`: mixing with a single transfer's delay at the
+        head) and with a 3-cycle (:func:`gossip.cycle_gossip_plans`: mixing in ``4 G - 9``
+        messages on the cheapest steps)."""
         from splitopt.families.separable.data import data
-        from splitopt.families.separable.gossip import star_spread_plans
+        from splitopt.families.separable.gossip import cycle_gossip_plans, star_spread_plans
         from splitopt.families.separable.methods import best_of
         from splitopt.families.separable.start import start_plan
 
         self.prepare(inst)
-        return best_of(inst, [start_plan(inst), *star_spread_plans(data(inst))])[1]
+        d = data(inst)
+        return best_of(inst, [start_plan(inst), *star_spread_plans(d), *cycle_gossip_plans(d)])[1]
 
     def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
         from splitopt.families.separable.diagnose import diagnose

@@ -250,3 +250,49 @@ def star_spread_plans(d: SeparableData) -> list[SeparablePlan]:
             steps[offset + r] = make_step(d, p, level, dtype)
         out.append(SeparablePlan(tuple(steps)))
     return out
+
+
+def cycle_gossip_rounds(g: int) -> list[list[tuple[int, int]]]:
+    """The rounds (each a list of arcs ``sender -> receiver`` forming disjoint cycles) of a
+    mixing policy of ``g >= 6`` devices with ``4 g - 9`` messages, one fewer than two-way
+    gossip's ``4 g - 8`` (``formulations/separable_policies.md``, Theorem 1's remark). Six
+    devices: a triangle ``t1, t2, t3`` with partners ``p1, p2, p3``: swaps ``t_i <-> p_i``,
+    the 3-cycle ``t1 -> t2 -> t3 -> t1``, swaps ``t1 <-> p2``, ``t2 <-> p3``, ``t3 <-> p1``
+    (6 + 3 + 6 = 15 messages; after them all six know everything). Every further device
+    first swaps with one of the six (up to six in a round) and at the end with one of them
+    again (4 messages each). Empty below six devices."""
+    if g < 6:
+        return []
+    t, p = (0, 1, 2), (3, 4, 5)
+    extras = list(range(6, g))
+    swap = lambda a, b: [(a, b), (b, a)]  # noqa: E731
+    batches = [extras[i:i + 6] for i in range(0, len(extras), 6)]
+    rounds = [[arc for x, a in zip(batch, range(6)) for arc in swap(x, a)] for batch in batches]
+    rounds.append([arc for i in range(3) for arc in swap(t[i], p[i])])
+    rounds.append([(t[0], t[1]), (t[1], t[2]), (t[2], t[0])])
+    rounds.append([arc for i in range(3) for arc in swap(t[i], p[(i + 1) % 3])])
+    rounds += [[arc for x, a in zip(batch, range(6)) for arc in swap(x, a)] for batch in batches]
+    return rounds
+
+
+def cycle_gossip_plans(d: SeparableData) -> list[SeparablePlan]:
+    """The policy of :func:`cycle_gossip_rounds` on the cheapest steps (its rounds in order
+    on the least message bytes, each at its cheapest level and dtype), for the bytes
+    objective under mixing; empty where a needed link is missing or the steps are too
+    few."""
+    rounds = cycle_gossip_rounds(d.g)
+    if not rounds or len(rounds) > d.steps:
+        return []
+    if not all(d.has_link(a, b) for arcs in rounds for a, b in arcs):
+        return []
+    options = [(lv, t) for lv in range(d.levels) for t in d.dtypes]
+    cost = [min(d.message_bytes(j, lv, t) for lv, t in options) for j in range(d.steps)]
+    chosen = sorted(sorted(range(d.steps), key=lambda j: (cost[j], j))[:len(rounds)])
+    steps: list[Step] = [make_step(d, identity(d.g)) for _ in range(d.steps)]
+    for j, arcs in zip(chosen, rounds):
+        send_to = list(identity(d.g))
+        for a, b in arcs:
+            send_to[a] = b
+        level, dtype = min(options, key=lambda o: (d.message_bytes(j, o[0], o[1]), o))
+        steps[j] = make_step(d, send_to, level, dtype)
+    return [SeparablePlan(tuple(steps))]
