@@ -25,6 +25,9 @@ from typing import Optional
 
 import typer
 
+from splitopt.cli.model_options import (check_model_options, input_dtype_option, input_high_option,
+                                        input_shape_option, seed_option)
+
 
 class PartFormat(str, Enum):
     """The part formats (:data:`splitopt.torch.export_manifest.FORMATS`)."""
@@ -39,12 +42,12 @@ def export_command(
     model: str = typer.Option(..., "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2, or a user model PATH.py:FACTORY / package.module:FACTORY (as for `run`)."),
     fmt: PartFormat = typer.Option(PartFormat.onnx, "--format", "-f", help="Part format: onnx (onnxruntime; the onnx extra) or pt2 (torch.export programs, torch.export.load)."),
     output: Path = typer.Option(..., "--output", "-o", help="Directory to write the parts and manifest.json into (created if missing; files of the same names are overwritten)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the model's random initialisation (the instances use 0)."),
+    seed: int = seed_option(),
     samples: int = typer.Option(2, "--samples", "-n", help="Synthetic inputs to check the saved parts on (0: no check)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report (manifest summary and checks) as JSON."),
-    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="User models: input shape with batch 1, e.g. 1,3,32,32."),
-    input_dtype: Optional[str] = typer.Option(None, "--input-dtype", help="User models: input dtype, float32 (default) or int64 for token ids."),
-    input_high: Optional[int] = typer.Option(None, "--input-high", help="User models with integer inputs: exclusive upper bound of the random ids."),
+    input_shape: Optional[str] = input_shape_option(),
+    input_dtype: Optional[str] = input_dtype_option(),
+    input_high: Optional[int] = input_high_option(),
 ) -> None:
     """Write the MODEL cut by PLAN as one ONNX or torch.export (.pt2) file per part, with a
     manifest (manifest.json) naming each part's inputs and outputs, the tensors each device
@@ -57,7 +60,7 @@ def export_command(
     writing, the parts are loaded and chained on --samples inputs and compared with the
     in-process split. Exit status: 0 OK, 1 mismatch, 2 bad input, 3 missing extra."""
     from splitopt.api import load_instance, load_plan
-    from splitopt.cli.common import (MAX_SAMPLES, check_output_dir, check_positive_count, check_seed, console,
+    from splitopt.cli.common import (MAX_SAMPLES, check_output_dir, check_positive_count, console,
                                      errors, print_json, require_torch, writing)
     from splitopt.core.errors import NotApplicable
 
@@ -65,9 +68,7 @@ def export_command(
     with errors():
         # options, paths, instance and plan before torch is imported
         check_positive_count(samples, "--samples", low=0, high=MAX_SAMPLES)
-        check_seed(seed)
-        if input_high is not None:
-            check_positive_count(input_high, "--input-high", high=2**62)
+        check_model_options(seed, input_high)
         check_output_dir(output, "--output")
         require_torch("export")
         if fmt == "onnx":

@@ -16,6 +16,9 @@ from typing import Optional
 
 import typer
 
+from splitopt.cli.model_options import (check_model_options, input_dtype_option, input_high_option,
+                                        input_shape_option, seed_option)
+
 
 def run_tcp_command(
     instance: Path = typer.Argument(..., help="Instance JSON file: problem split, split_bits or chain (e.g. made by `splitopt profile MODEL --measure`)."),
@@ -25,7 +28,7 @@ def run_tcp_command(
     schedule: Optional[str] = typer.Option(None, "--bandwidth-schedule", help="With --breakpoints: SAMPLE:BITS_PER_S pairs, comma-separated, e.g. 0:20e6,5:2e6; before measured sample SAMPLE the table's link gets that bandwidth (the pacer) and the run switches to that interval's plan. Default: the link's bandwidth in the instance."),
     samples: int = typer.Option(5, "--samples", "-n", help="Measured samples (one at a time, closed loop)."),
     warmup: int = typer.Option(1, "--warmup", help="Samples run before the measured ones (not reported in the medians)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the model's random initialisation (the instances use 0)."),
+    seed: int = seed_option(),
     host: str = typer.Option("127.0.0.1", "--host", help="Address the receiving devices bind to and the senders connect to."),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds a connected peer may stay silent before the receiver drops the connection."),
     run_timeout: float = typer.Option(1800.0, "--run-timeout", help="Seconds for the whole run (building the model in every process included); then every process is stopped."),
@@ -34,30 +37,28 @@ def run_tcp_command(
     threads: Optional[int] = typer.Option(None, "--threads", help="Torch threads per process (default: this process's torch default)."),
     check: bool = typer.Option(True, "--check/--no-check", help="Also run the single-process split (same parts, same packing) and compare outputs."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="User models: input shape with batch 1 (see `splitopt run`)."),
-    input_dtype: Optional[str] = typer.Option(None, "--input-dtype", help="User models: input dtype (see `splitopt run`)."),
-    input_high: Optional[int] = typer.Option(None, "--input-high", help="User models with integer inputs: exclusive upper bound of the ids."),
+    input_shape: Optional[str] = input_shape_option(),
+    input_dtype: Optional[str] = input_dtype_option(),
+    input_high: Optional[int] = input_high_option(),
 ) -> None:
     """Run PLAN (or the plans of --breakpoints TABLE) of INSTANCE as one process per device
     (edge/cloud: edge, cloud; chain: each device in order) exchanging the crossing tensors
     over TCP on this host, the link paced at the instance's bandwidth and latency by the
     sender; print measured ms per part and per link (medians) beside the evaluator's."""
-    from splitopt.cli.common import (MAX_SAMPLES, check_number, check_positive_count, check_seed, console, errors,
+    from splitopt.cli.common import (MAX_SAMPLES, check_number, check_positive_count, console, errors,
                                      print_json, require_torch)
     from splitopt.core.errors import InvalidOption
 
     with errors():
         check_positive_count(samples, "--samples", high=MAX_SAMPLES)
         check_positive_count(warmup, "--warmup", low=0, high=MAX_SAMPLES)
-        check_seed(seed)
+        check_model_options(seed, input_high)
         check_number(timeout, "--timeout", 0.0, 86400.0, low_open=True)
         check_number(run_timeout, "--run-timeout", 0.0, 7 * 86400.0, low_open=True)
         check_positive_count(max_frame_bytes, "--max-frame-bytes", high=2**40)
         check_positive_count(chunk_bytes, "--chunk-bytes", high=2**30)
         if threads is not None:
             check_positive_count(threads, "--threads", high=1024)
-        if input_high is not None:
-            check_positive_count(input_high, "--input-high", high=2**62)
         import socket
 
         try:

@@ -21,6 +21,9 @@ from typing import Optional
 
 import typer
 
+from splitopt.cli.model_options import (check_model_options, input_dtype_option, input_high_option,
+                                        input_shape_option, seed_option)
+
 def fusion_text(width: int | None, views: int) -> str:
     """How the views meet: View-Pool, nothing (one view), Conv-Reduce + View-Fuse/Recover."""
     if width is None:
@@ -33,12 +36,12 @@ def run_command(
                                               "problem split, split_bits, chain, mesh or multiview."),
     plan: Path = typer.Argument(..., help="Plan JSON file (or the output of `solve --json`)."),
     model: str = typer.Option(..., "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2, or a user model PATH.py:FACTORY / package.module:FACTORY (the one given to `profile`)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the model's random initialisation (the instances use 0)."),
+    seed: int = seed_option(),
     samples: int = typer.Option(2, "--samples", "-n", help="Synthetic inputs to run (one at a time)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="User models: input shape with batch 1, e.g. 1,3,32,32 (default: the factory's example input, else the instance's input)."),
-    input_dtype: Optional[str] = typer.Option(None, "--input-dtype", help="User models: input dtype, float32 (default) or int64 for token ids (also float64, float16, bfloat16, int32)."),
-    input_high: Optional[int] = typer.Option(None, "--input-high", help="User models with integer inputs: exclusive upper bound of the random ids (default: the factory's example input max + 1)."),
+    input_shape: Optional[str] = input_shape_option(),
+    input_dtype: Optional[str] = input_dtype_option(),
+    input_high: Optional[int] = input_high_option(),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Multiview instances of digits_cnn: a directory written by `splitopt retrain --save DIR`; the plan runs with the weights retrained for its width on real test digits (--samples of the 360), and the accuracy is reported beside the one the solver used."),
 ) -> None:
     """Cut the MODEL by PLAN into runnable torch modules, run them in sequence on synthetic
@@ -59,16 +62,14 @@ def run_command(
     split matches, 1 it does not, 2 bad input (instance, plan, unknown model, module that
     does not match the instance)."""
     from splitopt.api import load_instance, load_plan
-    from splitopt.cli.common import (MAX_SAMPLES, check_positive_count, check_seed, console, errors, print_json,
+    from splitopt.cli.common import (MAX_SAMPLES, check_positive_count, console, errors, print_json,
                                      require_torch)
     from splitopt.core.errors import InvalidOption, NotApplicable
 
     with errors():
         # options, instance and plan before torch is imported (seconds)
         check_positive_count(samples, "--samples", high=MAX_SAMPLES)
-        check_seed(seed)
-        if input_high is not None:
-            check_positive_count(input_high, "--input-high", high=2**62)
+        check_model_options(seed, input_high)
         if weights is not None and not weights.is_dir():
             raise InvalidOption(f"--weights {weights}: not a directory (written by `splitopt retrain --save DIR`)")
         require_torch("run")
