@@ -1,14 +1,16 @@
 """Building the edge/cloud ``split_bits`` program at 300 to 10,000 layers: this version
 against the one before the linear-size build (commit 4dca100: per-step memory rows and one
 networkx ancestor walk per layer), side by side in one process, wall and CPU seconds, rows
-and nonzeros; then, at the largest size, a solve with a 60 s limit (build included).
+and nonzeros; the builder of commit 4148834 (before the one-row-per-width q rows and the
+nested closure sums) too, the median of ``--repeats`` builds; then, at the largest size, a
+solve with a 60 s limit (build included).
 
 Instances: ``splitopt.testing.generators.random_instance(seed, n, edge_required=False)``
 (random DAGs with long skips, 2-4 candidate bit-widths). The earlier builder is read from
 git (``git show 4dca100:...``) and run only up to ``--old-max`` layers (at 10,000 it took
 230 s and 2.95 GB).
 
-    python benchmarks/build_scale.py [--sizes 300,1000,3000,10000] [--old-max 3000] [--solve-limit 60]
+    python benchmarks/build_scale.py [--sizes 300,1000,3000,10000] [--old-max 3000] [--repeats 5] [--solve-limit 60]
 
 Writes ``build_scale.md`` and ``build_scale.json``.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,46 +39,60 @@ from splitopt.solve import solve  # noqa: E402
 from splitopt.testing.generators import random_instance  # noqa: E402
 
 OLD_COMMIT = "4dca100"
+#: the commit before this table's last change to the builder
+PREVIOUS_COMMIT = "4148834"
 
 
-def old_builder():
-    """The builder as it was at OLD_COMMIT (None where git or the commit is missing)."""
+def old_builder(commit: str = OLD_COMMIT):
+    """The builder as it was at ``commit`` (None where git or the commit is missing)."""
     try:
-        text = subprocess.run(["git", "show", f"{OLD_COMMIT}:splitopt/families/edge_cloud/program.py"], cwd=ROOT,
+        text = subprocess.run(["git", "show", f"{commit}:splitopt/families/edge_cloud/program.py"], cwd=ROOT,
                               capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    path = Path(tempfile.mkdtemp()) / "old_edge_cloud_program.py"
+    path = Path(tempfile.mkdtemp()) / f"edge_cloud_program_{commit}.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location("old_edge_cloud_program", path)
+    spec = importlib.util.spec_from_file_location(f"edge_cloud_program_{commit}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.build_split_program
 
 
-def timed_build(build, inst) -> dict:
-    """One build as the backends run it: with the cyclic garbage collector paused
-    (``splitopt.core.gcpause``; for the earlier builder too, so the two compare)."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    with paused_gc():
-        lp = build(inst)
-    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "rows": len(lp.rows),
-            "nonzeros": sum(len(r.coeffs) for r in lp.rows), "variables": len(lp.variables)}
+def timed_build(build, inst, repeats: int = 1) -> dict:
+    """Builds as the backends run them: with the cyclic garbage collector paused
+    (``splitopt.core.gcpause``; for the earlier builders too, so they compare); the
+    medians of ``repeats`` builds, and their range."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        with paused_gc():
+            lp = build(inst)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus), "wall_range_s": [min(walls), max(walls)],
+            "repeats": repeats, "rows": len(lp.rows), "nonzeros": sum(len(r.coeffs) for r in lp.rows),
+            "variables": len(lp.variables)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="300,1000,3000,10000")
     ap.add_argument("--old-max", type=int, default=3000)
+    ap.add_argument("--repeats", type=int, default=5, help="builds per size for this and the previous builder")
     ap.add_argument("--solve-limit", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = ap.parse_args()
     old = old_builder()
+    previous = old_builder(PREVIOUS_COMMIT)
+    load_before = os.getloadavg()[0]
     rows = []
     for n in [int(x) for x in args.sizes.split(",")]:
         t0 = time.perf_counter()
         inst = random_instance(0, n, edge_required=False)
-        row = {"layers": n, "load_s": time.perf_counter() - t0, "new": timed_build(build_split_program, inst)}
+        row = {"layers": n, "load_s": time.perf_counter() - t0}
+        if previous is not None:  # alternating would be fairer; one after the other, in one process
+            row["previous"] = timed_build(previous, inst, args.repeats)
+        row["new"] = timed_build(build_split_program, inst, args.repeats)
         if old is not None and n <= args.old_max:
             row["old"] = timed_build(old, inst)
         rows.append(row)
@@ -92,17 +110,22 @@ def main() -> None:
             print(solves[-1], flush=True)
     lines = ["# Building the split_bits program at scale", "",
              f"Machine: {machine(shared=True)}. `python benchmarks/build_scale.py --sizes {args.sizes} --old-max "
-             f"{args.old_max} --solve-limit {args.solve_limit:g}`; wall (CPU) seconds. \"before\": the builder at "
-             f"commit {OLD_COMMIT}, run in the same process on the same instance.", "",
-             "| layers | read + check s | build s (CPU) | rows | nonzeros | before: build s (CPU) | before: rows | "
-             "before: nonzeros | before / now (CPU) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             f"{args.old_max} --repeats {args.repeats} --solve-limit {args.solve_limit:g}`; wall (CPU) seconds, "
+             f"medians of {args.repeats} builds (range of the wall times); 1-minute load average "
+             f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after. \"generate\": making the random "
+             f"instance. \"{PREVIOUS_COMMIT}\": the builder of that commit, same process, same instance. "
+             f"\"before\": the builder at commit {OLD_COMMIT} (quadratic), one build.", "",
+             f"| layers | generate s | build s (CPU) | wall range s | rows | nonzeros | {PREVIOUS_COMMIT}: build s (CPU) | "
+             f"{PREVIOUS_COMMIT}: rows | before: build s (CPU) | before: rows | before: nonzeros | before / now (CPU) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        new, prev = r["new"], r.get("old")
+        new, prev, last = r["new"], r.get("old"), r.get("previous")
         before = (f"{prev['wall_s']:.2f} ({prev['cpu_s']:.2f}) | {prev['rows']:,} | {prev['nonzeros']:,} | "
                   f"{prev['cpu_s'] / new['cpu_s']:.1f}x" if prev else "- | - | - | -")
+        recent = f"{last['wall_s']:.2f} ({last['cpu_s']:.2f}) | {last['rows']:,}" if last else "- | -"
         lines.append(f"| {r['layers']:,} | {r['load_s']:.2f} | {new['wall_s']:.2f} ({new['cpu_s']:.2f}) | "
-                     f"{new['rows']:,} | {new['nonzeros']:,} | {before} |")
+                     f"{new['wall_range_s'][0]:.2f}-{new['wall_range_s'][1]:.2f} | {new['rows']:,} | {new['nonzeros']:,} | "
+                     f"{recent} | {before} |")
     if solves:
         lines += ["", f"Solves of the {solves[0]['layers']:,}-layer instance, {args.solve_limit:g} s limit (build "
                       "included; `qdmp` is the min-cut baseline on the float problem):", "",

@@ -5,6 +5,7 @@ networkx, and the fast schema check."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import networkx as nx
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from splitopt.core import closure as closure_module
 from splitopt.core.closure import closure_sums
 from splitopt.core.options import BuildDeadlinePassed, building_until
 from splitopt.families.edge_cloud import program as edge_cloud_program
@@ -23,8 +25,10 @@ SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 
 
 @settings(max_examples=150, deadline=None)
-@given(seed=SEEDS)
-def test_closure_sums_equal_networkx_ancestor_sums(seed):
+@given(seed=SEEDS, rows=st.sampled_from([1, 3, 512]))
+def test_closure_sums_equal_networkx_ancestor_sums(seed, rows):
+    """Against networkx's ancestors, with the looked-up bitsets in blocks of one, three
+    and many (``closure.ROWS``)."""
     rng = random.Random(seed)
     n = rng.randint(0, 70)
     inputs = [sorted(rng.sample(range(i), rng.randint(0, min(i, 3)))) for i in range(n)]
@@ -33,7 +37,9 @@ def test_closure_sums_equal_networkx_ancestor_sums(seed):
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from((p, i) for i in range(n) for p in inputs[i])
-    out = closure_sums(inputs, [ints, reals])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(closure_module, "ROWS", rows)
+        out = closure_sums(inputs, [ints, reals])
     assert out.shape == (n, 2)
     for i in range(n):
         closure = nx.ancestors(g, i) | {i}
@@ -161,3 +167,67 @@ def test_paused_gc_restores_the_collector():
         with paused_gc():
             raise RuntimeError("a build that fails")
     assert gc.isenabled()
+
+
+def _relaxation_ms(lp) -> float:
+    """The LP relaxation's optimum (ms) of a ``LinearProgram``, by scipy's HiGHS (inf
+    where it is infeasible)."""
+    from scipy.optimize import linprog
+    from scipy.sparse import lil_matrix
+
+    n = len(lp.variables)
+    c = [0.0] * n
+    for i, v in lp.objective.items():
+        c[i] = v
+    upper = [r for r in lp.rows if r.sense != "=="]
+    equal = [r for r in lp.rows if r.sense == "=="]
+    a_ub, b_ub = lil_matrix((len(upper), n)), []
+    for k, r in enumerate(upper):
+        sign = 1.0 if r.sense == "<=" else -1.0
+        for i, v in r.coeffs.items():
+            a_ub[k, i] = sign * v
+        b_ub.append(sign * r.rhs)
+    a_eq, b_eq = lil_matrix((len(equal), n)), []
+    for k, r in enumerate(equal):
+        for i, v in r.coeffs.items():
+            a_eq[k, i] = v
+        b_eq.append(r.rhs)
+    res = linprog(c, A_ub=a_ub.tocsr() if upper else None, b_ub=b_ub or None, A_eq=a_eq.tocsr() if equal else None,
+                  b_eq=b_eq or None, bounds=[(v.lb, v.ub) for v in lp.variables], method="highs")
+    if res.status == 2:
+        return math.inf
+    assert res.status == 0, res.message
+    return res.fun + lp.objective_constant
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=SEEDS, pinned=st.booleans())
+def test_q_rows_leave_out_only_implied_rows(seed, pinned):
+    """Row 4 of the edge/cloud program is ``q <= alpha``, ``sum_b q = s`` and ``q >=
+    alpha + s - e[t]``; the lower bounds on ``q`` earlier versions carried (the
+    disaggregated ``q >= alpha - e[c]`` per reader ``c``, ``q >= s + alpha - 1``) are
+    implied, in the relaxation too: adding them back leaves the LP optimum where it was
+    (formulations/edge_cloud_split.md, row 4)."""
+    inst = random_instance(seed, random.Random(seed).randint(6, 24), edge_required=pinned)
+    lp = edge_cloud_program.build_split_program(inst)
+    base = _relaxation_ms(lp)
+    e, sent, asel, q = lp.meta["e"], lp.meta["sent"], lp.meta["asel"], lp.meta["q"]
+    added = 0
+    for (t, b), qi in q.items():
+        if qi == sent[t]:
+            continue  # one width: q is s
+        minus_alpha = {k: -v for k, v in asel[t][b].items()}
+        lp.add({qi: 1.0, sent[t]: -1.0, **minus_alpha}, ">=", -1.0, name=f"old_q_lb[{t},{b}]")
+        for c in inst.consumers[t]:
+            lp.add({qi: 1.0, **minus_alpha, e[c]: 1.0}, ">=", 0.0, name=f"old_q_cut[{t},{b}->{c}]")
+            added += 1
+    assert added
+    assert _relaxation_ms(lp) == pytest.approx(base, rel=1e-7, abs=1e-7)
+
+
+@pytest.mark.parametrize("seed", [1013, 3445])
+def test_cbc_finds_the_optimum_where_its_preprocessing_once_did_not(seed):
+    """Without the implied row ``q >= alpha + s - e[t]`` CBC's preprocessing returned
+    optima above brute force's on these contract-suite instances (row 4 of
+    formulations/edge_cloud_split.md says why the row stays)."""
+    contracts.check_exact_matches_brute_force("edge_cloud", "milp-cbc", seed)

@@ -71,6 +71,13 @@ def raw_input_spill_bytes(inst: Instance, layer: Layer, half_buffer: float) -> f
     return input_bytes
 
 
+def analytical(layer: Layer, device: Device) -> bool:
+    """True where ``layer``'s latency on ``device`` comes from the analytical model, whose
+    weight and activation terms are apart: its table is separable,
+    ``L[w, a] = L[w, a0] + L[w0, a] - L[w0, a0]`` (to rounding)."""
+    return layer.latency_ms.get(device.name) is None
+
+
 def latency_table(inst: Instance, layer: Layer, device: Device, bits: Sequence[int]) -> dict[tuple[int, int], float]:
     """``(weight bits, activation bits) -> latency (ms)`` of ``layer`` on ``device`` for every
     pair of ``bits``: the values of :func:`layer_latency_ms`, to the last bit (the same

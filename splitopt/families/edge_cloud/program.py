@@ -21,7 +21,7 @@ from __future__ import annotations
 from itertools import product
 
 from splitopt.core.instance import Instance
-from splitopt.core.latency import latency_table, layer_latency_ms
+from splitopt.core.latency import analytical, latency_table, layer_latency_ms
 from splitopt.core.live_spans import split_spans
 from splitopt.core.plan import Plan
 from splitopt.core.program import LinearProgram
@@ -92,7 +92,7 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
             latency[name] = {e[name]: table[b, b]}
             encoding[name] = "single"
             choice_vars[name] = {(b, b): []}
-        elif _separable(table, bits):
+        elif analytical(l, edge_dev) or _separable(table, bits):
             w0 = a0 = bits[0]
             lw = {w: table[w, a0] - table[w0, a0] for w in bits}
             la = {a: table[w0, a] for a in bits}
@@ -165,15 +165,16 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
                 q[t, b] = sent[t]  # s_t <= e_t makes q = s
                 continue
             q[t, b] = lp.var(f"q[{t},a{b}]", binary=False)
-            minus_z = {k: -v for k, v in asel[t][b].items()}
-            # q >= s + alpha - 1 is implied by q_cut and cut_ub2 where t has one reader c
-            # (s <= 1 - e[c]), in the relaxation too: only tensors read twice or more need it
-            if len(cons[t]) > 1:
-                lp.add({q[t, b]: 1.0, sent[t]: -1.0, **minus_z}, ">=", -1.0, name=f"q_lb[{t},{b}]")
-            for c in cons[t]:  # disaggregated cut: produced at b bits and read on the cloud
-                lp.add({q[t, b]: 1.0, **minus_z, e[c]: 1.0}, ">=", 0.0, name=f"q_cut[{t},{b}->{c}]")
-            # (q <= s is implied by q_sum below and q >= 0)
-            lp.add({q[t, b]: 1.0, **minus_z}, "<=", 0.0, name=f"q_ub2[{t},{b}]")
+            minus_alpha = {k: -v for k, v in asel[t][b].items()}
+            # q <= alpha and, below, sum_b q = s: exact with s <= e[t] = sum_b alpha
+            lp.add({q[t, b]: 1.0, **minus_alpha}, "<=", 0.0, name=f"q_ub[{t},{b}]")
+            # q >= alpha + s - e[t]: implied by those two (q_b = s - the other q's >= s -
+            # the other alphas), and it implies the disaggregated q >= alpha - e[c] of every
+            # reader c; kept because CBC 2.10.3's preprocessing returns a wrong optimum
+            # without it (formulations/edge_cloud_split.md, row 4)
+            row = {q[t, b]: 1.0, sent[t]: -1.0, e[t]: 1.0}
+            _add_form(row, minus_alpha, 1.0)
+            lp.add(row, ">=", 0.0, name=f"q_lb[{t},{b}]")
 
         if len(act_bits) > 1:  # a sent tensor is sent at exactly one width
             lp.add({**{q[t, b]: 1.0 for b in act_bits}, sent[t]: -1.0}, "==", 0.0, name=f"q_sum[{t}]")
@@ -279,13 +280,21 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
     spans = split_spans(span, SWEEP_AFTER)
     short_at, long_from, long_ended = spans.short_at, spans.long_from, spans.long_ended
 
+    live_forms: dict[str, Form] = {}  # a short tensor enters the rows of up to SWEEP_AFTER steps
+
     def live_terms(t: str) -> Form:
         """Bits of tensor t while live on the edge."""
+        out = live_forms.get(t)
+        if out is not None:
+            return out
         if t in inst.input_by_name:
-            return {a: float(inst.tensor_elements(t) * bits_of(t))}
-        out: Form = {}
-        for ab, form in asel[t].items():
-            _add_form(out, form, inst.tensor_elements(t) * ab)
+            out = {a: float(inst.tensor_elements(t) * bits_of(t))}
+        else:
+            out = {}
+            elements = inst.tensor_elements(t)
+            for ab, form in asel[t].items():
+                _add_form(out, form, elements * ab)
+        live_forms[t] = out
         return out
 
     live: list[int | None] = [None] * n
