@@ -11,9 +11,12 @@ an address-space cap (``--mem-gb``, default 6 GB): a run that passes either is r
 
 splitopt, each in a fresh process (``python -m splitopt`` from this checkout):
 
-* ``ideal-dp``: ``splitopt solve FILE --solver ideal-dp --json``, the exact method; it
-  declines (NotApplicable) where its DP is not exact for splitopt's rules, and the reason
-  is reported.
+* ``ideal-dp``: ``splitopt solve FILE --solver ideal-dp --json``, the exact method (what
+  ``auto`` runs where it applies): its DP where that is exact; where devices could wait on
+  each other in a cycle, the acyclic DP's plan proven optimal (or beaten) by CP-SAT asked
+  for a better placement (``splitopt/families/maxload/certify.py``); it declines
+  (NotApplicable) for colour classes without a forward node or too many ideals, and the
+  reason is reported.
 * ``acyclic DP``: the same DP with the test for devices that wait on each other skipped
   (``solve_ideal_dp(..., acyclic_only=True)``): the optimum over placements whose devices
   can be ordered so that each prefix is a downset, the peer DP's model (an upper bound on
@@ -40,6 +43,7 @@ Run: ``python benchmarks/maxload_peer_dp.py [--repeats 3] [--timeout 120]``; wri
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -183,7 +187,8 @@ def run_ideal_dp(path: Path, timeout: float) -> dict:
         out["result"] = "declined"
         out["reason"] = next((line for line in msg if "ideal-dp:" in line), msg[-1] if msg else "")[:300]
         return out
-    out.update(result=data["status"], value_ms=data["objective_ms"], solve_s=data["solve_s"])
+    out.update(result=data["status"], value_ms=data["objective_ms"], solve_s=data["solve_s"],
+               certified="acyclic optimum" in (data.get("message") or ""))
     return out
 
 
@@ -303,7 +308,7 @@ def main() -> None:
                     runs["acyclic"].append(run_acyclic(path, args.timeout))
                 if runs["ideal_dp"][0].get("result") == "OPTIMAL":  # where it applies: the whole CP-SAT solve too
                     runs["cpsat_cli"].append(run_cpsat_cli(path, args.timeout))
-            row = {"instance": name, "cpsat": reference.get(name)}
+            row = {"instance": name, "started": started, "cpsat": reference.get(name)}
             for key, rs in runs.items():
                 if not rs:
                     row[key] = None
@@ -331,9 +336,12 @@ def main() -> None:
         ran = {r["instance"] for r in rows}
         before = json.loads(old.read_text())
         first = before.get("merged_from") or before
+        kept = [r for r in before["rows"] if r["instance"] not in ran]
+        for r in kept:  # rows of runs that did not record their start: the earliest run's
+            r.setdefault("started", first["started"])
         merged = {"started": first["started"], "repeats": first.get("repeats", before["args"]["repeats"]),
-                  "instances": sorted(r["instance"] for r in before["rows"] if r["instance"] not in ran)}
-        rows = sorted([r for r in before["rows"] if r["instance"] not in ran] + rows, key=lambda r: r["instance"])
+                  "instances": sorted(r["instance"] for r in kept)}
+        rows = sorted(kept + rows, key=lambda r: r["instance"])
     report = {"merged_from": merged, "started": started, "machine": machine(shared=True), "load_before": load_before,
               "load_after": os.getloadavg(), "peer_build": built, "args": vars(args), "rows": rows}
     if contiguity is not None:
@@ -372,16 +380,19 @@ def markdown(rep: dict) -> str:
         f"{RTOL:g} relative of CP-SAT's proven optimum (`maxload_throughput.json`, its time there in the last "
         "column, build + solve in process).",
         "",
-        *([f"Rows of {len(rep['merged_from']['instances'])} instances come from the run of "
-           f"{rep['merged_from']['started']} (same machine and limits, medians of "
-           f"{rep['merged_from'].get('repeats', '?')} rounds); this run (`--only {a['only']}`) "
-           "redid the matching instances."] if rep.get("merged_from") else []),
+        *([f"This run (`--only {a['only']}`) redid the matching instances; the rows come from the runs of "
+           + "; ".join(f"{when} ({n} instances)" for when, n in sorted(collections.Counter(
+               r.get("started", rep["merged_from"]["started"]) for r in rep["rows"]).items()))
+           + f" (same machine kind and limits, medians of {rep['merged_from'].get('repeats', '?')} rounds)."]
+          if rep.get("merged_from") else []),
         "",
-        "* **ideal-dp** (the exact method, `splitopt solve FILE --solver ideal-dp`) declines where its DP is not "
-        "exact for splitopt's rules: colour classes with no forward node (placed freely by splitopt), or "
-        "contiguous devices that could wait on each other in a cycle (a cyclic device quotient: allowed by "
-        "splitopt's contiguity rule, not representable by a chain of ideals; found by an exact search, which on "
-        "these graphs finds two-device cycles only), or more than 5,000 ideals.",
+        "* **ideal-dp** (the exact method, `splitopt solve FILE --solver ideal-dp`; what `auto` runs where it "
+        "applies): its DP where that is exact for splitopt's rules; where contiguous devices could wait on each "
+        "other in a cycle (a cyclic device quotient: allowed by splitopt's contiguity rule, not representable by "
+        "a chain of ideals; found by an exact search, which on these graphs finds two-device cycles only), the "
+        "acyclic DP's plan, proven optimal by CP-SAT asked for a better placement (\"+ proof\"; "
+        "`splitopt/families/maxload/certify.py`). It declines for colour classes with no forward node (placed "
+        "freely by splitopt) or more than 5,000 ideals.",
         "* **acyclic DP**: the same DP without the cyclic-wait test, i.e. the peer DP's model (devices ordered so "
         "that each prefix is a downset): the like-for-like comparison of the two DPs. Its value is an upper "
         "bound on splitopt's optimum; where it equals CP-SAT's optimum the acyclic restriction cost nothing.",
@@ -405,7 +416,8 @@ def markdown(rep: dict) -> str:
             reason = acy.get("declined", acy["result"])
             aw = (re.sub(r"^ideal-dp: ", "declined: ", reason)[:70], "-", "-", "-")
         if idp.get("result") == "OPTIMAL":
-            exact = f"OPTIMAL {fmt_v(idp['value_ms'])} in {fmt_s(idp['wall_s'])} s wall"
+            proof = " (acyclic DP + proof)" if idp.get("certified") else ""
+            exact = f"OPTIMAL {fmt_v(idp['value_ms'])} in {fmt_s(idp['wall_s'])} s wall{proof}"
         elif idp.get("result") == "declined":
             reason = idp.get("reason", "")
             kind = ("free backward classes" if "no forward node" in reason else
@@ -421,8 +433,8 @@ def markdown(rep: dict) -> str:
                      f"{fmt_same(r['same_optimum']['acyclic_vs_cpsat'])} | {exact} | {fmt_s(ref.get('time_s'))} |")
     whole = [r for r in rep["rows"] if r.get("cpsat_cli")]
     if whole:
-        lines += ["", "Whole `splitopt solve FILE` where ideal-dp applies (what `auto` now runs there), against "
-                  "`--solver cpsat` (the previous default's exact run), medians, same rounds:", "",
+        lines += ["", "Whole `splitopt solve FILE` where ideal-dp applies (what `auto` runs there), against "
+                  "`--solver cpsat`, medians, same rounds:", "",
                   "| instance | ideal-dp wall s | ideal-dp CPU s | ideal-dp solve s | cpsat wall s | cpsat CPU s | "
                   "cpsat solve s | same value |", "|---|---:|---:|---:|---:|---:|---:|---|"]
         for r in whole:
@@ -454,7 +466,7 @@ def markdown(rep: dict) -> str:
     lines += ["", f"Packages the acyclic-DP processes had loaded: {', '.join(loaded) or 'none checked'} (of ortools, "
               "pandas, networkx, numpy, scipy; networkx, where listed, came from the evaluator's latency check, which "
               "now uses the standard library's graphlib). `tests/test_maxload_ideal_dp.py` checks that a solve with ideal-dp imports "
-              "neither ortools nor pandas.", ""]
+              "neither ortools nor pandas where its DP is exact (the proof of an acyclic optimum imports both).", ""]
     return "\n".join(lines)
 
 

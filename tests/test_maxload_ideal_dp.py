@@ -8,9 +8,13 @@
   contiguous devices that can wait on each other). In ``acyclic_only`` mode it equals
   brute force over the placements whose device quotient is acyclic, on every instance
   without free groups.
-* A hand-made instance where a cyclic wait is strictly better: the exact method declines.
+* A hand-made instance where a cyclic wait is strictly better: the DP declines, and the
+  method (the acyclic DP's plan handed to CP-SAT, ``certify.py``) finds the cyclic optimum.
+  On the random instances where the DP declines for a cyclic wait, the method equals
+  brute force.
 * The peer graphs (skipped without ../shared): the exact method on the bert24 graphs
-  equals CP-SAT; the acyclic mode equals CP-SAT's optimum on the small-lattice graphs.
+  equals CP-SAT; the acyclic mode equals CP-SAT's optimum on the small-lattice graphs,
+  and the method proves it.
 * Caps, the time limit, ``auto``'s choice and the imports.
 """
 
@@ -29,6 +33,7 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import Status
 from splitopt.families.maxload import methods
+from splitopt.families.maxload.methods import IDEAL_DP_RTOL
 from splitopt.families.maxload.enumerate import enumerate_plans
 from splitopt.families.maxload.evaluate import check_placement, evaluate, max_load
 from splitopt.families.maxload.ideal_dp import cyclic_wait, ideal_lattice, solve_ideal_dp
@@ -178,6 +183,31 @@ def test_random_instances_exercise_both_outcomes():
     assert applied >= 40 and cyclic >= 10 and infeasible >= 1, (applied, cyclic, infeasible)
 
 
+@pytest.mark.parametrize("seed", range(150))
+def test_method_certifies_or_beats_the_acyclic_optimum_where_the_dp_declines(seed):
+    """Where the DP declines for a possible cyclic wait, ``ideal-dp`` hands the acyclic
+    optimum to CP-SAT asked for a better placement (``certify.py``): OPTIMAL with brute
+    force's value (within its stated tolerance), whether the acyclic plan is the optimum
+    or a cyclic one beats it; INFEASIBLE exactly where brute force finds nothing."""
+    inst = random_instance(seed)
+    try:
+        solve_ideal_dp(inst)
+        return  # the DP applies: the tests above
+    except NotApplicable as e:
+        if "wait on each other" not in str(e):
+            return
+    ref = brute(inst)
+    res = solve(inst, "ideal-dp", threads=1)
+    if ref is None:
+        assert res.status is Status.INFEASIBLE
+        return
+    assert res.status is Status.OPTIMAL, res.message
+    assert res.metrics.feasible
+    assert abs(res.objective - ref) <= IDEAL_DP_RTOL * max(1.0, ref)
+    assert res.bound <= ref + TOL
+    assert res.extra["acyclic_only"] is True
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_family_random_instances_through_solve(seed):
     """The family's own random instances (throughput), through ``solve``: OPTIMAL and the
@@ -207,7 +237,7 @@ def cyclic_wait_instance():
     return instance(nodes, [(0, 1, 0.0), (2, 3, 0.0)], k=2, l=0, mem=2)
 
 
-def test_a_cyclic_wait_can_be_strictly_better_and_the_method_declines():
+def test_a_cyclic_wait_can_be_strictly_better_and_the_method_finds_it():
     inst = cyclic_wait_instance()
     assert brute(inst) == 2.0
     assert brute(inst, acyclic=True) == 3.0
@@ -215,6 +245,10 @@ def test_a_cyclic_wait_can_be_strictly_better_and_the_method_declines():
     assert cyclic_wait(inst) == ((0, 1), (2, 3))
     with pytest.raises(NotApplicable, match="wait on each other"):
         solve_ideal_dp(inst)
+    res = solve(inst, "ideal-dp")  # the acyclic plan (3 ms), beaten by CP-SAT's cyclic one
+    assert res.status is Status.OPTIMAL and res.objective == pytest.approx(2.0)
+    assert "better than the acyclic optimum" in res.message
+    assert not acyclic_quotient(inst, res.plan)
 
 
 def test_backward_only_colour_class_is_declined():
@@ -269,7 +303,10 @@ def test_auto_picks_ideal_dp_only_where_it_applies():
     fam = family("maxload")
     assert fam.exact_method(chain_instance(6)) == "ideal-dp"
     assert exact_backend_for(fam, chain_instance(6)) == "ideal-dp"
-    assert fam.exact_method(cyclic_wait_instance()) is None
+    assert fam.exact_method(cyclic_wait_instance()) == "ideal-dp"  # the DP over acyclic orders, then CP-SAT
+    free = instance([node(0, fpga=1), node(1, fpga=1, bw=1, cc=7), node(2, fpga=1, bw=1, cc=7)],
+                    [(0, 1, 1.0), (1, 2, 1.0)])
+    assert fam.exact_method(free) is None
     res = solve(chain_instance(6))
     assert res.status is Status.OPTIMAL and abs(res.objective - brute(chain_instance(6))) <= TOL
 
@@ -314,18 +351,22 @@ def test_peer_exact_equals_cpsat(name):
 @needs_data
 @pytest.mark.parametrize("name", ["LayerGraphs/resnet50_inference.json", "OperatorGraphs/bert_l-3_inference.json",
                                   "OperatorGraphs/resnet50_inference.json"])
-def test_peer_acyclic_mode_equals_cpsat_and_exact_method_declines(name):
-    """On these graphs two devices can wait on each other: ``ideal-dp`` declines; the DP
-    over the acyclic placements (the peer's model) still finds CP-SAT's optimum."""
+def test_peer_acyclic_mode_equals_cpsat_and_the_method_proves_it(name):
+    """On these graphs two devices can wait on each other: the DP declines; the DP over
+    the acyclic placements (the peer's model) still finds CP-SAT's optimum, and
+    ``ideal-dp`` (what ``auto`` runs) proves it with CP-SAT asked for a better one."""
     inst = peer(name)
     with pytest.raises(NotApplicable, match="wait on each other"):
-        solve(inst, "ideal-dp")
-    assert family("maxload").exact_method(inst) is None
+        solve_ideal_dp(inst)
+    assert family("maxload").exact_method(inst) == "ideal-dp"
     res = solve_ideal_dp(inst, acyclic_only=True)
     cp = solve(inst, "cpsat")
     assert cp.status is Status.OPTIMAL
     assert evaluate(inst, res.plan).feasible
     assert abs(evaluate(inst, res.plan).max_load_ms - cp.objective) <= 1e-6 * cp.objective
+    method = solve(inst, "ideal-dp")
+    assert method.status is Status.OPTIMAL and "acyclic optimum" in method.message
+    assert abs(method.objective - cp.objective) <= 1e-6 * cp.objective
 
 
 @needs_data

@@ -22,7 +22,8 @@ class MethodBackend(Backend):
         self.name = method.name  # type: ignore[misc]
         self.kind = method.kind  # type: ignore[misc]
         self.description = method.description  # type: ignore[misc]
-        self.optimal_rtol = 1e-9 if method.kind == "exact" else 0.0  # type: ignore[misc]
+        rtol = method.optimal_rtol if method.optimal_rtol is not None else 1e-9
+        self.optimal_rtol = rtol if method.kind == "exact" else 0.0  # type: ignore[misc]
 
     def problems(self, family: Any) -> tuple[str, ...]:
         return self.method.problems or family.problems

@@ -41,7 +41,8 @@ class Method:
     that existing commands still work. ``hint``: a cheap baseline (about linear in the
     instance) whose plan the exact program backends start from when it is the best
     feasible one they know (``splitopt.backends.base.feasible_start_plan``), so that
-    they never return a plan worse than its."""
+    they never return a plan worse than its. ``optimal_rtol``: an exact method's stated
+    tolerance of OPTIMAL (None: 1e-9)."""
 
     name: str
     description: str
@@ -51,6 +52,7 @@ class Method:
     fallback_problem: str | None = None
     aliases: tuple[str, ...] = ()
     hint: bool = False
+    optimal_rtol: float | None = None
 
 
 def plan_output(plan: Any, objective: float | None = None, **extra: Any) -> BackendOutput:

@@ -156,15 +156,18 @@ class MaxloadFamily(Family):
 
     def exact_method(self, inst: MaxloadInstance) -> str | None:
         """``ideal-dp`` for the throughput objective where the forward DAG has at most
-        ``AUTO_MAX_IDEALS`` ideals (counted up to that cap, milliseconds) and the DP is
-        exact (no colour group without a forward node, no placement whose devices wait on
-        each other in a cycle: ``ideal_dp.py``); else None (CP-SAT). Of the peer graphs it
-        takes the two bert24 graphs (benchmarks/results/maxload_peer_dp.md)."""
+        ``AUTO_MAX_IDEALS`` ideals (counted up to that cap, milliseconds) and every colour
+        group has a forward node: exact by its DP where no placement's devices can wait
+        on each other in a cycle, else by the DP over acyclic orders and CP-SAT's proof
+        (``ideal_dp.py``, ``certify.py``); else None (CP-SAT). Of the peer graphs it takes
+        the bert24 graphs (the DP alone), the resnet50 graphs but the operator training
+        one, and the BERT operator inference graphs (benchmarks/results/maxload_peer_dp.md)."""
         if inst.objective != "throughput":
             return None
         from splitopt.families.maxload.ideal_dp import AUTO_MAX_IDEALS, ideal_dp_applies
 
-        return "ideal-dp" if ideal_dp_applies(inst, AUTO_MAX_IDEALS) else None
+        applies = ideal_dp_applies(inst, AUTO_MAX_IDEALS) or ideal_dp_applies(inst, AUTO_MAX_IDEALS, acyclic_only=True)
+        return "ideal-dp" if applies else None
 
     def enumerate_plans(self, inst: MaxloadInstance, limit: int) -> Iterator[MaxloadPlacement]:
         return enumerate_plans(inst, limit)

@@ -25,13 +25,15 @@ lattice is small (``formulations/maxload_throughput.md``, "Ideal-enumeration DP"
   other in a cycle. :func:`cyclic_wait` looks for forward edges around a cycle whose
   joining sets are disjoint convex unions of groups, which exist exactly when some
   placement waits in a cycle (proved there); where they exist, or the search runs out of
-  its budget, the method is ``NotApplicable``.
+  its budget, the DP is not exact, and ``ideal-dp`` runs it over acyclic device orders
+  only (``acyclic_only``, the peer DP's model) and hands its plan to CP-SAT to prove or
+  beat (``certify.py``).
 
 Written here rather than taken from a library: ideal (downset) enumeration of a DAG
 with a DP on top is a research-code technique (the peer's ``dp.cpp``); no well-kept
 Python package enumerates the ideals of a DAG, let alone with colour classes and these
 transfer costs. numpy vectorises the inner loop over the sub-ideals ``I`` of each ``J``.
-No ortools or pandas is imported.
+No ortools or pandas is imported (``certify.py`` imports them where it runs).
 """
 
 from __future__ import annotations
@@ -294,7 +296,8 @@ def ideal_lattice(inst: MaxloadInstance, cap: int = MAX_IDEALS, acyclic_only: bo
     more than ``cap`` ideals (the reason says which). ``acyclic_only`` skips the test for
     devices that wait on each other (:func:`cyclic_wait`): the DP then solves the
     restricted model where the devices' quotient is acyclic (the peer DP's model, an
-    upper bound on splitopt's optimum; for measurement, never for ``ideal-dp``)."""
+    upper bound on splitopt's optimum: ``ideal-dp`` then proves its plan optimal or beats
+    it with CP-SAT, ``certify.py``)."""
     def build() -> IdealLattice | str:
         if inst.objective != "throughput":
             return f"ideal-dp: a max-load (throughput) method; the instance's objective is {inst.objective}"
@@ -334,11 +337,11 @@ def ideal_lattice(inst: MaxloadInstance, cap: int = MAX_IDEALS, acyclic_only: bo
     return out
 
 
-def ideal_dp_applies(inst: MaxloadInstance, cap: int = MAX_IDEALS) -> bool:
-    """Whether :func:`solve_ideal_dp` runs on ``inst`` with this ``cap`` (the lattice is
-    built once and kept with the instance)."""
+def ideal_dp_applies(inst: MaxloadInstance, cap: int = MAX_IDEALS, acyclic_only: bool = False) -> bool:
+    """Whether :func:`solve_ideal_dp` runs on ``inst`` with this ``cap`` and
+    ``acyclic_only`` (the lattice is built once and kept with the instance)."""
     try:
-        ideal_lattice(inst, cap)
+        ideal_lattice(inst, cap, acyclic_only)
     except NotApplicable:
         return False
     return True

@@ -10,8 +10,10 @@
   group at a time while every rule holds (``moves.py``); a device may then hold several
   stretches of the order.
 * ``ideal-dp`` (throughput, exact): dynamic programming over the ideals of the forward
-  DAG (``ideal_dp.py``), where their count is small and no two contiguous devices can
-  wait on each other; ``auto`` runs it instead of CP-SAT there (``MaxloadFamily.exact_method``).
+  DAG (``ideal_dp.py``), where their count is small; where two contiguous devices could
+  wait on each other in a cycle, the DP over acyclic device orders, whose plan CP-SAT then
+  proves optimal or beats (``certify.py``); ``auto`` runs it instead of CP-SAT where
+  its lattice is small (``MaxloadFamily.exact_method``).
 
 Baselines' plans seed every heuristic (``splitopt.backends.heuristic.seed_genomes``).
 """
@@ -78,16 +80,29 @@ def group_moves(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     return BackendOutput(Status.FEASIBLE, plan=improve(inst, plan, out_of_time=options.out_of_time))
 
 
+#: ``ideal-dp``'s tolerance of OPTIMAL: its DP is exact to float rounding, its certified
+#: acyclic optimum (``certify.py``) to the cap's margin (at least ``certify.CUTOFF_RTOL``)
+IDEAL_DP_RTOL = 1e-5
+
+
 def ideal_dp(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     """Exact max-load by the ideal-enumeration DP: OPTIMAL with the DP's value as the bound
     (less its float rounding, ms); INFEASIBLE where no placement meets the rules; where
     the time limit comes first, the all-on-cpu plan FEASIBLE (NO_SOLUTION_FOUND without a
-    core). NotApplicable where the DP is not exact for the instance or too large."""
+    core). Where devices could wait on each other in a cycle, the DP over acyclic device
+    orders and CP-SAT asked for a better placement (``certify.py``). NotApplicable where
+    the lattice is too large or a colour class has no forward node."""
     from splitopt.families.maxload.ideal_dp import solve_ideal_dp
 
     _throughput_only(inst, "ideal-dp")
-    res = solve_ideal_dp(inst, options.out_of_time)
-    extra = {"ideals": res.ideals, "ideal_pairs": res.pairs}
+    try:
+        res, acyclic = solve_ideal_dp(inst, options.out_of_time), False
+    except NotApplicable as exact_reason:
+        try:  # applies but for a possible cyclic wait: the acyclic optimum, then its proof
+            res, acyclic = solve_ideal_dp(inst, options.out_of_time, acyclic_only=True), True
+        except NotApplicable:
+            raise exact_reason from None
+    extra = {"ideals": res.ideals, "ideal_pairs": res.pairs, "acyclic_only": acyclic}
     if not res.finished:
         fallback = all_on_cpu_placement(inst)
         if fallback is None:
@@ -97,6 +112,13 @@ def ideal_dp(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     if res.plan is None:
         return BackendOutput(Status.INFEASIBLE, extra=extra, message="ideal-dp: no contiguous, colour-consistent "
                              "placement fits the accelerator memory (maxSizePerFPGA, maxFPGAs, maxCPUs)")
+    if acyclic:
+        from splitopt.families.maxload.certify import certify_or_improve
+        from splitopt.families.maxload.evaluate import evaluate
+
+        out = certify_or_improve(inst, res.plan, evaluate(inst, res.plan).max_load_ms, options)
+        out.extra.update(extra)
+        return out
     # the DP sums loads as differences of prefix sums: bound its rounding by the totals
     total = math.fsum(max(n.cpu_ms, n.fpga_ms) for n in inst.nodes) + math.fsum(inst.out_cost.values())
     tol = 64 * sys.float_info.epsilon * total
@@ -111,5 +133,6 @@ METHODS = (
     Method("group-moves", "throughput: the intervals plan improved by moving one colour group at a time "
            "(local search keeping every rule)", group_moves, hint=True),
     Method("ideal-dp", "throughput, exact: dynamic programming over the ideals of the forward DAG (where they are "
-           "few and no two contiguous devices can wait on each other)", ideal_dp, kind="exact"),
+           "few); where contiguous devices could wait on each other in a cycle, its acyclic optimum proven or beaten "
+           "by CP-SAT asked for a better placement", ideal_dp, kind="exact", optimal_rtol=IDEAL_DP_RTOL),
 )
