@@ -30,7 +30,7 @@ import pytest
 
 from splitopt.backends.auto import exact_backend_for
 from splitopt.core.errors import NotApplicable
-from splitopt.core.options import SolveOptions
+from splitopt.core.options import BuildDeadlinePassed, SolveOptions
 from splitopt.core.result import Status
 from splitopt.families.maxload import methods
 from splitopt.families.maxload.methods import IDEAL_DP_RTOL
@@ -290,6 +290,24 @@ def test_time_limit_returns_feasible_all_on_cpu():
     no_cpu = instance([node(0, fpga=1), node(1, fpga=1)], [(0, 1, 0.0)], k=2, l=0)
     out = methods.ideal_dp(no_cpu, SolveOptions(time_limit_s=1e-9))
     assert out.status is Status.NO_SOLUTION_FOUND
+
+
+def test_the_time_limit_stops_the_cyclic_wait_search(monkeypatch):
+    """The search for cyclic waits checks the caller's time limit every 64 visits (here a
+    limit that has always passed): ``ideal-dp`` then returns the all-on-cpu plan instead
+    of searching on, and keeps nothing of the stopped search with the instance."""
+    import splitopt.families.maxload.ideal_dp as ideal_dp_module
+
+    def passed():
+        raise BuildDeadlinePassed()
+
+    inst = chain_instance(200)
+    monkeypatch.setattr(ideal_dp_module, "check_build_deadline", passed)
+    out = methods.ideal_dp(inst, SolveOptions(time_limit_s=60))
+    assert out.status is Status.FEASIBLE and "time limit" in out.message
+    assert set(out.plan.device.values()) == {"cpu0"}
+    monkeypatch.undo()
+    assert methods.ideal_dp(inst, SolveOptions()).status is Status.OPTIMAL
 
 
 def test_latency_objective_is_not_applicable():

@@ -52,6 +52,8 @@ def certify_or_improve(inst: MaxloadInstance, plan: MaxloadPlacement, value_ms: 
         return BackendOutput(Status.FEASIBLE, plan=plan, extra={"interrupted": True, **more},
                              message=f"ideal-dp: acyclic optimum, not proven ({why})")
 
+    if options.out_of_time():
+        return unproven("the time limit came first")
     try:  # built as the program backends build: the time limit stops the build, GC paused
         with building_until(options.deadline), paused_gc():
             lp = build_max_load_program(inst)

@@ -46,6 +46,7 @@ from typing import Callable
 import numpy as np
 
 from splitopt.core.errors import NotApplicable
+from splitopt.core.options import check_build_deadline
 from splitopt.core.toposort import least_first_order
 from splitopt.families.maxload.contiguity import contiguity_graph, strong_components
 from splitopt.families.maxload.groups import groups_of
@@ -195,14 +196,22 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
     class Budget(Exception):
         pass
 
+    def visit() -> None:
+        """Count one sequence or closure against ``limit``; every 64, the caller's time
+        limit (``check_build_deadline``: BuildDeadlinePassed, never a decline, so what
+        ``auto`` picks does not depend on the load)."""
+        nonlocal visits
+        visits += 1
+        if visits > limit:
+            raise Budget
+        if not visits % 64:
+            check_build_deadline()
+
     def closure(x: int, y: int) -> int:
         """cl{x, y} as a bit mask over ``nodes``."""
-        nonlocal visits
         key = (x, y)
         if key not in hulls:
-            visits += 1
-            if visits > limit:
-                raise Budget
+            visit()
             mask = (1 << bit[x]) | (1 << bit[y])
             while True:
                 new = mask
@@ -236,10 +245,7 @@ def cyclic_wait(inst: MaxloadInstance, limit: int = MAX_CYCLE_VISITS,
     failed: dict[tuple[int, int, int, int], int] = {}
 
     def extend(first: int, seq: list[int], used: int, most: int) -> tuple[int, ...] | None:
-        nonlocal visits
-        visits += 1
-        if visits > limit:
-            raise Budget
+        visit()
         last = seq[-1]
         tail1, head_last = edges[first][0], edges[last][1]
         if len(seq) >= fewest and closure(head_last, tail1) & used == 0:

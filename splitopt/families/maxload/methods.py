@@ -24,7 +24,7 @@ import math
 import sys
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.options import SolveOptions
+from splitopt.core.options import BuildDeadlinePassed, SolveOptions, building_until
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.base import Method
 from splitopt.families.maxload.instance import MaxloadInstance
@@ -92,16 +92,20 @@ def ideal_dp(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     core). Where devices could wait on each other in a cycle, the DP over acyclic device
     orders and CP-SAT asked for a better placement (``certify.py``). NotApplicable where
     the lattice is too large or a colour class has no forward node."""
-    from splitopt.families.maxload.ideal_dp import solve_ideal_dp
+    from splitopt.families.maxload.ideal_dp import IdealDpResult, solve_ideal_dp
 
     _throughput_only(inst, "ideal-dp")
-    try:
-        res, acyclic = solve_ideal_dp(inst, options.out_of_time), False
-    except NotApplicable as exact_reason:
-        try:  # applies but for a possible cyclic wait: the acyclic optimum, then its proof
-            res, acyclic = solve_ideal_dp(inst, options.out_of_time, acyclic_only=True), True
-        except NotApplicable:
-            raise exact_reason from None
+    try:  # the search for cyclic waits stops at the time limit too (BuildDeadlinePassed)
+        with building_until(options.deadline):
+            try:
+                res, acyclic = solve_ideal_dp(inst, options.out_of_time), False
+            except NotApplicable as exact_reason:
+                try:  # applies but for a possible cyclic wait: the acyclic optimum, then its proof
+                    res, acyclic = solve_ideal_dp(inst, options.out_of_time, acyclic_only=True), True
+                except NotApplicable:
+                    raise exact_reason from None
+    except BuildDeadlinePassed:
+        res, acyclic = IdealDpResult(None, None, 0, 0, finished=False), False
     extra = {"ideals": res.ideals, "ideal_pairs": res.pairs, "acyclic_only": acyclic}
     if not res.finished:
         fallback = all_on_cpu_placement(inst)
