@@ -346,6 +346,18 @@ def _progress_callback(model, unit_ms: float, offset_ms: float):
     return Reporting()
 
 
+def cap_objective(model, most: float) -> None:
+    """Keep only the solutions of a minimising CP-SAT ``model`` whose objective is at most
+    ``most`` (the model's objective units): the row ``objective <= most``. Solved, an
+    infeasible answer proves that no solution is that good."""
+    objective = model.Proto().objective
+    scale = objective.scaling_factor or 1.0
+    if scale < 0 or any(v < 0 for v in objective.vars):
+        raise ValueError("cap_objective: a minimised objective over integer variables only")
+    terms = [model.GetIntVarFromProtoIndex(v) * c for v, c in zip(objective.vars, objective.coeffs)]
+    model.Add(sum(terms) <= math.floor(most / scale - objective.offset))
+
+
 def run_model(model, options: SolveOptions, presolve: bool, unit_ms: float = 1.0,
               offset_ms: float = 0.0) -> RunResult:
     """Solve a CP-SAT model within what is left of the time limit; values are the solution

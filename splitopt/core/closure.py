@@ -30,7 +30,6 @@ import numpy as np
 ROWS = 512
 
 
-
 def closure_masks(inputs: Sequence[Sequence[int]]) -> list[int]:
     """Per node ``i`` (nodes in a topological order; ``inputs[i]`` the positions of its
     predecessors, all ``< i``), the bitset of its closure: bit ``j`` set when ``j`` is
@@ -49,8 +48,8 @@ def closure_sums(inputs: Sequence[Sequence[int]], values: Sequence[Sequence[floa
     float64 array), the nodes as in :func:`closure_masks`: the latest predecessor's sum
     plus the sum over the difference of the two closures (where it holds more than the
     node), looked up per byte of its bitset in a table of the 256 sums of that byte's 8
-    nodes' values. Sums of
-    integers below ``2**53`` are exact; others are rounded as float sums round."""
+    nodes' values. Sums of integers below ``2**53`` are exact; others are rounded as
+    float sums round."""
     n = len(inputs)
     c = len(values)
     if n == 0:
@@ -61,10 +60,10 @@ def closure_sums(inputs: Sequence[Sequence[int]], values: Sequence[Sequence[floa
     differences = [m & ~masks[p] if p >= 0 else m for m, p in zip(masks, latest)]
     # a difference of the node alone (the usual case) needs no lookup
     looked_up = [i for i, d in enumerate(differences) if d != 1 << i]
-    extra = own.copy()
+    sums = own.copy()  # each node's own part first
     if looked_up:
-        extra[looked_up] = _sums_over_bits([differences[i] for i in looked_up], own)
-    columns = [extra[:, j].tolist() for j in range(c)]
+        sums[looked_up] = _sums_over_bits([differences[i] for i in looked_up], own)
+    columns = [sums[:, j].tolist() for j in range(c)]
     for column in columns:
         for i, p in enumerate(latest):  # predecessors come first: their sums are final here
             if p >= 0:

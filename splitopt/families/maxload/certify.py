@@ -6,8 +6,9 @@ on each other in a cycle. Where they can (resnet50's projection shortcuts, the B
 attention heads), the same DP restricted to acyclic device orders (the peer DP's model)
 still gives a placement, often the optimum, in a fraction of a second; what it cannot
 give is the proof. CP-SAT gives it faster when it is asked only for a placement *better*
-than that one: the max-load program (``program.py``, emitted by ``cpsat.py``) with the
-max-load capped below the DP's value. Infeasible: no placement is better, the DP's is
+than that one: the family's CP-SAT program of the max-load (``program.py``, emitted by
+``cpsat.max_load_cpsat_program``) with its objective capped below the DP's value
+(``backends.cpsat.cap_objective``). Infeasible: no placement is better, the DP's is
 optimal. Feasible: CP-SAT optimises on from the better placement (a cyclic one), and its
 bound is the bound. On the resnet50 peer graphs the capped run proved infeasibility in
 1.1-2.1 s, where the uncapped one took 2.5-5.3 s to prove the same optimum.
@@ -43,10 +44,10 @@ def certify_or_improve(inst: MaxloadInstance, plan: MaxloadPlacement, value_ms: 
     has a max-load at or below the cap; else CP-SAT's better placement and its bound
     (OPTIMAL where it proves it, FEASIBLE at the time limit); ``plan`` FEASIBLE where the
     time limit or Ctrl-C comes before either. ``value_ms``: ``plan``'s max-load."""
-    from splitopt.backends.cpsat import run_model
-    from splitopt.families.maxload.cpsat import to_cpsat
+    from splitopt.backends.cpsat import cap_objective, run_model
+    from splitopt.families.maxload.cpsat import max_load_cpsat_program
     from splitopt.families.maxload.evaluate import evaluate
-    from splitopt.families.maxload.program import build_max_load_program, decode_placement
+    from splitopt.families.maxload.program import build_max_load_program
 
     def unproven(why: str, **more) -> BackendOutput:
         return BackendOutput(Status.FEASIBLE, plan=plan, extra={"interrupted": True, **more},
@@ -56,17 +57,17 @@ def certify_or_improve(inst: MaxloadInstance, plan: MaxloadPlacement, value_ms: 
         return unproven("the time limit came first")
     try:  # built as the program backends build: the time limit stops the build, GC paused
         with building_until(options.deadline), paused_gc():
-            lp = build_max_load_program(inst)
-            model, xs, unit, tol = to_cpsat(lp)
+            program = max_load_cpsat_program(inst, build_max_load_program(inst), {})
     except BuildDeadlinePassed:
         return unproven("the time limit ran out while building CP-SAT's program")
     except KeyboardInterrupt:
         return unproven("Ctrl-C while building CP-SAT's program", ctrl_c=True)
+    unit, tol = program.unit_ms, program.tolerance_ms
     margin = max(CUTOFF_RTOL * value_ms, 4.0 * (tol + unit))
     cap_ms = value_ms - margin
-    model.Add(xs[lp.meta["T"]] <= math.floor((cap_ms + tol) / unit) + 1)
+    cap_objective(program.model, math.floor((cap_ms + tol) / unit) + 1)
     extra = {"certify_cap_ms": cap_ms, "certify_tolerance_ms": tol}
-    raw = run_model(model, options, presolve=False, unit_ms=unit)
+    raw = run_model(program.model, options, presolve=program.presolve, unit_ms=unit)
     extra.update({f"certify_{k}": v for k, v in raw.stats.items()})
     if raw.stats.get("ctrl_c"):
         extra["ctrl_c"] = True  # what auto reads to stop at once
@@ -76,8 +77,8 @@ def certify_or_improve(inst: MaxloadInstance, plan: MaxloadPlacement, value_ms: 
                                      f"{margin:.3g} ms or more")
     if raw.values is None:
         return unproven(raw.message, **extra)
-    better = decode_placement(inst, lp, [float(raw.values[x.Index()]) for x in xs])
-    restricted_bound = None if raw.bound is None else raw.bound * unit - tol
+    better = program.decode(raw.values)
+    restricted_bound = None if raw.bound is None else program.to_ms(raw.bound) - tol
     bound = cap_ms if restricted_bound is None else min(restricted_bound, cap_ms)
     best = better if evaluate(inst, better).max_load_ms < value_ms else plan
     status = Status.OPTIMAL if raw.status is Status.OPTIMAL else Status.FEASIBLE

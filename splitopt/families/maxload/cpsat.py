@@ -13,7 +13,8 @@ import math
 from typing import Any
 
 from splitopt.core.errors import NotApplicable, SolverFailure
-from splitopt.core.program import LinearProgram
+from splitopt.core.program import LinearProgram, Program
+from splitopt.families.maxload.program import decode_placement
 
 #: CP-SAT time scale: the largest possible load is 2**40 units
 TIME_SCALE = 2**40
@@ -99,3 +100,16 @@ def to_cpsat(lp: LinearProgram):
             model.Add(expr == rhs)
     model.Minimize(xs[T])
     return model, xs, unit, tol
+
+
+def max_load_cpsat_program(inst, lp: LinearProgram, stats: dict[str, Any]) -> Program:
+    """The max-load program ``lp`` of ``inst`` (``program.build_max_load_program``) as a
+    CP-SAT ``Program``: objective in units of ``unit`` ms, tolerance ``tol`` ms, decoded
+    to a placement; presolve off (or-tools #5293: the memory and time rows pass 2**31)."""
+    model, xs, unit, tol = to_cpsat(lp)
+
+    def decode(values):
+        return decode_placement(inst, lp, [float(values[x.Index()]) for x in xs])
+
+    return Program(kind="cpsat", model=model, decode=decode, unit_ms=unit, tolerance_ms=tol, presolve=False,
+                   stats={**stats, "time_unit_ms": unit})

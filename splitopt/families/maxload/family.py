@@ -20,7 +20,7 @@ from splitopt.families.base import Family, Method
 from splitopt.families.maxload import methods
 from splitopt.families.maxload.bound import maxload_lower_bound
 from splitopt.families.maxload.contiguity import contiguity_graph
-from splitopt.families.maxload.cpsat import to_cpsat
+from splitopt.families.maxload.cpsat import max_load_cpsat_program
 from splitopt.families.maxload.diagnose import diagnose
 from splitopt.families.maxload.enumerate import enumerate_plans
 from splitopt.families.maxload.evaluate import MaxloadMetrics, evaluate
@@ -112,14 +112,7 @@ class MaxloadFamily(Family):
         lp = build_max_load_program(inst)
         stats = {"variables": len(lp.variables), "rows": len(lp.rows), "groups": len(lp.meta["groups"].members)}
         if kind == "cpsat":
-            model, xs, unit, tol = to_cpsat(lp)
-
-            def decode_cpsat(values) -> MaxloadPlacement:
-                return decode_placement(inst, lp, [float(values[x.Index()]) for x in xs])
-
-            # presolve off: or-tools #5293 (the memory and time rows pass 2**31)
-            return Program(kind="cpsat", model=model, decode=decode_cpsat, unit_ms=unit, tolerance_ms=tol,
-                           presolve=False, stats={**stats, "time_unit_ms": unit})
+            return max_load_cpsat_program(inst, lp, stats)
         if kind == "linear":
             tol = MILP_REL_TOL * max(1.0, lp.variables[lp.meta["T"]].ub)
             return Program(kind="linear", model=lp, decode=lambda values: decode_placement(inst, lp, values),
