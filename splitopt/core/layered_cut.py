@@ -23,7 +23,10 @@ monotone; ``v[l, m] -> v[l, m-1]`` (``unary[l, m]``), ``v[l, 0] -> sink``
 read by several layers goes through a node of its own (``producer -> a`` at its cost,
 ``a -> reader`` unbounded); ``source -> b[m]`` (``fixed[m]``) with ``b[m] -> v[l, m]``
 unbounded for every layer no one reads prices the fixed cost; ``pinned`` layers get
-``source -> v[l, 0]`` unbounded (label 0).
+``source -> v[l, 0]`` unbounded (label 0); a layer's label bounds ``label_min <= label(l)
+<= label_max`` (where given) are unbounded arcs ``v[l, label_min - 1] -> sink`` and
+``source -> v[l, label_max]`` (a branch of ``families/chain/branch.py``); bounds that no
+monotone labelling meets make every cut unbounded (:class:`LabelBoundsConflict`).
 
 OR-Tools' ``SimpleMaxFlow`` (push-relabel, C++) takes int64 capacities: each is scaled by
 ``2^60 / (sum of finite capacities)`` and rounded down, so the flow divided by the scale
@@ -70,6 +73,13 @@ class LayeredCut:
     span_cost: np.ndarray | None = None
     span_head_term: np.ndarray | None = None
     span_head_layer: np.ndarray | None = None
+    #: per layer, the least and the largest label it may take (None: ``0`` and ``K``)
+    label_min: np.ndarray | None = None
+    label_max: np.ndarray | None = None
+
+
+class LabelBoundsConflict(ValueError):
+    """No monotone labelling meets the layers' label bounds (``label_min``, ``label_max``)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +218,12 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
     arcs(SOURCE, v(layers, K - 1), unary[:, K])
     if len(problem.pinned):
         arcs(np.full(len(problem.pinned), SOURCE), v(problem.pinned, 0))
+    if problem.label_max is not None:
+        capped = layers[np.asarray(problem.label_max) < K]
+        arcs(np.full(len(capped), SOURCE), v(capped, 0) + np.asarray(problem.label_max)[capped] * n)
+    if problem.label_min is not None:
+        raised = layers[np.asarray(problem.label_min) > 0]
+        arcs(v(raised, 0) + (np.asarray(problem.label_min)[raised] - 1) * n, np.full(len(raised), SINK))
     if E:
         level = np.asarray(problem.span_level, dtype=np.int64)
         tail_layer = np.asarray(problem.span_tail, dtype=np.int64)
@@ -231,12 +247,15 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
     total = float(cap[~inf].sum())
     scale = CAPACITY_SCALE_TOTAL / total if total > 0 else 1.0
     icap = np.floor(cap * scale).astype(np.int64)
-    icap[inf] = int(icap[~inf].sum()) + 1  # more than any cut of finite arcs
+    finite_total = int(icap[~inf].sum())
+    icap[inf] = finite_total + 1  # more than any cut of finite arcs
     solver = max_flow.SimpleMaxFlow()
     solver.add_arcs_with_capacity(tail, head, icap)
     status = solver.solve(SOURCE, SINK)
     if status != solver.OPTIMAL:
         raise RuntimeError(f"layered cut: OR-Tools max-flow ended with status {status}")
+    if solver.optimal_flow() > finite_total:
+        raise LabelBoundsConflict("layered cut: no monotone labelling meets the layers' label bounds")
     source_side = np.zeros(spans_at + E, dtype=bool)
     source_side[np.asarray(solver.get_source_side_min_cut(), dtype=np.int64)] = True
     Y = source_side[2:2 + K * n].reshape(K, n)  # Y[m, l]: label(l) <= m

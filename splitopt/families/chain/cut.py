@@ -30,6 +30,7 @@ S[m]`` for every plan).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -59,7 +60,11 @@ class CutTemplate:
 def cut_refusal(inst: Instance) -> str | None:
     """Why ``chain-cut``'s graph would not be exact for ``inst`` (None: it is): a fixed
     link latency is modelled as "the link carries something unless every layer is at or
-    before it", true when every layer reads at least one tensor of positive size."""
+    before it", true when every layer reads at least one tensor of positive size. Cached."""
+    return inst.derived(("chain", "cut_refusal"), lambda: _cut_refusal(inst))
+
+
+def _cut_refusal(inst: Instance) -> str | None:
     links = chain_links(inst)
     if not any(link.latency_ms > 0 for link in links):
         return None
@@ -95,15 +100,18 @@ def cut_plan(inst: Instance, cut: CutSolution) -> Plan:
 
 
 def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
-                        penalty: np.ndarray | None = None, occupancy: np.ndarray | None = None) -> CutSolution:
+                        penalty: np.ndarray | None = None, occupancy: np.ndarray | None = None,
+                        positions: tuple[np.ndarray, np.ndarray] | None = None) -> CutSolution:
     """The placement minimising ``sum_m weights[m] * S[m] + sum_l penalty[l, position(l)]
     + sum_{t,m} occupancy[t, m] [t occupies device m]`` (stage times in ms; weights >= 0,
     default all 1: the latency; ``penalty``: an extra cost >= 0 of each layer (file order)
     on each device, e.g. a Lagrangian price of its weights; ``occupancy``: a cost >= 0 per
     tensor (``chain_tensors(inst).names`` order) and device it occupies, from its
     producer's device to its farthest reader's, e.g. a price of its activation bytes),
-    ignoring memory limits; ``labels`` are the chain positions. Raises NotApplicable where
-    ``cut_refusal`` says the graph is not exact."""
+    ignoring memory limits; ``positions``: per layer (file order) the least and the largest
+    chain position it may take (a branch; ``LabelBoundsConflict`` where no placement meets
+    them); ``labels`` are the chain positions. Raises NotApplicable where ``cut_refusal``
+    says the graph is not exact."""
     import numpy as np
 
     why = cut_refusal(inst)
@@ -124,6 +132,9 @@ def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
     constant = 0.0
     if occupancy is not None:
         problem, constant = _with_occupancy(inst, problem, np.asarray(occupancy, dtype=float))
+    if positions is not None:
+        problem = dataclasses.replace(problem, label_min=np.asarray(positions[0], dtype=np.int64),
+                                      label_max=np.asarray(positions[1], dtype=np.int64))
     cut = solve_layered_cut(problem)
     return CutSolution(cut.bound_ms + constant, cut.slack_ms, cut.labels) if constant else cut
 
@@ -136,43 +147,48 @@ def _with_occupancy(inst: Instance, problem, occupancy: np.ndarray):
     the producer at position 0 (a unary cost; a raw input: always); at ``m >= 1`` a span
     term of the producer and the readers; a tensor no one reads occupies its producer's
     device only (unary)."""
-    import dataclasses
-
     import numpy as np
 
     tensors = chain_tensors(inst)
     M = len(inst.settings.chain)
     if occupancy.shape != (len(tensors.names), M) or not np.all(np.isfinite(occupancy)) or np.any(occupancy < 0):
         raise ValueError(f"occupancy must be a ({len(tensors.names)}, {M}) array of finite numbers >= 0")
-    index = {layer.name: i for i, layer in enumerate(inst.layers)}
+    producer, reader_tensor, reader_layer, has_readers = inst.derived(("chain", "occupancy_arrays"), lambda: (
+        _tensor_readers(inst)))
     unary = problem.unary.copy()
-    constant = 0.0
-    tails, levels, costs, head_terms, head_layers = [], [], [], [], []
-    for i, t in enumerate(tensors.names):
-        row = occupancy[i]
-        if not row.any():
-            continue
-        p = -1 if tensors.producer[t] is None else index[t]
-        readers = [index[c] for c in dict.fromkeys(tensors.consumers[t])]
-        if not readers:  # its producer's device only
-            if p < 0:
-                constant += float(row[0])
-            else:
-                unary[p] += row
-            continue
-        if p < 0:
-            constant += float(row[0])
-        else:
-            unary[p, 0] += row[0]
-        for m in range(1, M):
-            if row[m] > 0:
-                term = len(costs)
-                tails.append(p)
-                levels.append(m)
-                costs.append(float(row[m]))
-                head_terms.extend([term] * len(readers))
-                head_layers.extend(readers)
-    ints = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
-    return dataclasses.replace(problem, unary=unary, span_tail=ints(tails), span_level=ints(levels),
-                               span_cost=np.array(costs, dtype=float), span_head_term=ints(head_terms),
-                               span_head_layer=ints(head_layers)), constant
+    raw = producer < 0
+    # no reader: the producer's device only (a raw input: a constant on the first device)
+    alone = ~has_readers
+    np.add.at(unary, producer[alone & ~raw], occupancy[alone & ~raw])
+    # with readers: device 0 iff the producer is at position 0 (unary); a raw input always
+    np.add.at(unary[:, 0], producer[has_readers & ~raw], occupancy[has_readers & ~raw, 0])
+    constant = float(occupancy[raw, 0].sum())
+    # devices m >= 1: a span term per (tensor with readers, m) of positive cost
+    spanned = occupancy[:, 1:] * has_readers[:, None] > 0
+    term_tensor, term_level = np.nonzero(spanned)
+    term_level = term_level + 1
+    # each term's heads: the readers of its tensor (reader pairs grouped by tensor)
+    order = np.argsort(reader_tensor, kind="stable")
+    starts = np.searchsorted(reader_tensor[order], np.arange(len(producer) + 1))
+    counts = starts[term_tensor + 1] - starts[term_tensor]
+    term_of_head = np.repeat(np.arange(len(term_tensor)), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    head_layer = reader_layer[order][np.repeat(starts[term_tensor], counts) + offsets]
+    return dataclasses.replace(problem, unary=unary, span_tail=producer[term_tensor], span_level=term_level,
+                               span_cost=occupancy[term_tensor, term_level], span_head_term=term_of_head,
+                               span_head_layer=head_layer), constant
+
+
+def _tensor_readers(inst: Instance):
+    """Per tensor (``chain_tensors(inst).names`` order) its producer's layer index (-1: a
+    raw input); its distinct (tensor, reader layer index) pairs; whether it has a reader."""
+    import numpy as np
+
+    tensors = chain_tensors(inst)
+    index = {layer.name: i for i, layer in enumerate(inst.layers)}
+    producer = np.array([-1 if tensors.producer[t] is None else index[t] for t in tensors.names], dtype=np.int64)
+    pairs = [(i, index[c]) for i, t in enumerate(tensors.names) for c in dict.fromkeys(tensors.consumers[t])]
+    reader_tensor = np.array([p[0] for p in pairs], dtype=np.int64)
+    reader_layer = np.array([p[1] for p in pairs], dtype=np.int64)
+    has_readers = np.bincount(reader_tensor, minlength=len(tensors.names)) > 0
+    return producer, reader_tensor, reader_layer, has_readers

@@ -103,20 +103,34 @@ def activation_profile(inst: Instance, src: dict[str, int], far: dict[str, int])
     """(devices, steps) array: the activation bytes each device holds at each execution
     step, given each tensor's producer (``src``) and farthest reader (``far``) positions.
     A tensor adds its bytes to the devices ``src..far`` over its live steps
-    ``first..last``: one difference array per device summed along the steps,
-    O(tensors x devices + steps x devices), exact (bytes are multiples of 1/8 far below
-    2^50)."""
+    ``first..last``."""
+    import numpy as np
+
+    names = chain_tensors(inst).names
+    return activation_profile_arrays(inst, np.array([src[t] for t in names], dtype=np.int64),
+                                     np.array([far[t] for t in names], dtype=np.int64))
+
+
+def activation_profile_arrays(inst: Instance, src, far):
+    """:func:`activation_profile` with the positions as arrays in ``chain_tensors(inst).names``
+    order: one two-dimensional difference array (devices x steps) summed along both axes,
+    O(tensors + steps x devices), exact (bytes are multiples of 1/8 far below 2^50)."""
     import numpy as np
 
     tensors = chain_tensors(inst)
     M, N = len(inst.settings.chain), len(inst.layers)
-    diff = np.zeros((M, N + 1))
-    for t in tensors.names:
-        h = tensors.held_bytes[t]
-        if h:
-            diff[src[t]:far[t] + 1, tensors.first_step[t]] += h
-            diff[src[t]:far[t] + 1, tensors.last_step[t] + 1] -= h
-    return np.cumsum(diff[:, :N], axis=1)
+    arrays = inst.derived(("chain", "tensor_arrays"), lambda: (
+        np.array([tensors.held_bytes[t] for t in tensors.names], dtype=float),
+        np.array([tensors.first_step[t] for t in tensors.names], dtype=np.int64),
+        np.array([tensors.last_step[t] for t in tensors.names], dtype=np.int64)))
+    held, first, last = arrays
+    src, far = np.asarray(src, dtype=np.int64), np.asarray(far, dtype=np.int64)
+    diff = np.zeros((M + 1, N + 1))
+    np.add.at(diff, (src, first), held)
+    np.add.at(diff, (far + 1, first), -held)
+    np.add.at(diff, (src, last + 1), -held)
+    np.add.at(diff, (far + 1, last + 1), held)
+    return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:M, :N]
 
 
 def _peak_activations(inst: Instance, src: dict[str, int], far: dict[str, int]):

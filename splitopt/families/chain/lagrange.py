@@ -29,10 +29,16 @@ no bound).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from splitopt.families.chain.evaluate import ChainMetrics
 
 #: cuts at most (each is one max-flow: about 0.05 s at 1,000 layers x 8 devices)
 MAX_CUTS = 40
@@ -56,6 +62,187 @@ class LagrangeResult:
     cuts: int
 
 
+@dataclass
+class CutLine:
+    """One cut's plan as a line of Kelley's model: its chain positions (layers in file
+    order), stage times (ms), per device the weights it holds minus the memory (bytes),
+    its tensors' producer and farthest-reader positions (for the step rows, computed when
+    a step is priced), whether it meets every memory limit and its objective (ms), all
+    computed with numpy from the positions (the evaluator's rules; the evaluator itself
+    judges a plan before it is returned: :meth:`metrics`)."""
+
+    positions: np.ndarray
+    stages: np.ndarray
+    weight_rows: np.ndarray
+    src: np.ndarray
+    far: np.ndarray
+    overflowing: tuple[int, ...]
+    objective_ms: float
+    _rows: dict[tuple[int, int], float] = field(default_factory=dict)
+    _metrics: ChainMetrics | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return not self.overflowing
+
+    def plan(self, inst: Instance) -> Plan:
+        from splitopt.families.chain.plan import plan_from_indices
+
+        return plan_from_indices(inst, {layer.name: int(p) for layer, p in zip(inst.layers, self.positions)})
+
+    def metrics(self, inst: Instance) -> ChainMetrics:
+        """The evaluator's metrics of the plan (computed once)."""
+        if self._metrics is None:
+            from splitopt.families.chain.evaluate import evaluate
+
+            self._metrics = evaluate(inst, self.plan(inst))
+        return self._metrics
+
+    def step_row(self, cuts: PricedCuts, device: int, step: int) -> float:
+        """The plan's weights plus activations on ``device`` at ``step``, minus its memory
+        (bytes): the value of that step row (row 6), cached."""
+        key = (device, step)
+        if key not in self._rows:
+            live = (cuts.first <= step) & (step <= cuts.last) & (self.src <= device) & (device <= self.far)
+            self._rows[key] = float(self.weight_rows[device] + cuts.held[live].sum())
+        return self._rows[key]
+
+
+@dataclass(frozen=True)
+class KelleyStep:
+    """The LP of Kelley's method solved: the envelope's maximum ``z`` (an upper bound on
+    the Lagrangian dual over the plans of the lines), the multipliers reaching it, and per
+    line its weight in the LP's dual (a convex combination of the lines' plans: the
+    fractional placement that ``branch.py`` branches on)."""
+
+    envelope: float
+    lam: np.ndarray
+    mu: np.ndarray
+    nu: np.ndarray
+    line_weights: np.ndarray
+
+
+class PricedCuts:
+    """The priced minimum cuts of one instance (module docstring): the data every cut
+    needs, computed once."""
+
+    def __init__(self, inst: Instance, price_steps: bool = True):
+        import numpy as np
+
+        from splitopt.families.chain.cut import cut_template
+        from splitopt.families.chain.data import chain_links, chain_tensors
+        from splitopt.families.chain.evaluate import activation_profile
+
+        self.inst = inst
+        s = inst.settings
+        self.M = M = len(s.chain)
+        self.throughput = s.objective == "throughput"
+        tensors = chain_tensors(inst)
+        self.weight_bytes = np.array([layer.weights * s.cloud_bits / 8.0 for layer in inst.layers])
+        self.memory = np.array([inst.device_by_name[d].memory_bytes for d in s.chain], dtype=float)
+        #: devices whose weight row can bind
+        self.priced = [m for m in range(M) if self.weight_bytes.sum() > self.memory[m]]
+        # step rows that can bind: every activation live at some step on one device with every weight
+        live_most = float(activation_profile(inst, {t: 0 for t in tensors.names},
+                                             {t: M - 1 for t in tensors.names}).max(initial=0.0))
+        self.step_priced = ({m for m in range(M) if self.weight_bytes.sum() + live_most > self.memory[m]}
+                            if price_steps else set())
+        self.held = np.array([tensors.held_bytes[t] for t in tensors.names])
+        self.first = np.array([tensors.first_step[t] for t in tensors.names])
+        self.last = np.array([tensors.last_step[t] for t in tensors.names])
+        self.producer = np.array([-1 if tensors.producer[t] is None else inst.position[t] for t in tensors.names],
+                                 dtype=np.int64)
+        readers = [[inst.position[c] for c in tensors.consumers[t]] for t in tensors.names]
+        self.reader_tensor = np.array([i for i, r in enumerate(readers) for _ in r], dtype=np.int64)
+        self.reader_layer = np.array([c for r in readers for c in r], dtype=np.int64)
+        self.sent = np.array([tensors.sent_bytes[t] for t in tensors.names])
+        self.links = chain_links(inst)
+        self.compute = cut_template(inst).compute  # (layers, M) ms
+        #: prices beyond this make holding any byte cost the whole objective (set by the first cut)
+        self.price_cap: float | None = None
+        self.cuts = 0
+
+    def solve(self, lam, mu, steps: list[tuple[int, int]], nu, positions=None) -> tuple[float, CutLine]:
+        """The cut at multipliers (``lam`` stage weights, ``mu`` per device on its weights,
+        ``nu`` on the priced step rows ``steps``, (device, step) pairs), within the chain
+        positions ``positions`` (per layer least and largest; None: any): its Lagrangian
+        bound (ms) and its plan's line. Row generation: the peak step of every device the
+        plan overflows joins ``steps`` (in place)."""
+        import numpy as np
+
+        from splitopt.families.chain.cut import min_weighted_stages
+        from splitopt.families.chain.evaluate import MEMORY_RTOL, activation_profile_arrays
+
+        M = self.M
+        per_device = np.array(mu, dtype=float)  # each step row holds the device's weights too
+        occupancy = np.zeros((len(self.held), M))
+        for (m, step), price in zip(steps, nu):
+            if price > 0:
+                per_device[m] += price
+                occupancy[:, m] += price * self.held * ((self.first <= step) & (step <= self.last))
+        cut = min_weighted_stages(self.inst, lam, self.weight_bytes[:, None] * per_device[None, :],
+                                  occupancy if steps else None, positions=positions)
+        self.cuts += 1
+        bound = cut.bound_ms - float(np.dot(mu, self.memory))
+        bound -= float(sum(price * self.memory[m] for (m, _), price in zip(steps, nu)))
+        bound -= 1e-12 * abs(bound)  # the subtractions' rounding
+        P = np.asarray(cut.labels, dtype=np.int64)
+        held = np.bincount(P, weights=self.weight_bytes, minlength=M)
+        src = np.where(self.producer < 0, 0, P[np.maximum(self.producer, 0)])
+        far = src.copy()
+        np.maximum.at(far, self.reader_tensor, P[self.reader_layer])
+        # the evaluator's stage times: compute, then the tensors crossing each link (once)
+        stages = np.bincount(P, weights=self.compute[np.arange(len(P)), P], minlength=M)
+        for m, link in enumerate(self.links):
+            stages[m] += self.inst.link_transfer_ms(link, float(self.sent[(src <= m) & (far > m)].sum()))
+        profile = activation_profile_arrays(self.inst, src, far)
+        used = held + profile.max(axis=1, initial=0.0)
+        overflowing = tuple(int(m) for m in np.flatnonzero(used > self.memory * (1 + MEMORY_RTOL)))
+        objective = float(stages.max() if self.throughput else stages.sum())
+        line = CutLine(P, stages, held - self.memory, src, far, overflowing, objective)
+        if self.price_cap is None:
+            self.price_cap = (10.0 * max(float(line.stages.sum()), 1e-9)
+                              / max(float(self.weight_bytes[self.weight_bytes > 0].min(initial=1.0)), 1e-9))
+        for m in sorted(self.step_priced):
+            peak = int(profile[m].argmax())
+            if held[m] + profile[m, peak] > self.memory[m] and (m, peak) not in steps:
+                steps.append((m, peak))
+        return bound, line
+
+    def kelley(self, lines: list[CutLine], steps: list[tuple[int, int]]) -> KelleyStep | None:
+        """The LP of Kelley's method over the lines: max z s.t. z <= lam . S_j + mu .
+        held_j + nu . rows_j for every line j (latency: lam = 1), lam on the simplex, 0 <=
+        mu_m <= price_cap (0 where the weight row cannot bind), 0 <= nu <= price_cap.
+        None if GLOP fails."""
+        import numpy as np
+        from ortools.linear_solver import pywraplp
+
+        M = self.M
+        cap = self.price_cap or 0.0
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        lam = [solver.NumVar(0.0, 1.0, f"lam{m}") for m in range(M)] if self.throughput else None
+        mu = [solver.NumVar(0.0, cap if m in self.priced else 0.0, f"mu{m}") for m in range(M)]
+        nu = [solver.NumVar(0.0, cap, f"nu{i}") for i in range(len(steps))]
+        z = solver.NumVar(-solver.infinity(), solver.infinity(), "z")
+        rows = []
+        for line in lines:
+            rhs = sum(float(h) * mu[m] for m, h in enumerate(line.weight_rows))
+            rhs += sum(line.step_row(self, m, step) * nu[i] for i, (m, step) in enumerate(steps))
+            if lam is not None:
+                rhs += sum(float(st) * lam[m] for m, st in enumerate(line.stages))
+            else:
+                rhs += float(line.stages.sum())
+            rows.append(solver.Add(z <= rhs))
+        if lam is not None:
+            solver.Add(sum(lam) == 1.0)
+        solver.Maximize(z)
+        if solver.Solve() != pywraplp.Solver.OPTIMAL:
+            return None
+        values = lambda vs: np.clip(np.array([v.solution_value() for v in vs], dtype=float), 0.0, None)  # noqa: E731
+        return KelleyStep(z.solution_value(), values(lam) if lam is not None else np.ones(M), values(mu),
+                          values(nu), np.clip(np.array([r.dual_value() for r in rows], dtype=float), 0.0, None))
+
+
 def lagrange(inst: Instance) -> LagrangeResult | None:
     """The bound and plans of the module docstring, once per instance (cached); None where
     ``chain-cut``'s graph does not apply or there are no layers."""
@@ -72,126 +259,49 @@ def priced_cuts(inst: Instance, price_steps: bool = True) -> LagrangeResult:
     comparison)."""
     import numpy as np
 
-    from splitopt.families.chain.cut import cut_plan, min_weighted_stages
-    from splitopt.families.chain.data import chain_tensors
-    from splitopt.families.chain.evaluate import activation_profile, evaluate
-
     t0 = time.perf_counter()
-    s = inst.settings
-    M = len(s.chain)
-    throughput = s.objective == "throughput"
-    tensors = chain_tensors(inst)
-    weight_bytes = np.array([layer.weights * s.cloud_bits / 8.0 for layer in inst.layers])
-    memory = np.array([inst.device_by_name[d].memory_bytes for d in s.chain], dtype=float)
-    priced = [m for m in range(M) if weight_bytes.sum() > memory[m]]  # weight rows that can bind
-    # step rows that can bind: every activation live at some step on one device with every weight
-    live_most = float(activation_profile(inst, {t: 0 for t in tensors.names},
-                                         {t: M - 1 for t in tensors.names}).max(initial=0.0))
-    step_priced = {m for m in range(M) if weight_bytes.sum() + live_most > memory[m]} if price_steps else set()
-    held = np.array([tensors.held_bytes[t] for t in tensors.names])
-    first = np.array([tensors.first_step[t] for t in tensors.names])
-    last = np.array([tensors.last_step[t] for t in tensors.names])
-    lam = np.full(M, 1.0 / M) if throughput else np.ones(M)
+    cuts = PricedCuts(inst, price_steps)
+    M = cuts.M
+    lam = np.full(M, 1.0 / M) if cuts.throughput else np.ones(M)
     mu = np.zeros(M)
     steps: list[tuple[int, int]] = []  # priced step rows (device, step), in the order they were found
     nu = np.zeros(0)
     best_bound, best_plan, best_value = -np.inf, None, None
-    lines: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per plan: stages, weights - memory, its profile
-    price_cap = None
+    lines: list[CutLine] = []
+    line = None
     for k in range(MAX_CUTS):
-        per_device = mu.copy()  # each step row holds the device's weights too
-        occupancy = np.zeros((len(held), M))
-        for (m, step), price in zip(steps, nu):
-            if price > 0:
-                per_device[m] += price
-                occupancy[:, m] += price * held * ((first <= step) & (step <= last))
-        cut = min_weighted_stages(inst, lam, weight_bytes[:, None] * per_device[None, :],
-                                  occupancy if steps else None)
-        bound = cut.bound_ms - float(mu @ memory) - float(sum(price * memory[m] for (m, _), price in zip(steps, nu)))
-        bound -= 1e-12 * abs(bound)  # the subtractions' rounding
+        bound, line = cuts.solve(lam, mu, steps, nu)
         best_bound = max(best_bound, bound)
-        positions = np.asarray(cut.labels)
-        plan = cut_plan(inst, cut)
-        metrics = evaluate(inst, plan)
-        if metrics.feasible and (best_value is None or metrics.objective_ms < best_value):
-            best_plan, best_value = plan, metrics.objective_ms
-        stages = np.array([d.stage_ms for d in metrics.devices])
-        weights_held = np.bincount(positions, weights=weight_bytes, minlength=M)
-        src = {t: 0 if tensors.producer[t] is None else int(positions[inst.position[t]]) for t in tensors.names}
-        far = {t: max([int(positions[inst.position[c]]) for c in tensors.consumers[t]], default=src[t])
-               for t in tensors.names}
-        profile = activation_profile(inst, src, far)
-        lines.append((stages, weights_held - memory, weights_held[:, None] + profile - memory[:, None]))
-        if price_cap is None:  # prices beyond this make holding any byte cost the whole objective
-            price_cap = 10.0 * max(float(stages.sum()), 1e-9) / max(float(weight_bytes[weight_bytes > 0].min(initial=1.0)), 1e-9)
-        # row generation: the peak step of every device this plan overflows, priced from now on
-        for m in sorted(step_priced):
-            if weights_held[m] + profile[m].max(initial=0.0) > memory[m] and (m, int(profile[m].argmax())) not in steps:
-                steps.append((m, int(profile[m].argmax())))
-        if not priced and not steps and not throughput:
+        if line.feasible and (best_value is None or line.objective_ms < best_value):
+            metrics = line.metrics(inst)  # the evaluator's word
+            if metrics.feasible and (best_value is None or metrics.objective_ms < best_value):
+                best_plan, best_value = line.plan(inst), metrics.objective_ms
+        lines.append(line)
+        if not cuts.priced and not steps and not cuts.throughput:
             break  # nothing to price: the first cut is the Lagrangian optimum
         if time.perf_counter() - t0 > MAX_SECONDS:
             break
-        # Kelley: max z s.t. z <= lam . S_j + mu . held_j + nu . step_rows_j for every plan j
-        solved = _kelley_step(lines, steps, throughput, [price_cap if m in priced else 0.0 for m in range(M)],
-                              price_cap)
+        solved = cuts.kelley(lines, steps)
         if solved is None:
             break
-        envelope, new_lam, new_mu, new_nu = solved
-        if envelope - best_bound <= CONVERGED_RTOL * max(abs(envelope), 1e-9):
+        if solved.envelope - best_bound <= CONVERGED_RTOL * max(abs(solved.envelope), 1e-9):
             break
-        if throughput:
-            lam = np.clip(new_lam, 0.0, None)
-        mu = np.clip(new_mu, 0.0, None)
-        nu = np.clip(new_nu, 0.0, None)
+        if cuts.throughput:
+            lam = solved.lam
+        mu, nu = solved.mu, solved.nu
     # repair: the dual's plans may all break a memory limit (activations are not priced, and
     # the dual optimum sits where the weights just fit); raise the price of every device
     # that overflows and cut again, keeping the best plan that meets every limit
     mu = mu.copy()
-    floor = price_cap * 1e-6 if price_cap else 0.0
-    for _ in range(MAX_REPAIR_CUTS if best_plan is None else 0):
-        if time.perf_counter() - t0 > MAX_SECONDS + REPAIR_SECONDS:
+    floor = cuts.price_cap * 1e-6 if cuts.price_cap else 0.0
+    for _ in range(MAX_REPAIR_CUTS if best_plan is None and line is not None else 0):
+        if time.perf_counter() - t0 > MAX_SECONDS + REPAIR_SECONDS or line.feasible:
             break
-        over = [m for m, d in enumerate(metrics.devices) if d.memory_bytes > d.memory_limit]
-        if not over:
-            break
-        for m in over:
+        for m in line.overflowing:
             mu[m] = max(2.0 * mu[m], floor)
-        cut = min_weighted_stages(inst, lam, weight_bytes[:, None] * mu[None, :])
-        plan = cut_plan(inst, cut)
-        metrics = evaluate(inst, plan)
-        if metrics.feasible and (best_value is None or metrics.objective_ms < best_value):
-            best_plan, best_value = plan, metrics.objective_ms
+        _, line = cuts.solve(lam, mu, [], np.zeros(0))
+        if line.feasible:
+            metrics = line.metrics(inst)
+            if metrics.feasible and (best_value is None or metrics.objective_ms < best_value):
+                best_plan, best_value = line.plan(inst), metrics.objective_ms
     return LagrangeResult(max(best_bound, 0.0), best_plan, best_value, len(lines))
-
-
-def _kelley_step(lines, steps: list[tuple[int, int]], throughput: bool, price_caps: list[float], step_cap: float):
-    """The LP of Kelley's method over the plans' lines: max z s.t. z <= lam . S_j + mu .
-    held_j + nu . rows_j for every plan j (latency: lam = 1, so z <= sum S_j + ...), where
-    ``rows_j`` are plan j's values of the priced step rows ``steps`` (device, step): its
-    weights plus activations there minus the device's memory; lam on the simplex, 0 <= mu_m
-    <= price_caps[m], 0 <= nu <= step_cap. Returns (z, lam, mu, nu), or None if GLOP
-    fails."""
-    from ortools.linear_solver import pywraplp
-
-    M = len(price_caps)
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    lam = [solver.NumVar(0.0, 1.0, f"lam{m}") for m in range(M)] if throughput else None
-    mu = [solver.NumVar(0.0, cap, f"mu{m}") for m, cap in enumerate(price_caps)]
-    nu = [solver.NumVar(0.0, step_cap, f"nu{i}") for i in range(len(steps))]
-    z = solver.NumVar(-solver.infinity(), solver.infinity(), "z")
-    for stages, held, rows in lines:
-        rhs = sum(float(h) * mu[m] for m, h in enumerate(held))
-        rhs += sum(float(rows[m, step]) * nu[i] for i, (m, step) in enumerate(steps))
-        if throughput:
-            rhs += sum(float(st) * lam[m] for m, st in enumerate(stages))
-        else:
-            rhs += float(sum(stages))
-        solver.Add(z <= rhs)
-    if throughput:
-        solver.Add(sum(lam) == 1.0)
-    solver.Maximize(z)
-    if solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
-    return (z.solution_value(), None if lam is None else [v.solution_value() for v in lam],
-            [v.solution_value() for v in mu], [v.solution_value() for v in nu])

@@ -161,6 +161,12 @@ def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
                          extra={"solve_s": solve_s})
 
 
+def contiguous_split_plan(inst: Instance):
+    """The best contiguous split of the file order without memory limits (``segments-dp``'s plan)."""
+    _, cuts = _segments_dp(inst, memory=False)  # without memory rows some cuts always exist
+    return segments_plan(inst, cuts)
+
+
 def segments_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
     """best contiguous segments of the file order by DP, on any layer DAG (memory left to the evaluator)."""
     t0 = time.perf_counter()
