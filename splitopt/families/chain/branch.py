@@ -40,6 +40,8 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
+from splitopt.families.chain.lagrange import CONVERGED_RTOL
+from splitopt.families.chain.lagrange import MAX_CUTS as ROOT_CUTS  # the root: as many as the priced cuts' bound
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,12 +53,8 @@ if TYPE_CHECKING:
 OPTIMAL_RTOL = 1e-6
 #: cuts at most per node (Kelley's iterations); the bound holds wherever it stops
 NODE_CUTS = 30
-#: cuts at most at the root (as many as the priced cuts' bound of ``lagrange.py``)
-ROOT_CUTS = 40
 #: lines a child inherits from its ancestors at most (the most recent that lie in its box)
 INHERITED_LINES = 60
-#: relative distance between the envelope and the node's bound at which Kelley stops
-CONVERGED_RTOL = 1e-7
 #: seconds the time limit must leave for the family's start plan to seed the incumbent
 START_PLAN_MIN_S = 5.0
 #: the most layers for which the best contiguous split seeds the incumbent (0.5 s at 3,000)
@@ -188,7 +186,6 @@ def chain_branch_and_bound(inst: Instance, options: SolveOptions) -> BackendOutp
                 continue
             layer, level = _branching(node, lines, step)
             lam, mu, nu = (node.lam, node.mu, node.nu) if step is None else (step.lam, step.mu, step.nu)
-            nu = np.concatenate([nu, np.zeros(len(node.steps) - len(nu))])
             for later in (True, False):
                 lo, hi = node.lo.copy(), node.hi.copy()
                 if later:
@@ -252,17 +249,17 @@ def _node_bound(cuts: PricedCuts, node: Node, incumbent: Incumbent, options: Sol
     when the envelope (an upper bound on the box's dual) falls below the incumbent (the
     node cannot close: branch; not at the root, whose bound every node inherits, so that
     the bound reported is at least the priced cuts' bound), at convergence, after
-    ``NODE_CUTS`` cuts (``ROOT_CUTS`` at the root) or at the time limit. Every plan that meets the limits is offered to the incumbent; ``node.steps``
-    grows by row generation."""
+    ``NODE_CUTS`` cuts (``ROOT_CUTS`` at the root) or at the time limit. Every plan that
+    meets the limits is offered to the incumbent; ``node.steps`` grows by row generation."""
+    import numpy as np
+
     lam, mu, nu = node.lam, node.mu, node.nu
     lines = list(node.lines)
     root = node.bound == -float("inf")
     best = -float("inf")
     step = None
     for _ in range(ROOT_CUTS if root else NODE_CUTS):
-        if len(nu) < len(node.steps):
-            import numpy as np
-
+        if len(nu) < len(node.steps):  # prices of the rows generated since (0 at first)
             nu = np.concatenate([nu, np.zeros(len(node.steps) - len(nu))])
         bound, line = cuts.solve(lam, mu, node.steps, nu, positions=(node.lo, node.hi))
         best = max(best, bound)
