@@ -176,6 +176,61 @@ def test_auto_runs_the_branch_and_bound_where_memory_binds():
     assert res.objective == pytest.approx(solve(inst, "chain-bb").objective, rel=1e-6)
 
 
+def test_auto_runs_an_anytime_method_once_for_the_whole_budget():
+    """``chain-bb`` is anytime (it keeps its plan and bound): ``auto`` runs it once, for
+    the whole limit, not a probe, a search and a second run from scratch; the answer keeps
+    the limit."""
+    inst = random_chain_instance(4, 300, 8, objective="latency")
+    res = solve(inst, time_limit=60)
+    assert res.extra["exact_backend"] == "chain-bb" and res.status is Status.OPTIMAL, res.message
+    assert "search" not in res.extra and "exact" not in res.extra  # proved in its one run
+    big = random_chain_instance(4, 1000, 8, objective="latency")
+    t0 = time.monotonic()
+    res = solve(big, time_limit=4.0)
+    elapsed = time.monotonic() - t0
+    assert elapsed <= 4.0 * 1.1 + 1.0, elapsed
+    assert res.status is Status.FEASIBLE and res.metrics.feasible, res.message
+    assert res.extra["probe"]["s"] >= 4.0 - 0.5  # the one exact run had the limit
+    assert "search" not in res.extra and "exact" not in res.extra
+    assert res.bound is not None and res.bound <= res.objective
+
+
+def test_no_plan_fits_is_proven_without_enumerating():
+    """A 300-layer instance whose devices cannot hold the model: without an incumbent a box
+    closes once its bound exceeds every plan's objective (the horizon), so INFEASIBLE comes
+    from the root (before: the search ran to its time limit, NO_SOLUTION_FOUND); CP-SAT
+    agrees."""
+    inst = random_chain_instance(9, 300, 8, objective="latency")
+    res = solve(inst, "chain-bb", time_limit=30)
+    assert res.status is Status.INFEASIBLE and "memory" in res.message, (res.status, res.message)
+    assert res.extra["nodes"] <= 5
+    assert solve(inst, "cpsat", time_limit=60).status is Status.INFEASIBLE
+
+
+def test_branching_prefers_the_layers_that_fill_a_device():
+    """Where a memory row can bind, a layer's weight in the choice of branching variable
+    grows with the bytes it brings to its device (weights, the activations it produces);
+    without memory limits that bind, every layer weighs 1."""
+    from splitopt.families.chain.branch import branching_weights
+    from splitopt.families.chain.lagrange import PricedCuts
+
+    cuts = PricedCuts(random_chain_instance(4, 300, 8, objective="latency"))
+    assert cuts.priced or cuts.step_priced
+    weight = branching_weights(cuts)
+    made = np.zeros(len(weight))
+    np.add.at(made, cuts.producer[cuts.producer >= 0], cuts.held[cuts.producer >= 0])
+    brought = cuts.weight_bytes + made
+    order = np.argsort(brought)
+    assert np.all(np.diff(weight[order]) >= -1e-12) and weight.min() >= 1.0 and weight.max() > 1.5
+    for seed in range(40):
+        free = PricedCuts(random_chain_instance(seed, 50, 4, objective="latency"))
+        if not free.priced and not free.step_priced:
+            assert np.all(branching_weights(free) == 1.0)
+            break
+    else:
+        pytest.fail("no random instance without a memory row that can bind")
+
+
 def test_same_instance_same_plan_and_the_command_line(tmp_path):
     """Deterministic: two runs give the same plan; ``splitopt solve FILE --solver
     chain-bb --json`` reports the same OPTIMAL value."""

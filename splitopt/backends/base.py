@@ -67,6 +67,10 @@ class Backend(ABC):
     #: accounts for the program's stated scaling and feasibility tolerances, so the
     #: reported gap is honest, and a solver "optimum" whose gap exceeds this is FEASIBLE
     optimal_rtol: ClassVar[float] = 1e-4
+    #: an exact backend that keeps its best plan and a proven bound and improves both
+    #: until its time limit, with no use for a plan found elsewhere (a family's branch and
+    #: bound): ``auto`` runs it once for most of the budget (``backends/auto.py``)
+    anytime: ClassVar[bool] = False
     #: solver options it accepts (name -> one line); ``check_options`` refuses others
     options: ClassVar[Mapping[str, str]] = {}
 

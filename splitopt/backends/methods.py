@@ -24,6 +24,7 @@ class MethodBackend(Backend):
         self.description = method.description  # type: ignore[misc]
         rtol = method.optimal_rtol if method.optimal_rtol is not None else 1e-9
         self.optimal_rtol = rtol if method.kind == "exact" else 0.0  # type: ignore[misc]
+        self.anytime = method.kind == "exact" and method.anytime  # type: ignore[misc]
 
     def problems(self, family: Any) -> tuple[str, ...]:
         return self.method.problems or family.problems

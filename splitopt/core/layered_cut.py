@@ -24,9 +24,13 @@ read by several layers goes through a node of its own (``producer -> a`` at its 
 ``a -> reader`` unbounded); ``source -> b[m]`` (``fixed[m]``) with ``b[m] -> v[l, m]``
 unbounded for every layer no one reads prices the fixed cost; ``pinned`` layers get
 ``source -> v[l, 0]`` unbounded (label 0); a layer's label bounds ``label_min <= label(l)
-<= label_max`` (where given) are unbounded arcs ``v[l, label_min - 1] -> sink`` and
-``source -> v[l, label_max]`` (a branch of ``families/chain/branch.py``); bounds that no
-monotone labelling meets make every cut unbounded (:class:`LabelBoundsConflict`).
+<= label_max`` (where given; a branch of ``families/chain/branch.py``) put ``v[l, m]`` on
+the source side for ``m >= label_max`` and on the sink side for ``m < label_min`` in every
+labelling that meets them, so those nodes are merged into the source and the sink (the
+same minimum cut as with unbounded arcs ``source -> v[l, label_max]`` and ``v[l, label_min
+- 1] -> sink``, on a graph that shrinks as a branch narrows; arcs between the merged ends
+are constants); bounds that no monotone labelling meets make every cut unbounded
+(:class:`LabelBoundsConflict`).
 
 OR-Tools' ``SimpleMaxFlow`` (push-relabel, C++) takes int64 capacities: each is scaled by
 ``2^60 / (sum of finite capacities)`` and rounded down, so the flow divided by the scale
@@ -175,11 +179,16 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
     SOURCE, SINK = 0, 1
     A = len(problem.multi_producer)
 
-    def v(layer, m: int):
-        return np.where(np.asarray(layer) < 0, SOURCE, 2 + m * n + np.asarray(layer))
+    def v(layer, m):
+        """Node ``v[layer, m]`` (the source for a raw input, ``layer < 0``); ``m`` an int or
+        an array of levels (then one row per level)."""
+        layer = np.asarray(layer, dtype=np.int64)
+        if np.ndim(m):
+            m = np.asarray(m, dtype=np.int64)[:, None]
+        return np.where(layer < 0, SOURCE, 2 + m * n + layer)
 
-    def aux(a, m: int):
-        return 2 + K * n + m * A + np.asarray(a)
+    def aux(a, m):
+        return 2 + K * n + np.asarray(m, dtype=np.int64)[:, None] * A + np.asarray(a, dtype=np.int64)
 
     def b(m: int) -> int:
         return 2 + K * n + K * A + m
@@ -202,28 +211,22 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
             unbounded.append(np.zeros(t.size, dtype=bool))
 
     unary = problem.unary
-    for m in range(K):
-        if m > 0:
-            arcs(v(layers, m - 1), v(layers, m))  # monotone
-            arcs(v(layers, m), v(layers, m - 1), unary[:, m])  # label m
-        arcs(v(problem.flow_reader, m), v(problem.flow_producer, m))  # forward flow
-        arcs(v(problem.single_producer, m), v(problem.single_reader, m), problem.single_cost[:, m])
-        if A:
-            arcs(v(problem.multi_producer, m), aux(np.arange(A), m), problem.multi_cost[:, m])
-            arcs(aux(problem.multi_reader_tensor, m), v(problem.multi_reader_layer, m))
-        if problem.fixed[m] > 0:
-            arcs(SOURCE, b(m), problem.fixed[m])
-            arcs(np.full(len(problem.sinks), b(m)), v(problem.sinks, m))
+    every, upper = np.arange(K), np.arange(1, K)  # levels; levels with one below
+    # per level (rows), vectorised over the levels
+    arcs(v(layers, upper - 1), v(layers, upper))  # monotone
+    arcs(v(layers, upper), v(layers, upper - 1), unary[:, 1:K].T)  # label m
+    arcs(v(problem.flow_reader, every), v(problem.flow_producer, every))  # forward flow
+    arcs(v(problem.single_producer, every), v(problem.single_reader, every), problem.single_cost[:, :K].T)
+    if A:
+        arcs(v(problem.multi_producer, every), aux(np.arange(A), every), problem.multi_cost[:, :K].T)
+        arcs(aux(problem.multi_reader_tensor, every), v(problem.multi_reader_layer, every))
+    for m in np.flatnonzero(np.asarray(problem.fixed) > 0):
+        arcs(SOURCE, b(int(m)), problem.fixed[m])
+        arcs(np.full(len(problem.sinks), b(int(m))), v(problem.sinks, int(m)))
     arcs(v(layers, 0), SINK, unary[:, 0])
     arcs(SOURCE, v(layers, K - 1), unary[:, K])
     if len(problem.pinned):
         arcs(np.full(len(problem.pinned), SOURCE), v(problem.pinned, 0))
-    if problem.label_max is not None:
-        capped = layers[np.asarray(problem.label_max) < K]
-        arcs(np.full(len(capped), SOURCE), v(capped, 0) + np.asarray(problem.label_max)[capped] * n)
-    if problem.label_min is not None:
-        raised = layers[np.asarray(problem.label_min) > 0]
-        arcs(v(raised, 0) + (np.asarray(problem.label_min)[raised] - 1) * n, np.full(len(raised), SINK))
     if E:
         level = np.asarray(problem.span_level, dtype=np.int64)
         tail_layer = np.asarray(problem.span_tail, dtype=np.int64)
@@ -242,8 +245,34 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
     cap, inf = np.concatenate(caps), np.concatenate(unbounded)
     if np.any(cap < 0) or not np.all(np.isfinite(cap)):
         raise ValueError("layered cut: every cost must be a finite number >= 0")
-    keep = inf | (cap > 0)
+    # label bounds: v[l, m] lies on the source side for m >= label_max[l] and on the sink
+    # side for m < label_min[l] in every labelling that meets them, so those nodes are
+    # merged into the source and the sink (the graph shrinks as a branch narrows; the
+    # minimum cut is the one with the bounds as unbounded arcs)
+    node = np.arange(spans_at + E)
+    label = np.tile(np.arange(K), (n, 1))  # (n, K): the level of v[l, m]
+    fixed_source = np.zeros((n, K), dtype=bool)
+    fixed_sink = np.zeros((n, K), dtype=bool)
+    if problem.label_max is not None:
+        fixed_source = label >= np.asarray(problem.label_max, dtype=np.int64)[:, None]
+    if problem.label_min is not None:
+        fixed_sink = label < np.asarray(problem.label_min, dtype=np.int64)[:, None]
+    if np.any(fixed_source & fixed_sink):
+        raise LabelBoundsConflict("layered cut: a layer's least label exceeds its largest")
+    levels = node[2:2 + K * n].reshape(K, n)
+    node[2:2 + K * n] = np.where(fixed_source.T, SOURCE, np.where(fixed_sink.T, SINK, levels)).ravel()
+    tail, head = node[tail], node[head]
+    if np.any(inf & (tail == SOURCE) & (head == SINK)):
+        raise LabelBoundsConflict("layered cut: no monotone labelling meets the layers' label bounds")
+    always_cut = (tail == SOURCE) & (head == SINK)  # finite arcs every labelling in the bounds cuts
+    direct = float(cap[always_cut].sum())
+    keep = (inf | (cap > 0)) & (tail != head) & (tail != SINK) & (head != SOURCE) & ~always_cut
     tail, head, cap, inf = tail[keep], head[keep], cap[keep], inf[keep]
+    # the nodes some arc still touches, numbered in order (SOURCE, SINK keep ids 0, 1)
+    present = np.zeros(len(node), dtype=bool)
+    present[tail] = present[head] = present[SOURCE] = present[SINK] = True
+    compact = np.cumsum(present) - 1
+    tail, head = compact[tail], compact[head]
     total = float(cap[~inf].sum())
     scale = CAPACITY_SCALE_TOTAL / total if total > 0 else 1.0
     icap = np.floor(cap * scale).astype(np.int64)
@@ -256,9 +285,13 @@ def solve_layered_cut(problem: LayeredCut) -> CutSolution:
         raise RuntimeError(f"layered cut: OR-Tools max-flow ended with status {status}")
     if solver.optimal_flow() > finite_total:
         raise LabelBoundsConflict("layered cut: no monotone labelling meets the layers' label bounds")
-    source_side = np.zeros(spans_at + E, dtype=bool)
-    source_side[np.asarray(solver.get_source_side_min_cut(), dtype=np.int64)] = True
+    side = np.zeros(int(compact[-1]) + 1, dtype=bool)
+    side[np.asarray(solver.get_source_side_min_cut(), dtype=np.int64)] = True
+    side[SOURCE], side[SINK] = True, False  # also where no arc is left
+    # every node of the original graph: merged ones by their terminal, the rest by the cut
+    # (a node left without arcs lies on the sink side, as the source cannot reach it)
+    source_side = present[node] & side[compact[node]]
     Y = source_side[2:2 + K * n].reshape(K, n)  # Y[m, l]: label(l) <= m
     labels = np.where(Y.any(axis=0), Y.argmax(axis=0), K)
-    finite_in_cut = int(np.count_nonzero(source_side[tail] & ~source_side[head] & ~inf))
-    return CutSolution(solver.optimal_flow() / scale, finite_in_cut / scale, tuple(int(x) for x in labels))
+    finite_in_cut = int(np.count_nonzero(side[tail] & ~side[head] & ~inf))
+    return CutSolution(solver.optimal_flow() / scale + direct, finite_in_cut / scale, tuple(labels.tolist()))

@@ -42,7 +42,9 @@ class Method:
     instance) whose plan the exact program backends start from when it is the best
     feasible one they know (``splitopt.backends.base.feasible_start_plan``), so that
     they never return a plan worse than its. ``optimal_rtol``: an exact method's stated
-    tolerance of OPTIMAL (None: 1e-9)."""
+    tolerance of OPTIMAL (None: 1e-9). ``anytime``: an exact method that keeps its best
+    plan and a proven bound and improves both until the time limit (a branch and bound):
+    ``auto`` runs it once for most of the budget instead of twice from scratch."""
 
     name: str
     description: str
@@ -53,6 +55,7 @@ class Method:
     aliases: tuple[str, ...] = ()
     hint: bool = False
     optimal_rtol: float | None = None
+    anytime: bool = False
 
 
 def plan_output(plan: Any, objective: float | None = None, **extra: Any) -> BackendOutput:

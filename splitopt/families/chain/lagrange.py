@@ -158,6 +158,10 @@ class PricedCuts:
         self.sent = np.array([tensors.sent_bytes[t] for t in tensors.names])
         self.links = chain_links(inst)
         self.compute = cut_template(inst).compute  # (layers, M) ms
+        #: no plan's objective exceeds this (ms): every layer where it is slowest, every
+        #: tensor sent over every link (latency; the throughput's bottleneck is at most that)
+        self.horizon = float(self.compute.max(axis=1, initial=0.0).sum()
+                             + sum(inst.link_transfer_ms(link, float(self.sent.sum())) for link in self.links))
         #: prices beyond this make holding any byte cost the whole objective (set by the first cut)
         self.price_cap: float | None = None
         self.cuts = 0
@@ -171,7 +175,6 @@ class PricedCuts:
         import numpy as np
 
         from splitopt.families.chain.cut import min_weighted_stages
-        from splitopt.families.chain.evaluate import MEMORY_RTOL, activation_profile_arrays
 
         M = self.M
         per_device = np.array(mu, dtype=float)  # each step row holds the device's weights too
@@ -186,7 +189,23 @@ class PricedCuts:
         bound = cut.bound_ms - float(np.dot(mu, self.memory))
         bound -= float(sum(price * self.memory[m] for (m, _), price in zip(steps, nu)))
         bound -= 1e-12 * abs(bound)  # the subtractions' rounding
-        P = np.asarray(cut.labels, dtype=np.int64)
+        line, profile = self._line_and_profile(np.asarray(cut.labels, dtype=np.int64))
+        if self.price_cap is None:
+            self.price_cap = (10.0 * max(float(line.stages.sum()), 1e-9)
+                              / max(float(self.weight_bytes[self.weight_bytes > 0].min(initial=1.0)), 1e-9))
+        held = line.weight_rows + self.memory
+        for m in sorted(self.step_priced):
+            peak = int(profile[m].argmax())
+            if held[m] + profile[m, peak] > self.memory[m] and (m, peak) not in steps:
+                steps.append((m, peak))
+        return bound, line
+
+    def _line_and_profile(self, P: np.ndarray) -> tuple[CutLine, np.ndarray]:
+        import numpy as np
+
+        from splitopt.families.chain.evaluate import MEMORY_RTOL, activation_profile_arrays
+
+        M = self.M
         held = np.bincount(P, weights=self.weight_bytes, minlength=M)
         src = np.where(self.producer < 0, 0, P[np.maximum(self.producer, 0)])
         far = src.copy()
@@ -199,15 +218,7 @@ class PricedCuts:
         used = held + profile.max(axis=1, initial=0.0)
         overflowing = tuple(int(m) for m in np.flatnonzero(used > self.memory * (1 + MEMORY_RTOL)))
         objective = float(stages.max() if self.throughput else stages.sum())
-        line = CutLine(P, stages, held - self.memory, src, far, overflowing, objective)
-        if self.price_cap is None:
-            self.price_cap = (10.0 * max(float(line.stages.sum()), 1e-9)
-                              / max(float(self.weight_bytes[self.weight_bytes > 0].min(initial=1.0)), 1e-9))
-        for m in sorted(self.step_priced):
-            peak = int(profile[m].argmax())
-            if held[m] + profile[m, peak] > self.memory[m] and (m, peak) not in steps:
-                steps.append((m, peak))
-        return bound, line
+        return CutLine(P, stages, held - self.memory, src, far, overflowing, objective), profile
 
     def kelley(self, lines: list[CutLine], steps: list[tuple[int, int]]) -> KelleyStep | None:
         """The LP of Kelley's method over the lines: max z s.t. z <= lam . S_j + mu .
@@ -225,16 +236,25 @@ class PricedCuts:
         nu = [solver.NumVar(0.0, cap, f"nu{i}") for i in range(len(steps))]
         z = solver.NumVar(-solver.infinity(), solver.infinity(), "z")
         rows = []
-        for line in lines:
-            rhs = sum(float(h) * mu[m] for m, h in enumerate(line.weight_rows))
-            rhs += sum(line.step_row(self, m, step) * nu[i] for i, (m, step) in enumerate(steps))
+        for line in lines:  # z - (the line's terms) <= its constant, coefficient by coefficient
+            row = solver.Constraint(-solver.infinity(), 0.0 if lam is not None else float(line.stages.sum()))
+            row.SetCoefficient(z, 1.0)
+            for m, h in enumerate(line.weight_rows.tolist()):
+                if h:
+                    row.SetCoefficient(mu[m], -h)
+            for i, (m, step) in enumerate(steps):
+                value = line.step_row(self, m, step)
+                if value:
+                    row.SetCoefficient(nu[i], -value)
             if lam is not None:
-                rhs += sum(float(st) * lam[m] for m, st in enumerate(line.stages))
-            else:
-                rhs += float(line.stages.sum())
-            rows.append(solver.Add(z <= rhs))
+                for m, st in enumerate(line.stages.tolist()):
+                    if st:
+                        row.SetCoefficient(lam[m], -st)
+            rows.append(row)
         if lam is not None:
-            solver.Add(sum(lam) == 1.0)
+            simplex = solver.Constraint(1.0, 1.0)
+            for var in lam:
+                simplex.SetCoefficient(var, 1.0)
         solver.Maximize(z)
         if solver.Solve() != pywraplp.Solver.OPTIMAL:
             return None

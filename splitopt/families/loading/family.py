@@ -36,7 +36,7 @@ METHODS = (
            "when every child has its own thread (Case 1)", method("partition_search"), kind="exact"),
     Method("count-search", "exact first response over every allowed child count: Case 1 by the min-max "
            "partition, Case 2 by a staircase relaxation bound and an exact depth-first search (balance: as "
-           "partition-search)", method("count_search"), kind="exact"),
+           "partition-search)", method("count_search"), kind="exact", anytime=True),
     Method("monolithic", "the whole model as one child (the paper's 'Original')", method("monolithic"), hint=True),
     Method("equal-count", "k children of equal block counts, the best allowed k, paper load order",
            method("equal_count"), hint=True),
