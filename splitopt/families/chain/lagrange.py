@@ -201,6 +201,8 @@ class PricedCuts:
         return bound, line
 
     def _line_and_profile(self, P: np.ndarray) -> tuple[CutLine, np.ndarray]:
+        """The line of the placement ``P`` (chain positions, layers in file order) and its
+        activation profile (bytes per device and step)."""
         import numpy as np
 
         from splitopt.families.chain.evaluate import MEMORY_RTOL, activation_profile_arrays
