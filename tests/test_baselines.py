@@ -16,7 +16,8 @@ import pytest
 from splitopt import NotApplicable, Status, evaluate, parse_instance
 from splitopt.backends.registry import get_backend
 from splitopt.core import presets
-from splitopt.families.edge_cloud.baselines.auto_split import activation_bits, candidates, lagrangian_choice, potential_splits
+from splitopt.families.edge_cloud.baselines.auto_split import (activation_bits, candidates, cut_bytes, cut_bytes_all,
+                                                              lagrangian_choice, potential_splits)
 from splitopt.families.edge_cloud.baselines.neurosurgeon import chain_scan
 from splitopt.families.edge_cloud.baselines.qdmp import min_cut
 from splitopt.core.plan import Plan
@@ -250,6 +251,29 @@ def test_auto_split_potential_splits_eq6():
     assert potential_splits(bits_chain(x=500)) == [0, 2]
     # ... unless outputs are sent at 2 bits (500 B)
     assert potential_splits(bits_chain(x=500, transmit_bits=2)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_auto_split_cut_sizes_in_one_sweep_equal_the_cut_by_cut_sum(seed):
+    """Eq. 6's T_n for every n from one difference-array sweep (integers in bits) equals
+    the sum over the tensors crossing each cut, exactly, at every transmitted precision."""
+    inst = random_dag(seed, problem="split_bits")
+    for bits in sorted(inst.settings.bit_widths):
+        assert cut_bytes_all(inst, bits) == [cut_bytes(inst, n, bits) for n in range(len(inst.layers) + 1)]
+
+
+def test_auto_split_stops_at_the_deadline_with_the_best_candidate_so_far():
+    """Past its deadline Algorithm 1 stops after the candidate in hand (cloud-only first)
+    and says so; with time it builds the whole list."""
+    import time
+
+    inst = random_dag(3, problem="split_bits")
+    late = get_backend("auto-split", EDGE_CLOUD).solve(EDGE_CLOUD, inst, SolveOptions(deadline=time.monotonic() - 1))
+    assert late.status is Status.FEASIBLE and late.plan.edge_layers(inst) == []
+    assert late.extra["candidates"] == 1 and late.extra["stopped_by"] == "time limit"
+    assert "the time limit stopped Algorithm 1 after 1 candidates" in late.message
+    full = method("auto-split", inst)
+    assert full.extra["candidates"] == len(candidates(inst)) and "stopped_by" not in full.extra
 
 
 def test_auto_split_activation_bits_eq9():

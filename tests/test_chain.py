@@ -315,6 +315,21 @@ def test_cli_refuses_edge_cloud_commands_on_a_chain(tmp_path):
     assert out.exit_code == 2 and "does not handle problem 'chain'" in out.output
 
 
+@pytest.mark.parametrize("objective", ["latency", "throughput"])
+def test_segments_dp_past_its_deadline_stops_without_a_plan(objective):
+    """A DP has no partial answer: past the deadline ``segments-dp`` stops and says so."""
+    import time
+
+    from splitopt.core.options import SolveOptions
+    from splitopt.families.chain.methods import segments_dp
+
+    inst = random_chain_instance(1, 30, 3, objective=objective)
+    out = segments_dp(inst, SolveOptions(deadline=time.monotonic() - 1))
+    assert out.status is Status.NO_SOLUTION_FOUND and out.plan is None
+    assert out.extra["stopped_by"] == "time limit" and "time limit stopped the DP" in out.message
+    assert segments_dp(inst, SolveOptions()).status is Status.FEASIBLE
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), objective=st.sampled_from(["latency", "throughput"]))
 def test_segments_dp_is_the_best_contiguous_split_on_any_dag(seed, objective):

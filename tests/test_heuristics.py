@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,47 @@ def test_the_evaluation_budget_is_never_exceeded_and_unjudged_genomes_are_left_o
     scored = search.score([search.space.sample(rng) for _ in range(40)])
     assert search.evaluations == 5 and len({s.key for s in scored}) == 5
     assert search.done and search.stop_reason == "5 evaluations"
+
+
+def test_a_search_past_its_deadline_judges_its_first_plan_and_nothing_more():
+    """Past the deadline a search still judges its very first plan (a search whose seeding
+    used the budget answers with its first seed), and decodes and judges nothing more."""
+    inst = load_instance(MESH)
+    fam = family_of(inst)
+    fam.prepare(inst)
+    late = SolveOptions(deadline=time.monotonic() - 1)
+    search = Search(fam, inst, fam.space(inst), late, Termination(evaluations=100))
+    rng = random.Random(3)
+    genomes = [search.space.sample(rng) for _ in range(5)]
+    scored = search.score_each(genomes)
+    assert search.evaluations == 1 and scored[0] is not None and scored[1:] == [None] * 4
+    assert search.best is scored[0]
+    assert search.score(genomes[1:]) == [] and search.evaluations == 1
+
+
+@pytest.mark.parametrize("solver", ["evolutionary", "q-learning"])
+def test_a_search_whose_budget_ends_in_seeding_answers_with_its_start_plan(solver, monkeypatch):
+    """A budget that ends while seeding (here: the start plan takes it all, as the seeds of
+    a 10,000-layer graph can) still returns the start plan, judged, and starts no
+    baseline; and the baselines get only ``SEEDING_SHARE`` of the budget."""
+    import splitopt.backends.heuristic as heuristic
+
+    inst = load_instance(RESNET)
+    fam = family_of(inst)
+    start = fam.start_plan(inst)
+
+    def slow_start(inst):
+        time.sleep(0.6)
+        return start
+
+    monkeypatch.setattr(type(fam), "start_plan", lambda self, inst: slow_start(inst))
+    res = solve(inst, solver, time_limit=0.5)
+    assert res.status is Status.FEASIBLE and res.extra["evaluations"] == 1
+    assert res.extra["seeds"] == ["start plan"] and res.plan.key() == start.key()
+    monkeypatch.setattr(heuristic, "SEEDING_SHARE", 0.0)
+    monkeypatch.setattr(type(fam), "start_plan", lambda self, inst: start)
+    res = solve(inst, solver, time_limit=0.5)
+    assert res.status is Status.FEASIBLE and res.extra["seeds"] == ["start plan"] and res.extra["evaluations"] > 1
 
 
 def test_generation_and_stall_limits_stop_the_search():

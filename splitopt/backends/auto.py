@@ -29,7 +29,9 @@ evaluation done.
 The answer is the best plan of the runs by the family's evaluator, with the best
 lower bound known: the exact runs' bounds and the family's cheap relaxation bound
 (``Family.lower_bound``), so the gap is honest; OPTIMAL only when an exact run proved
-it. Where the exact program could not be built or solved in time, the search's plan
+it, or when the plan is within OPTIMAL's tolerance of that bound (the exact backend's
+``optimal_rtol``; a 10,000-layer ``split_bits`` instance whose start plan meets the
+relaxation bound, where the probe's program could not be built in its slice). Where the exact program could not be built or solved in time, the search's plan
 comes back FEASIBLE with that bound, and the message says so.
 
 Ctrl-C during any phase returns at once with the best plan found so far (the later
@@ -42,7 +44,7 @@ import dataclasses
 import time
 from typing import Any, Mapping
 
-from splitopt.backends.base import Backend
+from splitopt.backends.base import OPTIMAL_ATOL_MS, Backend
 from splitopt.backends.registry import backend_class, get_backend
 from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, SolverFailure
@@ -124,6 +126,10 @@ class AutoBackend(Backend):
     def solve(self, family: Any, inst: Any, options: SolveOptions) -> BackendOutput:
         self.check_options(options.solver_options)
         t0 = time.perf_counter()
+        # the family's relaxation bound first, inside the budget (the answer's bound where
+        # no run proves one; at 10,000 layers the chain's takes a second or two, which
+        # after the runs overran the limit)
+        relaxation = family.lower_bound(inst)
         exact_name = exact_backend_for(family, inst)
         exact_backend = get_backend(exact_name, family)
         extra: dict[str, Any] = {"exact_backend": exact_name}
@@ -144,7 +150,7 @@ class AutoBackend(Backend):
         said = [f"{exact_name} for {extra['probe']['s']:.2f} s: {probe.message or probe.status.value}"]
         if probe.status in (Status.OPTIMAL, Status.INFEASIBLE) or _stopped_by_user(probe):
             extra["interrupted"] = probe.status not in (Status.OPTIMAL, Status.INFEASIBLE)
-            return self._answer(family, inst, runs, extra, said, t0)
+            return self._answer(family, inst, runs, extra, said, t0, relaxation)
 
         # 2. the search, seeded with the probe's plan too
         if not _out_of_time(options):
@@ -165,7 +171,7 @@ class AutoBackend(Backend):
             said.append(f"evolutionary: {search.extra.get('evaluations', 0)} evaluations in {search_s:.2f} s")
             if search.extra.get("interrupted"):
                 extra["interrupted"] = True
-                return self._answer(family, inst, runs, extra, said, t0)
+                return self._answer(family, inst, runs, extra, said, t0, relaxation)
 
         # 3. the exact run for the rest of the budget (not again for an anytime backend)
         if not anytime and not _out_of_time(options):
@@ -178,11 +184,12 @@ class AutoBackend(Backend):
             extra["exact"] = {"status": exact.status.value, "s": time.perf_counter() - t2,
                               **{k: v for k, v in exact.extra.items() if k in ("build_s", "solve_s", "returned")}}
             said.append(f"{exact_name}: {exact.message or exact.status.value}")
-        return self._answer(family, inst, runs, extra, said, t0)
+        return self._answer(family, inst, runs, extra, said, t0, relaxation)
 
     def _answer(self, family: Any, inst: Any, runs: list[tuple[str, BackendOutput]], extra: dict[str, Any],
-                said: list[str], t0: float) -> BackendOutput:
-        """The best plan of ``runs`` by the evaluator, with the best bound known."""
+                said: list[str], t0: float, relaxation: float | None) -> BackendOutput:
+        """The best plan of ``runs`` by the evaluator, with the best bound known (theirs and
+        the family's ``relaxation``)."""
         extra["solve_s"] = time.perf_counter() - t0
         if not extra.get("interrupted"):
             extra.pop("interrupted", None)
@@ -201,16 +208,23 @@ class AutoBackend(Backend):
             last = runs[-1][1]
             return BackendOutput(last.status, message=message, extra=extra)
         scored = [(family.evaluate(inst, out.plan).objective_ms, i, phase, out) for i, (phase, out) in enumerate(found)]
-        _, _, phase, best = min(scored, key=lambda t: (t[0], t[1]))
+        best_value, _, phase, best = min(scored, key=lambda t: (t[0], t[1]))
         bounds = [out.bound for _, out in runs if out.bound is not None and out.status is not Status.ERROR]
-        relaxation = family.lower_bound(inst)
         if relaxation is not None:
             bounds.append(relaxation)
             extra["relaxation_bound_ms"] = relaxation
         bound = max(bounds) if bounds else None
         extra["returned"] = {"probe": "probe plan", "search": "search plan", "exact": "exact plan"}[phase]
-        # a plan no worse than a proven optimum is proven optimal by the same bound
-        status = Status.OPTIMAL if proofs else Status.FEASIBLE
+        # a plan no worse than a proven optimum is proven optimal by the same bound; so is
+        # one within OPTIMAL's tolerance of the best proven bound (the relaxation's, say,
+        # where the exact program could not be built in time)
+        rtol = min(self.optimal_rtol, get_backend(extra["exact_backend"], family).optimal_rtol)
+        attained = bound is not None and best_value <= bound + rtol * abs(bound) + OPTIMAL_ATOL_MS
+        status = Status.OPTIMAL if proofs or attained else Status.FEASIBLE
+        if status is Status.OPTIMAL and not proofs:
+            message += f"; the {extra['returned']} attains the best bound known ({bound:.6g} ms)"
+            extra["optimal_rtol"] = rtol
+            bound = min(bound, best_value)
         if status is Status.FEASIBLE:
             if bound is not None and relaxation is not None and bound == relaxation:
                 message += f"; bound: the family's relaxation ({relaxation:.6g} ms)"

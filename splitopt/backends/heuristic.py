@@ -11,6 +11,7 @@ the ``auto`` backend pairs a heuristic with an exact run for a proven one.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import random
 import time
@@ -26,14 +27,25 @@ from splitopt.heuristics.search import Search
 from splitopt.search.space import Genome
 
 
+#: share of the budget left that the seeding may take (the baselines' plans); the rest is
+#: the search's. At 10,000 layers a baseline takes seconds (``segments-dp`` 4 s), which
+#: without this share left the search no time to judge a plan
+SEEDING_SHARE = 0.5
+
+
 def seed_genomes(family: Any, inst: Any, options: SolveOptions, space: Any,
                  extra: Sequence[tuple[str, Any]] = ()) -> tuple[list[Genome], list[str], bool]:
     """Genomes of the ``extra`` (source, plan) pairs, of the family's start plan and of
-    its baselines' plans (the baselines that run on the instance's problem, while the
-    budget lasts), the names of their sources, and whether Ctrl-C cut the seeding short
+    its baselines' plans (the baselines that run on the instance's problem, while
+    ``SEEDING_SHARE`` of the budget left lasts: each gets that deadline, and none starts
+    after it), the names of their sources, and whether Ctrl-C cut the seeding short
     (then the seeds found so far). A plan the space cannot encode is skipped."""
     genomes: list[Genome] = []
     sources: list[str] = []
+    left = options.remaining_s()
+    if left is not None:
+        seconds = SEEDING_SHARE * left  # the deadline may have passed: then no baseline runs
+        options = dataclasses.replace(options, time_limit_s=max(seconds, 1e-9), deadline=time.monotonic() + seconds)
     try:
         _add_seeds(family, inst, options, space, extra, genomes, sources)
     except KeyboardInterrupt:
@@ -108,8 +120,12 @@ class HeuristicBackend(Backend):
         method = self.heuristic_class()
         config = method.configure(options.solver_options)
         t0 = time.perf_counter()
+        method.import_dependencies()
+        # the relaxation bound first, inside the budget (at 10,000 layers the chain's
+        # Lagrangian bound takes a second or two: after the search it overran the limit)
+        bound = family.lower_bound(inst)
         if progress.current() is not None:  # the bound shown beside the incumbents
-            progress.report(bound_ms=family.lower_bound(inst))
+            progress.report(bound_ms=bound)
         space = family.space(inst)
         with progress.phase("seeding"):
             seeds, sources, interrupted = seed_genomes(family, inst, options, space, extra_seeds)
@@ -138,7 +154,6 @@ class HeuristicBackend(Backend):
         status = Status.FEASIBLE if best.feasible else Status.NO_SOLUTION_FOUND
         if not best.feasible:
             message += "; no plan found that meets every limit"
-        bound = family.lower_bound(inst)
         if bound is not None:
             extra["relaxation_bound_ms"] = bound
         return BackendOutput(status, plan=best.plan, objective=best.objective if best.feasible else None,

@@ -98,6 +98,12 @@ class Heuristic(ABC):
             config[key] = known[key].check(value)
         return config
 
+    @classmethod
+    def import_dependencies(cls) -> None:
+        """Import the modules :meth:`run` needs beyond the core; the backend calls this
+        first, so that their import time (seconds for torch) is spent inside the time
+        limit before the seeding's share of it is worked out, not after."""
+
     @staticmethod
     def termination(config: Mapping[str, Any]) -> Termination:
         return Termination(config["evaluations"], config["generations"], config["stall"])

@@ -20,7 +20,7 @@ refuses a graph that is not a chain.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
@@ -92,12 +92,16 @@ def is_chain_graph(inst: Instance) -> str | None:
     return None
 
 
-def _segments_dp(inst: Instance, memory: bool) -> tuple[float, list[int]] | None:
+def _segments_dp(inst: Instance, memory: bool,
+                 stop: Callable[[], bool] | None = None) -> tuple[float, list[int]] | None:
     """The best cuts c_0 <= ... <= c_{M-2} of the file order (device m runs [c_{m-1}, c_m))
     and their objective (ms): ``f_m(b) = min_a f_{m-1}(a) (+ or max) [P_m(b) - P_m(a) +
-    T_m(b)]``, ``O(N^2 M)`` with numpy. ``memory``: only segments that fit their device,
-    by the chain formula (weights + the largest adjacent pair of held tensors), exact only
-    on a chain graph. None when no cuts fit."""
+    T_m(b)]``, ``O(N^2 M)`` with numpy; for the latency objective without memory rows,
+    ``O(N M)``: ``f_m(b) = P_m(b) + T_m(b) + min_{a <= b} (f_{m-1}(a) - P_m(a))``, a
+    running minimum. ``memory``: only segments that fit their device, by the chain
+    formula (weights + the largest adjacent pair of held tensors), exact only on a chain
+    graph. None when no cuts fit, or when ``stop()`` (asked once per device and end
+    position) says to stop."""
     import numpy as np
 
     s = inst.settings
@@ -118,7 +122,22 @@ def _segments_dp(inst: Instance, memory: bool) -> tuple[float, list[int]] | None
     for m in range(M):
         f = np.full(N + 1, np.inf)
         last = m == M - 1
+        if not memory and not throughput:  # the running minimum (first index on ties, as argmin)
+            g = f_prev - P[m]
+            running = np.minimum.accumulate(g)
+            improved = np.flatnonzero(np.concatenate([[True], running[1:] < running[:-1]]))
+            best_a = improved[np.searchsorted(improved, np.arange(N + 1), side="right") - 1]
+            f = P[m] + (0.0 if last else T[m]) + running
+            if last:
+                f[:N] = np.inf
+            choice[m] = best_a
+            f_prev = f
+            if stop is not None and stop():
+                return None
+            continue
         for b in range(N + 1) if not last else [N]:
+            if stop is not None and stop():
+                return None
             a = np.arange(b + 1)
             stage = P[m, b] - P[m, a] + (0.0 if last else T[m, b])
             cost = np.maximum(f_prev[a], stage) if throughput else f_prev[a] + stage
@@ -170,7 +189,11 @@ def contiguous_split_plan(inst: Instance):
 def segments_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
     """best contiguous segments of the file order by DP, on any layer DAG (memory left to the evaluator)."""
     t0 = time.perf_counter()
-    value, cuts = _segments_dp(inst, memory=False)  # without memory rows some cuts always exist
+    best = _segments_dp(inst, memory=False, stop=options.out_of_time)  # some cuts always exist: None is the stop
+    if best is None:
+        return BackendOutput(Status.NO_SOLUTION_FOUND, message="segments-dp: the time limit stopped the DP",
+                             extra={"solve_s": time.perf_counter() - t0, "stopped_by": "time limit"})
+    value, cuts = best
     return BackendOutput(Status.FEASIBLE, plan=segments_plan(inst, cuts), objective=value,
                          extra={"solve_s": time.perf_counter() - t0})
 

@@ -34,14 +34,15 @@ are zero, as in the evaluator.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from splitopt.families.edge_cloud.baselines.common import finish, fits
 from splitopt.families.edge_cloud.evaluate import Metrics, evaluate
 from splitopt.core.instance import Instance, Layer
 from splitopt.core.plan import Plan
-from splitopt.core.result import BackendOutput
+from splitopt.core.result import BackendOutput, Status
 from splitopt.core.options import SolveOptions
 
 #: an option of one layer in Eq. 8: (bytes, error, bits)
@@ -75,12 +76,39 @@ def cut_bytes(inst: Instance, n: int, layer_bits: int) -> float:
     return total
 
 
+def cut_bytes_all(inst: Instance, layer_bits: int) -> list[float]:
+    """``[cut_bytes(inst, n, layer_bits) for n in 0..N]`` in one sweep, O(N + edges): a
+    tensor made at position p (a raw input: -1) crosses cut n exactly for p < n <= its
+    last reader's position, so its size enters a difference array at p + 1 and leaves it
+    after that last reader (a tensor nobody reads never crosses). Sizes are summed in
+    bits, integers, so the sums are exact and ties with T_0 stay ties."""
+    N = len(inst.layers)
+    position = {layer.name: i for i, layer in enumerate(inst.layers)}
+    delta = [0] * (N + 2)
+
+    def add(made_at: int, name: str, size_bits: int) -> None:
+        readers = inst.consumers[name]
+        if readers:
+            delta[made_at + 1] += size_bits
+            delta[max(position[r] for r in readers) + 1] -= size_bits
+
+    for t in inst.inputs:
+        add(-1, t.name, t.elements * t.bits)
+    for i, layer in enumerate(inst.layers):
+        add(i, layer.name, layer.output_elements * layer_bits)
+    out, running = [], 0
+    for n in range(N + 1):
+        running += delta[n]
+        out.append(running / 8.0)
+    return out
+
+
 def potential_splits(inst: Instance) -> list[int]:
     """Eq. 6: the split points n in 0..N worth exploring."""
     s = inst.settings
     b_min = min(s.bit_widths)
     tx_bits = s.transmit_bits if s.transmit_bits is not None else b_min
-    t0 = cut_bytes(inst, 0, tx_bits)
+    crossing = cut_bytes_all(inst, tx_bits)
     out = []
     weights = max_act = 0.0
     for n in range(len(inst.layers) + 1):
@@ -88,7 +116,7 @@ def potential_splits(inst: Instance) -> list[int]:
             layer = inst.layers[n - 1]
             weights += layer.weights
             max_act = max(max_act, layer.output_elements)
-        if cut_bytes(inst, n, tx_bits) <= t0 and fits(b_min * (weights + max_act) / 8.0, s.edge_memory_bytes):
+        if crossing[n] <= crossing[0] and fits(b_min * (weights + max_act) / 8.0, s.edge_memory_bytes):
             out.append(n)
     return out
 
@@ -164,10 +192,16 @@ class Candidate:
 
 def candidates(inst: Instance) -> list[Candidate]:
     """Algorithm 1's list S (cloud-only first), each plan evaluated; duplicates dropped."""
+    return list(iter_candidates(inst))
+
+
+def iter_candidates(inst: Instance) -> Iterator[Candidate]:
+    """Algorithm 1's list S, one candidate at a time (cloud-only first, then the
+    potential splits in order, each over the grid of budgets)."""
     s = inst.settings
     bits = sorted(s.bit_widths)
     cloud_only = Plan.uniform(inst, [])
-    out = [Candidate(0, None, None, cloud_only, evaluate(inst, cloud_only))]
+    yield Candidate(0, None, None, cloud_only, evaluate(inst, cloud_only))
     seen = {cloud_only.key()}
     for n in potential_splits(inst):
         if n == 0:
@@ -190,8 +224,7 @@ def candidates(inst: Instance) -> list[Candidate]:
                 if plan.key() in seen:
                     continue
                 seen.add(plan.key())
-                out.append(Candidate(n, m_wgt, m_act, plan, evaluate(inst, plan)))
-    return out
+                yield Candidate(n, m_wgt, m_act, plan, evaluate(inst, plan))
 
 
 def select(cands: Sequence[Candidate]) -> Candidate:
@@ -206,9 +239,24 @@ def select(cands: Sequence[Candidate]) -> Candidate:
 
 
 def run(inst: Instance, options: SolveOptions) -> BackendOutput:
-    """AUTO-SPLIT Algorithm 1: potential splits (Eq. 6) x grid of memory budgets (Eq. 8, 9)."""
-    cands = candidates(inst)
+    """AUTO-SPLIT Algorithm 1: potential splits (Eq. 6) x grid of memory budgets (Eq. 8, 9).
+    The list is built (and each candidate evaluated) while the time limit lasts; past it,
+    the best candidate so far (cloud-only at least) is chosen, and ``extra`` says so (the
+    list is quadratic in the layers: minutes at 10,000)."""
+    cands: list[Candidate] = []
+    stopped = False
+    for cand in iter_candidates(inst):
+        cands.append(cand)
+        if options.out_of_time():
+            stopped = True
+            break
     best = select(cands)
-    extra = {"split_n": best.n, "potential_splits": potential_splits(inst), "candidates": len(cands)}
+    extra: dict[str, Any] = {"split_n": best.n, "potential_splits": potential_splits(inst), "candidates": len(cands)}
+    if stopped:
+        extra["stopped_by"] = "time limit"
     # the choice is made on the evaluator's latency; no separate estimate: objective None
-    return finish(inst, best.plan, "auto-split", extra=extra)
+    out = finish(inst, best.plan, "auto-split", extra=extra)
+    if stopped and out.status is Status.FEASIBLE:
+        out = dataclasses.replace(out, message=f"auto-split: the time limit stopped Algorithm 1 after {len(cands)} "
+                                               f"candidates; the best of them")
+    return out
