@@ -18,7 +18,7 @@ from splitopt.families.chain.cut import min_weighted_stages
 from splitopt.families.chain.enumerate import enumerate_plans
 from splitopt.families.chain.evaluate import evaluate
 from splitopt.solve import solve
-from splitopt.testing.generators import random_chain_instance
+from splitopt.testing.generators import first_chain_instance_for, random_chain_instance
 
 SMALL = dict(seed=st.integers(0, 10_000), n=st.integers(1, 7), m=st.integers(2, 4), linear=st.booleans())
 
@@ -162,13 +162,8 @@ def test_ctrl_c_returns_the_incumbent(monkeypatch):
 def test_auto_runs_the_branch_and_bound_where_memory_binds():
     """The latency objective where the memory-free cut breaks a limit: ``auto``'s exact
     method is ``chain-bb``, which proves the optimum of a 300-layer random instance."""
-    from splitopt.families.registry import family
-
-    for seed in range(40):
-        inst = random_chain_instance(seed, 300, 6, objective="latency")
-        if family("chain").exact_method(inst) == "chain-bb":
-            break
-    else:
+    inst = first_chain_instance_for("chain-bb", 300, 6, "latency")
+    if inst is None:
         pytest.fail("no random 300-layer instance whose memory-free cut breaks a limit")
     res = solve(inst, time_limit=60)
     assert res.extra.get("exact_backend") == "chain-bb"

@@ -20,7 +20,7 @@ from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
 from splitopt.families.registry import family
 from splitopt.solve import solve
-from splitopt.testing.generators import random_chain_instance, random_chain_plan
+from splitopt.testing.generators import first_chain_instance_for, random_chain_instance, random_chain_plan
 
 SMALL = dict(seed=st.integers(0, 10_000), n=st.integers(1, 7), m=st.integers(2, 4), linear=st.booleans())
 
@@ -123,11 +123,8 @@ def test_chain_cut_refuses_throughput():
 
 
 def test_auto_solves_a_memory_free_instance_with_the_cut():
-    for seed in range(20):
-        inst = random_chain_instance(seed, 300, 6, objective="latency")
-        if family("chain").exact_method(inst) == "chain-cut":
-            break
-    else:
+    inst = first_chain_instance_for("chain-cut", 300, 6, "latency", seeds=range(20))
+    if inst is None:
         pytest.fail("no random 300-layer instance whose cut meets memory")
     res = solve(inst, time_limit=60)
     assert res.status is Status.OPTIMAL

@@ -41,6 +41,18 @@ def random_chain_instance(seed: int, n_layers: int, n_devices: int, objective: s
     return family("chain").instance_from_data(random_chain_data(seed, n_layers, n_devices, objective, linear))
 
 
+def first_chain_instance_for(method: str, n_layers: int, n_devices: int, objective: str,
+                             seeds: Sequence[int] = range(40)) -> Any | None:
+    """The first random chain instance (``random_chain_instance``, ``seeds`` in order)
+    whose ``auto`` exact method (``Family.exact_method``) is ``method``; None if none is."""
+    chain = family("chain")
+    for seed in seeds:
+        inst = random_chain_instance(seed, n_layers, n_devices, objective=objective)
+        if chain.exact_method(inst) == method:
+            return inst
+    return None
+
+
 def random_chain_plan(inst: Any, rng: Any) -> Any:
     """A random monotone chain plan of ``inst`` (each layer on a device at or after its
     inputs'; ``rng`` a numpy Generator)."""
