@@ -28,11 +28,12 @@ evaluation done.
 
 The answer is the best plan of the runs by the family's evaluator, with the best
 lower bound known: the exact runs' bounds and the family's cheap relaxation bound
-(``Family.lower_bound``), so the gap is honest; OPTIMAL only when an exact run proved
-it, or when the plan is within OPTIMAL's tolerance of that bound (the exact backend's
-``optimal_rtol``; a 10,000-layer ``split_bits`` instance whose start plan meets the
-relaxation bound, where the probe's program could not be built in its slice). Where the exact program could not be built or solved in time, the search's plan
-comes back FEASIBLE with that bound, and the message says so.
+(``Family.lower_bound``, computed first, inside the budget), so the gap is honest;
+OPTIMAL only when an exact run proved it, or when the plan is within OPTIMAL's tolerance
+of that bound (the exact backend's ``optimal_rtol``; a 10,000-layer ``split_bits``
+instance whose start plan meets the relaxation bound, where the probe's program could
+not be built in its slice). Where the exact program could not be built or solved in
+time, the search's plan comes back FEASIBLE with that bound, and the message says so.
 
 Ctrl-C during any phase returns at once with the best plan found so far (the later
 phases do not start).
