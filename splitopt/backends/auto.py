@@ -98,8 +98,7 @@ def _sliced(options: SolveOptions, seconds: float | None, solver_options: Mappin
         return dataclasses.replace(options, solver_options=dict(solver_options))
     seconds = left if seconds is None else seconds if left is None else min(seconds, left)
     seconds = max(seconds, MIN_SLICE_S)
-    return dataclasses.replace(options, time_limit_s=seconds, deadline=time.monotonic() + seconds,
-                               solver_options=dict(solver_options))
+    return options.with_budget(seconds, solver_options=dict(solver_options))
 
 
 def _stopped_by_user(out: BackendOutput) -> bool:

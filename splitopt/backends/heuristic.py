@@ -11,7 +11,6 @@ the ``auto`` backend pairs a heuristic with an exact run for a proven one.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import random
 import time
@@ -44,8 +43,7 @@ def seed_genomes(family: Any, inst: Any, options: SolveOptions, space: Any,
     sources: list[str] = []
     left = options.remaining_s()
     if left is not None:
-        seconds = SEEDING_SHARE * left  # the deadline may have passed: then no baseline runs
-        options = dataclasses.replace(options, time_limit_s=max(seconds, 1e-9), deadline=time.monotonic() + seconds)
+        options = options.with_budget(SEEDING_SHARE * left)  # <= 0 when the deadline passed: no baseline runs
     try:
         _add_seeds(family, inst, options, space, extra, genomes, sources)
     except KeyboardInterrupt:

@@ -5,6 +5,7 @@ is one line naming it (CLI exit 2) before any work starts."""
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import math
 import time
 from contextlib import contextmanager
@@ -110,6 +111,13 @@ class SolveOptions:
         """Whether the time limit is spent (never, without one)."""
         left = self.remaining_s()
         return left is not None and left <= 0
+
+    def with_budget(self, seconds: float, **changes: Any) -> SolveOptions:
+        """These options with a budget of ``seconds`` from now (<= 0: already spent) as
+        their time limit and deadline, and ``changes`` to other fields: a slice of the
+        budget for one phase of a solve (the caller keeps it within its own deadline)."""
+        return dataclasses.replace(self, time_limit_s=max(seconds, 1e-9), deadline=time.monotonic() + seconds,
+                                   **changes)
 
 
 # ----- the budget while a family builds its program ---------------------------------------------
