@@ -13,6 +13,7 @@ parsing and checking it (as ``splitopt solve`` does after reading the file), "so
 
     python benchmarks/chain_scale.py [--sizes 300,1000,3000,10000] [--seeds 5] [--time-limit 60]
         [--cpsat-size 1000] [--throughput-sizes 1000,10000] [--throughput-seeds 2]
+        [--before OLD/chain_scale.json --before-label "..."]
 
 Writes ``chain_scale.md`` and ``chain_scale.json``.
 """
@@ -63,6 +64,10 @@ def main() -> None:
     ap.add_argument("--throughput-sizes", default="1000,10000")
     ap.add_argument("--throughput-seeds", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--before", type=Path, default=None,
+                    help="a chain_scale.json of an earlier commit, run side by side: its rows become a 'before' column")
+    ap.add_argument("--before-label", default="before",
+                    help="what the 'before' column was measured on (printed above the table)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     rows = []
@@ -83,6 +88,17 @@ def main() -> None:
     def f(v, fmt):
         return "-" if v is None else format(v, fmt)
 
+    def key(r):
+        return r["layers"], r["seed"], r["objective"], r["solver"]
+
+    before = {key(r): r for r in json.loads(args.before.read_text())} if args.before else {}
+
+    def before_cell(r) -> str:
+        b = before.get(key(r))
+        if b is None:
+            return " - |"
+        return f" {b['status']}, {f(b['objective_ms'], '.4f')}, {f(b['gap'], '.2%')}, {b['solve_s']:.2f} s |"
+
     lines = [
         "# The chain family at scale (random DAGs with long skips x 8 devices)",
         "",
@@ -92,14 +108,17 @@ def main() -> None:
         "`random_chain_data(seed, layers, 8, objective)`. Wall (CPU) seconds; read: parse and check the data; "
         "solve: `splitopt.solve` with build, limit counted from its call. `chain-cut` has no limit (one max-flow).",
         "",
-        "| layers | seed | objective | solver | status | objective ms | bound ms | gap | read s | solve s (CPU) |",
-        "|---:|---:|---|---|---|---:|---:|---:|---:|---:|",
+        *([f"'before': {args.before_label}.", ""] if before else []),
+        "| layers | seed | objective | solver | status | objective ms | bound ms | gap | read s | solve s (CPU) |"
+        + (" before: status, objective ms, gap, solve s |" if before else ""),
+        "|---:|---:|---|---|---|---:|---:|---:|---:|---:|" + ("---|" if before else ""),
     ]
     for r in rows:
         solver = r["solver"] + (f" ({r['exact_backend']})" if r["solver"] == "auto" and r["exact_backend"] else "")
         lines.append(f"| {r['layers']:,} | {r['seed']} | {r['objective']} | {solver} | {r['status']} | "
                      f"{f(r['objective_ms'], '.4f')} | {f(r['bound_ms'], '.4f')} | {f(r['gap'], '.2%')} | "
-                     f"{r['read_s']:.2f} | {r['solve_s']:.2f} ({r['solve_cpu_s']:.2f}) |")
+                     f"{r['read_s']:.2f} | {r['solve_s']:.2f} ({r['solve_cpu_s']:.2f}) |"
+                     + (before_cell(r) if before else ""))
     lines += ["", "Medians of the `chain-cut` solve seconds where it proved the optimum:", ""]
     for n in sizes:
         times = [r["solve_s"] for r in rows if r["layers"] == n and r["solver"] == "chain-cut"

@@ -352,3 +352,45 @@ def test_segments_dp_is_the_best_contiguous_split_on_any_dag(seed, objective):
     ref = solve(inst, "brute-force")
     if ref.status is Status.OPTIMAL and evaluate(inst, out.plan).feasible:
         assert got >= ref.objective * (1 - 1e-9) - 1e-12
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 400), ties=st.booleans(), sorted_g=st.booleans())
+def test_bottleneck_step_equals_the_pairwise_minimum(seed, n, ties, sorted_g):
+    """The throughput DP's blocked step (``O(N^1.5)``, several blocks from 65 entries on)
+    gives, for every end ``b``, ``min_{a <= b} max(g[a], c[b] - P[a])`` as the pairwise
+    loop does, and an ``a <= b`` that attains it; unreachable ``a`` (``g`` infinite),
+    ties and zero-compute runs included."""
+    from splitopt.families.chain.methods import bottleneck_step
+
+    rng = np.random.default_rng(seed)
+    g = rng.random(n) * 10
+    g = np.sort(g) if sorted_g else g
+    g[rng.random(n) < 0.2] = np.inf
+    steps = rng.random(n - 1) * 3 * (rng.random(n - 1) < 0.8)
+    if ties:
+        g, steps = np.round(g, 1), np.round(steps, 1)
+    P = np.concatenate([[0.0], np.cumsum(steps)])
+    c = P + np.round(rng.random(n) * 5, 1)
+    f, arg = bottleneck_step(g, P, c)
+    for b in range(n):
+        want = np.maximum(g[:b + 1], c[b] - P[:b + 1]).min()
+        assert f[b] == pytest.approx(want, rel=1e-12, abs=1e-12)
+        assert 0 <= arg[b] <= b
+        assert max(g[arg[b]], c[b] - P[arg[b]]) == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), objective=st.sampled_from(["latency", "throughput"]))
+def test_start_plan_is_no_worse_than_the_contiguous_split_that_fits(seed, objective):
+    """The chain's start plan (what every exact backend starts from) is never worse than
+    ``segments-dp``'s plan where that plan meets the memory limits."""
+    from splitopt.families.chain.methods import contiguous_split_plan
+    from splitopt.families.chain.start import start_plan
+
+    inst = random_chain_instance(seed, 12, 4, objective=objective)
+    contiguous = evaluate(inst, contiguous_split_plan(inst))
+    start = evaluate(inst, start_plan(inst))
+    if contiguous.feasible:
+        assert start.feasible
+        assert start.objective_ms <= contiguous.objective_ms

@@ -23,6 +23,16 @@ from splitopt.testing.generators import first_chain_instance_for, random_chain_i
 SMALL = dict(seed=st.integers(0, 10_000), n=st.integers(1, 7), m=st.integers(2, 4), linear=st.booleans())
 
 
+def small_optima(count: int):
+    """(instance, brute force's answer) for the random 7-layer, 3-device latency instances
+    of seeds ``0 .. count-1`` that brute force solves to OPTIMAL."""
+    for seed in range(count):
+        inst = random_chain_instance(seed, 7, 3, objective="latency")
+        ref = solve(inst, "brute-force")
+        if ref.status is Status.OPTIMAL:
+            yield seed, inst, ref
+
+
 def positions(inst, plan) -> np.ndarray:
     return np.array([inst.settings.chain.index(plan.device[layer.name]) for layer in inst.layers])
 
@@ -52,11 +62,7 @@ def test_branching_is_needed_and_closes_the_gap():
     from splitopt.families.chain.lagrange import priced_cuts
 
     branched = 0
-    for seed in range(60):
-        inst = random_chain_instance(seed, 7, 3, objective="latency")
-        ref = solve(inst, "brute-force")
-        if ref.status is not Status.OPTIMAL:
-            continue
+    for seed, inst, ref in small_optima(60):
         root = priced_cuts(inst).bound_ms
         res = solve(inst, "chain-bb")
         assert res.status is Status.OPTIMAL and res.objective <= ref.objective * (1 + OPTIMAL_RTOL) + 1e-12
@@ -273,3 +279,32 @@ def test_a_cut_line_restates_the_evaluator(seed, n, m, linear, objective, draw):
         step = int(rng.integers(0, n))
         expected = metrics.devices[device].weight_bytes + profile[device, step] - metrics.devices[device].memory_limit
         assert line.step_row(cuts, device, step) == pytest.approx(expected, rel=1e-12, abs=1e-6)
+
+
+def test_progress_reports_incumbents_falling_and_bounds_rising_within_the_answer(monkeypatch):
+    """``chain-bb`` reports its incumbents and its least open bound as they improve (the
+    progress line of long solves): each incumbent below the last, each bound above it,
+    every bound at most the optimum, and the last incumbent the plan returned (the raw
+    reports, before the progress line keeps only improvements)."""
+    from splitopt.core import progress
+
+    checked = 0
+    for _, inst, ref in small_optima(40):
+        incumbents, bounds = [], []
+
+        def heard(incumbent_ms=None, bound_ms=None):
+            if incumbent_ms is not None:
+                incumbents.append(incumbent_ms)
+            if bound_ms is not None:
+                bounds.append(bound_ms)
+
+        monkeypatch.setattr(progress, "report", heard)
+        res = solve(inst, "chain-bb")
+        monkeypatch.undo()
+        assert res.status is Status.OPTIMAL
+        assert incumbents and incumbents[-1] == pytest.approx(res.objective, rel=1e-12)
+        assert all(later < earlier for earlier, later in zip(incumbents, incumbents[1:])), incumbents
+        assert all(later > earlier for earlier, later in zip(bounds, bounds[1:])), bounds
+        assert all(b <= ref.objective * (1 + 1e-9) + 1e-12 for b in bounds)
+        checked += bool(bounds)
+    assert checked >= 5, checked

@@ -23,9 +23,9 @@ A node is closed when its bound reaches the incumbent's value less ``OPTIMAL_RTO
 are taken best bound first, except that after a branching the child that moves
 the layer later (which relieves the device that overflows) is taken at once (a dive:
 plans that meet the limits come sooner). Every cut's plan that meets the limits is a
-candidate incumbent, as are the family's start plan (the best single device, the
-Lagrangian repair) and the best contiguous split of the file order (up to 3,000 layers)
-where the time limit leaves room for them; the evaluator judges each. OPTIMAL when no
+candidate incumbent, as is the family's start plan (the best of the single device, the
+best contiguous split of the file order and the Lagrangian repair) where the time limit
+leaves room for it; the evaluator judges each. OPTIMAL when no
 open node is left: the bound returned is the least bound of the closed nodes; INFEASIBLE
 when they all closed without a plan. Under a time limit or Ctrl-C: the incumbent, FEASIBLE, with the least bound
 of the open and closed nodes.
@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from splitopt.core import progress
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
@@ -60,8 +61,6 @@ NODE_CUTS = 30
 INHERITED_LINES = 60
 #: seconds the time limit must leave for the family's start plan to seed the incumbent
 START_PLAN_MIN_S = 5.0
-#: the most layers for which the best contiguous split seeds the incumbent (0.5 s at 3,000)
-SEGMENTS_MAX_LAYERS = 3000
 
 
 @dataclass(order=True)
@@ -92,6 +91,7 @@ class Incumbent:
     def offer(self, plan: Plan | None, metrics) -> None:
         if plan is not None and metrics.feasible and metrics.objective_ms < self.value:
             self.value, self.plan = metrics.objective_ms, plan
+            progress.report(incumbent_ms=self.value)
 
     def offer_line(self, inst: Instance, line: CutLine) -> None:
         """A cut's plan, judged by the evaluator where the cut's own numbers say it meets
@@ -160,6 +160,7 @@ def chain_branch_and_bound(inst: Instance, options: SolveOptions) -> BackendOutp
     M, n = cuts.M, len(inst.layers)
     box = Box(inst)
     order = itertools.count()
+    reported = -float("inf")  # the least bound of the open and closed nodes last reported
     try:
         _seed_incumbent(inst, incumbent, options)
         first = Node(-float("inf"), next(order), np.zeros(n, dtype=np.int64), np.full(n, M - 1, dtype=np.int64),
@@ -170,6 +171,10 @@ def chain_branch_and_bound(inst: Instance, options: SolveOptions) -> BackendOutp
                 break
             node = dive if dive is not None else heapq.heappop(open_nodes)
             dive = None
+            least = min([closed_bound, node.bound] + ([open_nodes[0].bound] if open_nodes else []))
+            if reported < least < float("inf"):  # the bound as it rises, for the progress line
+                reported = least
+                progress.report(bound_ms=least)
             if node.bound >= incumbent.target():
                 closed_bound = min(closed_bound, node.bound)
                 stats["closed"] += 1
@@ -230,24 +235,19 @@ def chain_branch_and_bound(inst: Instance, options: SolveOptions) -> BackendOutp
 
 
 def _seed_incumbent(inst: Instance, incumbent: Incumbent, options: SolveOptions) -> None:
-    """The family's start plan (the best single device that fits, the Lagrangian repair's
-    plan) and the best contiguous split of the file order (``segments-dp``'s plan; at most
-    ``SEGMENTS_MAX_LAYERS`` layers: its DP is quadratic), where they meet the limits and
-    the time limit leaves ``START_PLAN_MIN_S`` for them (the priced cuts of the start plan
-    take up to 3 s at 10,000 layers, and the user's limit comes first)."""
+    """The family's start plan (the best of the single device that fits, the best
+    contiguous split of the file order and the Lagrangian repair's plan), where it meets
+    the limits and the time limit leaves ``START_PLAN_MIN_S`` for it (the priced cuts of
+    the start plan take up to 3 s at 10,000 layers, and the user's limit comes first)."""
     from splitopt.families.chain.evaluate import evaluate
-    from splitopt.families.chain.methods import contiguous_split_plan
     from splitopt.families.chain.start import start_plan
 
     left = options.remaining_s()
     if left is not None and left < START_PLAN_MIN_S:
         return
-    plans = [start_plan(inst)]
-    if len(inst.layers) <= SEGMENTS_MAX_LAYERS:
-        plans.append(contiguous_split_plan(inst))
-    for plan in plans:
-        if plan is not None:
-            incumbent.offer(plan, evaluate(inst, plan))
+    plan = start_plan(inst)
+    if plan is not None:
+        incumbent.offer(plan, evaluate(inst, plan))
 
 
 def _node_bound(cuts: PricedCuts, node: Node, incumbent: Incumbent, options: SolveOptions):

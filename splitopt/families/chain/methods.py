@@ -92,13 +92,81 @@ def is_chain_graph(inst: Instance) -> str | None:
     return None
 
 
+def bottleneck_step(g: np.ndarray, P: np.ndarray, c: np.ndarray,
+                     stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """``f[b] = min_{a <= b} max(g[a], c[b] - P[a])`` for every ``b`` and an ``a`` that
+    attains it (the throughput DP's step: ``g`` the previous devices' best bottleneck,
+    ``P`` this device's prefix compute, non-decreasing, ``c[b] = P[b] + T[b]``; ms).
+
+    For ``a`` with ``key[a] = g[a] + P[a] >= c[b]`` the term is ``g[a]``, else ``c[b] -
+    P[a]``, so over any set of ``a`` the minimum is the least ``g`` among keys at or above
+    ``c[b]`` or ``c[b]`` less the largest ``P`` (the largest ``a``: ``P`` is
+    non-decreasing) among keys below it: one binary search in the set sorted by key, with
+    a suffix minimum and a prefix maximum. The ``b`` are taken in blocks of about
+    ``sqrt(N)``: the ``a`` before the block are one such sorted set (filtered from one
+    global sort), those inside it a small triangle done directly. ``O(N^1.5)`` numpy
+    work instead of the ``O(N^2)`` of every pair; ``stop()`` is asked once per block
+    (None when it says to stop). Written here: no library offers this min-max
+    convolution."""
+    import numpy as np
+
+    n = len(g)
+    key = g + P
+    order = np.argsort(key, kind="stable")
+    f = np.full(n, np.inf)
+    arg = np.zeros(n, dtype=int)
+    block = max(64, int(np.sqrt(n)))
+    for b0 in range(0, n, block):
+        if stop is not None and stop():
+            return None
+        b1 = min(n, b0 + block)
+        queries = c[b0:b1]
+        best = np.full(b1 - b0, np.inf)
+        best_a = np.zeros(b1 - b0, dtype=int)
+        if b0 > 0:
+            old = order[order < b0]  # the a before the block, by key
+            keys = key[old]
+            at = np.searchsorted(keys, queries, side="left")  # keys[at:] >= query
+            # least g over keys[at:] (a suffix minimum) and where it is attained
+            rev = g[old][::-1]
+            running = np.minimum.accumulate(rev)
+            drops = np.flatnonzero(np.concatenate([[True], rev[1:] < running[:-1]]))
+            has = at < len(old)
+            if has.any():
+                r = len(old) - 1 - at[has]  # the suffix from at is the reversed prefix to r
+                best[has] = running[r]
+                best_a[has] = old[len(old) - 1 - drops[np.searchsorted(drops, r, side="right") - 1]]
+            # largest a among keys[:at]: c - P[a] is least there
+            prefix_a = np.maximum.accumulate(old)
+            low = at > 0
+            if low.any():
+                a_low = prefix_a[at[low] - 1]
+                value = queries[low] - P[a_low]
+                better = value < best[low]
+                idx = np.flatnonzero(low)[better]
+                best[idx] = value[better]
+                best_a[idx] = a_low[better]
+        # the a inside the block, a <= b
+        inner = np.arange(b0, b1)
+        terms = np.maximum(g[inner][None, :], queries[:, None] - P[inner][None, :])
+        terms[inner[None, :] > inner[:, None]] = np.inf
+        j = np.argmin(terms, axis=1)
+        value = terms[np.arange(b1 - b0), j]
+        better = value < best
+        best[better] = value[better]
+        best_a[better] = inner[j[better]]
+        f[b0:b1], arg[b0:b1] = best, best_a
+    return f, arg
+
+
 def _segments_dp(inst: Instance, memory: bool,
                  stop: Callable[[], bool] | None = None) -> tuple[float, list[int]] | None:
     """The best cuts c_0 <= ... <= c_{M-2} of the file order (device m runs [c_{m-1}, c_m))
     and their objective (ms): ``f_m(b) = min_a f_{m-1}(a) (+ or max) [P_m(b) - P_m(a) +
-    T_m(b)]``, ``O(N^2 M)`` with numpy; for the latency objective without memory rows,
+    T_m(b)]``, ``O(N^2 M)`` with numpy; without memory rows, for the latency objective
     ``O(N M)``: ``f_m(b) = P_m(b) + T_m(b) + min_{a <= b} (f_{m-1}(a) - P_m(a))``, a
-    running minimum. ``memory``: only segments that fit their device, by the chain
+    running minimum, and for throughput ``O(N^1.5 M)`` (``bottleneck_step``; the last
+    device, one end, directly). ``memory``: only segments that fit their device, by the chain
     formula (weights + the largest adjacent pair of held tensors), exact only on a chain
     graph. None when no cuts fit, or when ``stop()`` (asked once per device and end
     position) says to stop."""
@@ -134,6 +202,12 @@ def _segments_dp(inst: Instance, memory: bool,
             f_prev = f
             if stop is not None and stop():
                 return None
+            continue
+        if not memory and not last:  # throughput: the min-max step in O(N^1.5)
+            step = bottleneck_step(f_prev, P[m], P[m] + T[m], stop)
+            if step is None:
+                return None
+            f_prev, choice[m] = step
             continue
         for b in range(N + 1) if not last else [N]:
             if stop is not None and stop():

@@ -10,23 +10,26 @@ from splitopt.families.chain.plan import plan_from_indices
 
 
 def start_plan(inst: Instance) -> Plan:
-    """A plan for time-limited solves to fall back on and CP-SAT to start from: the better
-    of ``_simple_start`` and the best plan of the Lagrangian cuts (``lagrange.py``) that
-    meets every limit."""
+    """A plan for time-limited solves to fall back on and the exact backends to start
+    from: the best of ``_simple_start``, the best contiguous split of the file order
+    (``segments-dp``'s plan, memory left out) and the best plan of the Lagrangian cuts
+    (``lagrange.py``) that meets every limit (on ties, in that order); ``_simple_start``'s
+    when none does."""
     return inst.derived(("chain", "start_plan"), lambda: _start_plan(inst))
 
 
 def _start_plan(inst: Instance) -> Plan:
     from splitopt.families.chain.lagrange import lagrange
+    from splitopt.families.chain.methods import contiguous_split_plan
 
     simple = _simple_start(inst)
+    contiguous = contiguous_split_plan(inst)
+    candidates = [(evaluate(inst, plan), rank, plan) for rank, plan in enumerate((simple, contiguous))]
+    ranked = [(metrics.objective_ms, rank, plan) for metrics, rank, plan in candidates if metrics.feasible]
     priced = lagrange(inst)
-    if priced is None or priced.plan is None:
-        return simple
-    metrics = evaluate(inst, simple)
-    if metrics.feasible and metrics.objective_ms <= priced.plan_objective_ms:
-        return simple
-    return priced.plan
+    if priced is not None and priced.plan is not None:  # it meets every limit
+        ranked.append((priced.plan_objective_ms, 2, priced.plan))
+    return min(ranked, key=lambda c: c[:2])[2] if ranked else simple
 
 
 def _simple_start(inst: Instance) -> Plan:
