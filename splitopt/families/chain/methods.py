@@ -169,7 +169,7 @@ def _segments_dp(inst: Instance, memory: bool,
     device, one end, directly). ``memory``: only segments that fit their device, by the chain
     formula (weights + the largest adjacent pair of held tensors), exact only on a chain
     graph. None when no cuts fit, or when ``stop()`` (asked once per device and end
-    position) says to stop."""
+    position; in the throughput step once per block of ends) says to stop."""
     import numpy as np
 
     s = inst.settings
