@@ -48,6 +48,10 @@ INSTANCES = [
 SCALE_BACKENDS = ["cpsat", "milp-highs", "milp-cbc", "evolutionary", "q-learning", "reinforce", "auto"]
 
 
+#: the names of the 10,000-layer instances of :func:`scale_instances`, in their order
+SCALE_NAMES = ("chain10000_latency", "chain10000_throughput", "split_bits10000", "loading10000_first_response")
+
+
 def scale_instances(folder: Path) -> list[Path]:
     """10,000-layer instances from the package's generators, written to ``folder``: a
     layered DAG with skips over a chain of 8 devices (latency; throughput) and an
@@ -57,10 +61,10 @@ def scale_instances(folder: Path) -> list[Path]:
     from splitopt.families.edge_cloud.examples import random_instance_data
     from splitopt.families.loading.examples import random_loading_data
 
-    made = {"chain10000_latency": random_chain_data(0, 10_000, 8, "latency"),
-            "chain10000_throughput": random_chain_data(1, 10_000, 8, "throughput"),
-            "split_bits10000": random_instance_data(0, 10_000, problem="split_bits"),
-            "loading10000_first_response": random_loading_data(4, 10_000, 8, 16, "latency")}
+    made = dict(zip(SCALE_NAMES, (random_chain_data(0, 10_000, 8, "latency"),
+                                  random_chain_data(1, 10_000, 8, "throughput"),
+                                  random_instance_data(0, 10_000, problem="split_bits"),
+                                  random_loading_data(4, 10_000, 8, 16, "latency"))))
     paths = []
     for name, data in made.items():
         path = folder / f"{name}.json"
@@ -112,8 +116,7 @@ def _span(values: list[float]) -> str:
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
-    scale = [r for r in rows if r["kept"] is not None and r["instance"].endswith(("10000_latency", "10000_throughput",
-                                                                                    "10000", "10000_first_response"))]
+    scale = [r for r in rows if r["kept"] is not None and r["instance"] in SCALE_NAMES]
     outside = [r["process_wall_s"] - r["solve_wall_s"] for r in scale if r.get("solve_wall_s") is not None]
     chain = [r["process_wall_s"] for r in scale if r["instance"] == "chain10000_throughput"  # those that use the limit
              and r.get("solve_wall_s") is not None and r["solve_wall_s"] >= 0.5 * r["limit_s"]]

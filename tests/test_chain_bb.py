@@ -194,6 +194,7 @@ def test_auto_runs_an_anytime_method_once_for_the_whole_budget():
     assert res.extra["probe"]["s"] >= 4.0 - 0.5  # the one exact run had the limit
     assert "search" not in res.extra and "exact" not in res.extra
     assert res.bound is not None and res.bound <= res.objective
+    assert res.extra["returned"] == "exact plan" and res.message.endswith("returning the exact plan"), res.message
 
 
 def test_no_plan_fits_is_proven_without_enumerating():

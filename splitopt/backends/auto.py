@@ -144,7 +144,7 @@ class AutoBackend(Backend):
             probe_s = PROBE_WITHOUT_LIMIT_S if limit is None else PROBE_SHARE * limit
         with progress.phase(f"{'exact' if anytime else 'probe'} ({exact_name})"):
             probe = exact_backend.solve(family, inst, _sliced(options, probe_s, {}))
-        runs.append(("probe", probe))
+        runs.append(("exact" if anytime else "probe", probe))  # an anytime run is the exact run
         extra["probe"] = {"status": probe.status.value, "s": time.perf_counter() - t0,
                           **{k: v for k, v in probe.extra.items() if k in ("build_s", "solve_s", "returned")}}
         said = [f"{exact_name} for {extra['probe']['s']:.2f} s: {probe.message or probe.status.value}"]
