@@ -27,8 +27,8 @@ from splitopt.search.space import Genome
 
 
 #: share of the budget left that the seeding may take (the baselines' plans); the rest is
-#: the search's. At 10,000 layers a baseline takes seconds (``segments-dp`` 4 s), which
-#: without this share left the search no time to judge a plan
+#: the search's. At 10,000 layers a baseline can take seconds (AUTO-SPLIT's list: minutes
+#: uncut), which without this share left the search no time to judge a plan
 SEEDING_SHARE = 0.5
 
 

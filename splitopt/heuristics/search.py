@@ -113,11 +113,17 @@ class Search:
         self._t0 = time.perf_counter()
 
     # ----- judging ---------------------------------------------------------------------------
+    def _past_deadline(self, started: bool) -> bool:
+        """Whether to stop judging for the deadline: once it has passed, except for the
+        search's very first plan (none judged before, none ``started`` in this batch), so
+        that a search whose seeding used up its budget still answers with a plan."""
+        return self.options.out_of_time() and (started or self.evaluations > 0)
+
     def _evaluate_in_turn(self, plans: Sequence[Any]) -> list[Any]:
         out = []
         for plan in plans:
-            if self.options.out_of_time() and (out or self.evaluations):
-                break  # the search's first plan is judged even late: a search answers with a plan
+            if self._past_deadline(started=bool(out)):
+                break
             try:
                 out.append(self.family.evaluate(self.inst, plan))
             except InvalidPlan:
@@ -137,7 +143,7 @@ class Search:
         a search whose seeding used up its budget still answers with its first seed."""
         decoded: list[tuple[Genome, Any, Hashable]] = []
         for genome in genomes:
-            if decoded and self.options.out_of_time():
+            if self._past_deadline(started=bool(decoded)):
                 break
             repaired = self.space.repair(dict(genome))
             try:
@@ -154,7 +160,7 @@ class Search:
                 fresh[key] = plan
         allowed = self._evaluations_left()
         keys = list(fresh)[:allowed]
-        if keys and (not self.options.out_of_time() or not self.evaluations):
+        if keys and not self._past_deadline(started=False):
             results = list(self.batch_evaluate([fresh[k] for k in keys]))
             for key, metrics in zip(keys, results):
                 self.memo[key] = (metrics, MALFORMED if metrics is None else rank(metrics))

@@ -195,15 +195,16 @@ def candidates(inst: Instance) -> list[Candidate]:
     return list(iter_candidates(inst))
 
 
-def iter_candidates(inst: Instance) -> Iterator[Candidate]:
+def iter_candidates(inst: Instance, splits: Sequence[int] | None = None) -> Iterator[Candidate]:
     """Algorithm 1's list S, one candidate at a time (cloud-only first, then the
-    potential splits in order, each over the grid of budgets)."""
+    potential splits in order, each over the grid of budgets); ``splits``: the potential
+    splits if the caller has them (else computed here)."""
     s = inst.settings
     bits = sorted(s.bit_widths)
     cloud_only = Plan.uniform(inst, [])
     yield Candidate(0, None, None, cloud_only, evaluate(inst, cloud_only))
     seen = {cloud_only.key()}
-    for n in potential_splits(inst):
+    for n in potential_splits(inst) if splits is None else splits:
         if n == 0:
             continue
         layers = inst.layers[:n]
@@ -245,13 +246,14 @@ def run(inst: Instance, options: SolveOptions) -> BackendOutput:
     list is quadratic in the layers: minutes at 10,000)."""
     cands: list[Candidate] = []
     stopped = False
-    for cand in iter_candidates(inst):
+    splits = potential_splits(inst)
+    for cand in iter_candidates(inst, splits):
         cands.append(cand)
         if options.out_of_time():
             stopped = True
             break
     best = select(cands)
-    extra: dict[str, Any] = {"split_n": best.n, "potential_splits": potential_splits(inst), "candidates": len(cands)}
+    extra: dict[str, Any] = {"split_n": best.n, "potential_splits": splits, "candidates": len(cands)}
     if stopped:
         extra["stopped_by"] = "time limit"
     # the choice is made on the evaluator's latency; no separate estimate: objective None
