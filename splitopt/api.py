@@ -161,7 +161,9 @@ def load_plan(inst: Any, path: str | Path) -> Any:
 
 def plan_to_dict(inst: Any, plan: Any) -> dict[str, Any]:
     """The JSON form of a plan (what :func:`plan_from_dict` reads back)."""
-    return family_of(inst).plan_to_dict(inst, plan)
+    family = family_of(inst)
+    family.check_plan_type(plan)
+    return family.plan_to_dict(inst, plan)
 
 
 def save_plan(inst: Any, plan: Any, path: str | Path) -> None:
@@ -172,7 +174,9 @@ def save_plan(inst: Any, plan: Any, path: str | Path) -> None:
 def evaluate(inst: Any, plan: Any) -> Any:
     """Evaluate a plan with its family's evaluator; raises InvalidPlan if it is malformed,
     and lists broken limits in ``metrics.violations``."""
-    return family_of(inst).evaluate(inst, plan)
+    family = family_of(inst)
+    family.check_plan_type(plan)
+    return family.evaluate(inst, plan)
 
 
 def result_to_dict(inst: Any, result: SolveResult) -> dict[str, Any]:

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from splitopt.backends.base import OPTIMAL_ATOL_MS, Backend, feasible_start_plan
+from splitopt.backends.base import Backend, ProgramBackend, feasible_start_plan, optimal_atol_ms
 from splitopt.backends.registry import get_backend
 from splitopt.core import progress
-from splitopt.core.errors import NotApplicable, SolverFailure
+from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, SolveResult, Status
 from splitopt.families.base import Family
@@ -54,6 +54,9 @@ def solve(
     the same instance; the result's ``problem`` says so. Raises UnknownSolver,
     SolverUnavailable, NotApplicable, InvalidOption, or SolverFailure when a backend's
     objective or feasibility disagrees with the evaluator."""
+    if options is not None and not isinstance(options, Mapping):
+        raise InvalidOption(f"options: a mapping of solver option names to values is expected, got "
+                            f"{type(options).__name__}")
     opts = SolveOptions(
         time_limit_s=time_limit,
         threads=threads,
@@ -64,11 +67,18 @@ def solve(
     )
     family = family_of(inst)
     family.prepare(inst)
-    backend = get_backend(solver or default_solver(family, options, export_path is not None), family)
+    backend = get_backend(solver if solver is not None else default_solver(family, options, export_path is not None),
+                          family)
+    if export_path is not None and not isinstance(backend, ProgramBackend):
+        raise InvalidOption(f"export: solver '{backend.name}' builds no program to write (the program backends "
+                            "do: cpsat, milp-highs, milp-cbc)")
     inst = _problem_for(backend, family, inst)
+    # proven from the data alone (no search): every backend says so at once, heuristics too
+    reason = family.proven_infeasible(inst) if export_path is None else None
     t0 = time.perf_counter()
     with progress.solving(backend.name):
-        out = backend.solve(family, inst, opts)
+        out = (BackendOutput(Status.INFEASIBLE, message=reason, extra={"proven_by": "the instance's data"})
+               if reason is not None else backend.solve(family, inst, opts))
     elapsed = time.perf_counter() - t0
     # the solve's wall time is measured here, around the whole backend call (a backend's
     # own ``solve_s`` may leave out work it did after it stopped its clock)
@@ -77,7 +87,7 @@ def solve(
     if out.status is Status.INFEASIBLE and feasible_start_plan(family, inst) is not None:
         raise SolverFailure(f"{backend.name}: claims the instance is infeasible, but the start plan meets every limit")
     result = _finish(family, inst, backend, out, build_s, solve_s)
-    if result.status is Status.INFEASIBLE and diagnose:
+    if result.status is Status.INFEASIBLE and diagnose and reason is None:
         def resolve(variant: Any) -> bool:
             return solve(variant, backend.name, time_limit, threads, seed, diagnose=False,
                          options=options).status.has_plan
@@ -129,7 +139,8 @@ def _finish(family: Family, inst: Any, backend: Backend, out: BackendOutput, bui
     if bound is not None and objective is not None and status.has_plan:
         bound = min(bound, objective)
         gap = max(0.0, (objective - bound) / max(abs(objective), 1e-12))
-        if status is Status.OPTIMAL and objective - bound > backend.optimal_rtol * abs(objective) + OPTIMAL_ATOL_MS:
+        if status is Status.OPTIMAL and objective - bound > (backend.optimal_rtol * abs(objective)
+                                                            + optimal_atol_ms(objective, bound)):
             status = Status.FEASIBLE  # proven only up to the program's stated tolerance
             scaling = (f" (the program's rounding tolerance alone is {out.objective_tolerance_ms:.3g} ms)"
                        if out.objective_tolerance_ms > backend.optimal_rtol * abs(objective) else "")

@@ -750,3 +750,23 @@ def _recording_import(names: list):
         return original(name, *args, **kwargs)
 
     return record
+
+
+@pytest.mark.parametrize("name", ["resnet50_eyeriss", "jmsnas_chain_resnet50", "jmsnas_mesh_threebranch",
+                                  "splitnets_mobilenetv2_sensor", "loading_mobilenet_v1_host", "separable_digits_pi"])
+def test_names_are_printed_as_written_not_read_as_markup(name):
+    """An instance named '[/]x[bold]' (rich markup that does not parse, and markup that
+    does) solves, validates and prints its name as written, in every family's report."""
+    for args in (("solve", ROOT / "instances" / f"{name}.json", "-q", "-t", "20"),
+                 ("validate", ROOT / "instances" / f"{name}.json")):
+        res = cli(*args, "--set", "name=[/]x[bold]")
+        assert res.exit_code == 0 and res.exception is None, (res.exit_code, res.stderr, repr(res.exception))
+        assert "[/]x[bold]" in res.stdout
+
+
+def test_a_fifo_or_a_device_is_not_read(tmp_path):
+    """Reading a FIFO waits for a writer and a device may never end: refused at once."""
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    raises_one_line(InvalidInstance, lambda: load_instance(fifo), "not a regular file")
+    raises_one_line(InvalidInstance, lambda: load_instance("/dev/zero"), "not a regular file")

@@ -431,3 +431,95 @@ def test_polish_proposes_valid_plans_no_worse():
                         tuple(tuple(range(t, 16, 4)) for t in range(4)))
     assert first_response_ms(d, polish(d, stuck)) == first_response_ms(d, stuck)
     assert first_response_ms(d, polish(d, stuck, pairs=True)) <= 960.456
+
+
+# ----- hostile input found by a sweep (2026-11-27) --------------------------------------------------
+
+@pytest.mark.parametrize("change, needles", [
+    (lambda o: o.update(reference_plans={"a": ["b2", "b0"]}), ("reference_plans.a", "first block 'b0'", "'b2'")),
+    (lambda o: o.update(reference_plans={"a": ["b0", "b2", "b2"]}), ("reference_plans.a[2]", "'b2' does not come")),
+    (lambda o: o.update(reference_plans={"a": ["b0", "b3", "b1"]}), ("reference_plans.a[2]", "'b1' does not come")),
+])
+def test_reference_plans_are_checked_with_the_instance(tmp_path, change, needles):
+    raw = four_blocks()
+    change(raw["settings"]["loading"])
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(raw))
+    one_line(run_cli("validate", str(path)), 2, *needles)
+
+
+def test_markup_in_names_is_printed_literally(tmp_path):
+    """Names are data, not rich markup: '[/]' (which rich cannot parse) and '[bold]b1'
+    print as written, in solve, evaluate and validate."""
+    raw = four_blocks()
+    raw["name"] = "[/]x"
+    raw["graph"]["layers"][1]["name"] = "[bold]b1"
+    raw["graph"]["layers"][2]["inputs"] = ["[bold]b1"]
+    raw["settings"]["loading"]["block_load_ms"]["[bold]b1"] = raw["settings"]["loading"]["block_load_ms"].pop("b1")
+    path = tmp_path / "markup.json"
+    path.write_text(json.dumps(raw))
+    plan_path = tmp_path / "plan.json"
+    proc = run_cli("solve", str(path), "-q", "-o", str(plan_path), "-s", "cpsat")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "[/]x" in proc.stdout
+    for args in (("evaluate", str(path), str(plan_path)), ("validate", str(path))):
+        proc = run_cli(*args)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr and "[/]x" in proc.stdout, proc.stderr
+
+
+def test_output_over_the_instance_file_is_refused(tmp_path):
+    path = tmp_path / "four.json"
+    path.write_text(json.dumps(four_blocks()))
+    one_line(run_cli("solve", str(path), "-o", str(path)), 2, "--output", "is the input")
+    assert json.loads(path.read_text())["format"] == "splitopt-instance/1"
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "instance.json"
+    os.mkfifo(fifo)
+    one_line(run_cli("solve", str(fifo), "-t", "5"), 2, "not a regular file")
+
+
+def test_every_backend_names_a_limit_the_data_alone_breaks():
+    """children.min above what the tail leaves: INFEASIBLE at once with the limit, from the
+    heuristics too (they used to search their whole budget and say nothing)."""
+    inst = parse_instance(four_blocks(children={"min": 2, "max": 4}, trainable_tail=4))
+    for solver in ("evolutionary", "q-learning", "reinforce", "brute-force", "cpsat", "auto"):
+        r = solve(inst, solver, time_limit=30)
+        assert r.status is Status.INFEASIBLE and "(limit: children.min)" in r.message, (solver, r.message)
+        assert r.solve_s < 5
+
+
+def test_plans_built_in_python_are_checked():
+    inst = parse_instance(four_blocks())
+    for starts, threads, needle in (((0, 9), ((0,), (1,)), "children[1]"), ((0, 4), ((0,), (1,)), "children[1]"),
+                                    ((0, 1.5), ((0,), (1,)), "children[1]"), ((False, True), ((0,), (1,)),
+                                                                               "children[0]"),
+                                    ((0, 2), ((0.0,), (1,)), "threads[0]"), ((0, -1), ((0,), (1,)), "children[1]")):
+        with pytest.raises(InvalidPlan, match=needle.replace("[", r"\[")):
+            evaluate(inst, LoadingPlan(starts, threads))
+    with pytest.raises(InvalidPlan, match="threads: 3 threads; the instance has 2"):
+        plan_from_dict(inst, {"children": ["b0", "b2"], "threads": [[0], [1], []]})
+
+
+def test_tiny_times_are_never_proven_by_an_absolute_tolerance():
+    """Every time scaled by 1e-12 (femtoseconds): no backend reports OPTIMAL above the
+    optimum (brute force's), and the MILPs refuse times below their tolerances."""
+    from splitopt.core.errors import NotApplicable
+
+    raw = four_blocks(threads=2, children={"min": 1, "max": 4})
+    o = raw["settings"]["loading"]
+    o["child_fixed_ms"] *= 1e-12
+    o["block_load_ms"] = {k: v * 1e-12 for k, v in o["block_load_ms"].items()}
+    for layer in raw["graph"]["layers"]:
+        layer["latency_ms"] = {"host": layer["latency_ms"]["host"] * 1e-12}
+    inst = parse_instance(raw)
+    best = solve(inst, "brute-force").objective
+    for solver in ("cpsat", "count-search", "auto", "evolutionary"):
+        r = solve(inst, solver, time_limit=20)
+        assert r.objective >= best * (1 - 1e-9)
+        if r.status is Status.OPTIMAL:
+            assert r.objective <= best * (1 + 1e-6), (solver, r.objective, best)
+    for solver in ("milp-highs", "milp-cbc"):
+        with pytest.raises(NotApplicable, match="below the MILP solvers' absolute tolerances"):
+            solve(inst, solver)

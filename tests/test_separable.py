@@ -412,3 +412,131 @@ def test_g8_latency_mixing_is_proven_at_one_transfer():
     assert r.status is Status.OPTIMAL and r.metrics.feasible and r.metrics.mixing
     # the cheapest transfer: 1 ms + 16,384 B at 300 Mbit/s
     assert r.objective == pytest.approx(silent + 1.0 + 16384 * 8 / 300e6 * 1000)
+
+
+# --- hostile input found by a sweep (2026-11-27) -----------------------------------------------------
+
+def sixteen_devices() -> dict:
+    """The paper's ResNeXt-56 layout on 16 devices, every link present: 16! permutations per step."""
+    from splitopt.families.separable.examples import random_separable_data
+
+    raw = random_separable_data(3, 16, 4, limits=False, objective="latency")
+    return raw
+
+
+def test_sixteen_devices_never_list_every_permutation():
+    """G = 16 (the most allowed): brute force refuses at once, the search space encodes a
+    step's permutation as an order of the devices (not an index into 16! of them), and the
+    heuristics keep the time limit."""
+    import time
+
+    from splitopt.families.separable.plan import TooManyPermutations, permutations
+    from splitopt.families.separable.space import separable_space
+    from splitopt.search.space import PermutationGene
+
+    inst = instance(sixteen_devices())
+    d = data(inst)
+    with pytest.raises(TooManyPermutations):
+        permutations(d, cap=1000)
+    t = time.perf_counter()
+    with pytest.raises(Exception, match="too many"):
+        solve(inst, "brute-force")
+    assert time.perf_counter() - t < 5
+    space = separable_space(inst)
+    assert any(isinstance(g, PermutationGene) for g in space.genes)
+    for solver in ("evolutionary", "random-sampling"):
+        t = time.perf_counter()
+        r = solve(inst, solver, time_limit=2.0)
+        assert r.status.has_plan and time.perf_counter() - t < 6, solver
+
+
+def test_orders_become_permutations_over_the_links():
+    """over_links keeps every cycle whose links exist and silences the others; a plan's own
+    permutation comes back unchanged, so the space still represents every plan."""
+    import random
+
+    from splitopt.families.separable.examples import random_separable_data
+    from splitopt.families.separable.space import over_links
+
+    d = data(instance(random_separable_data(5, 6, 2, limits=False, link_density=0.5)))
+    rng = random.Random(0)
+    for _ in range(200):
+        order = list(range(d.g))
+        rng.shuffle(order)
+        p = over_links(d, tuple(order))
+        assert sorted(p) == list(range(d.g))
+        assert all(g == h or d.has_link(g, h) for g, h in enumerate(p))
+        assert all(p[g] in (g, order[g]) for g in range(d.g))
+        assert over_links(d, p) == p
+
+
+def test_permutations_are_listed_in_lexicographic_order():
+    from splitopt.families.separable.examples import random_separable_data
+    from splitopt.families.separable.plan import permutations
+
+    d = data(instance(random_separable_data(7, 5, 2, limits=False, link_density=0.6)))
+    want = [p for p in itertools.permutations(range(d.g)) if all(g == h or d.has_link(g, h) for g, h in enumerate(p))]
+    assert permutations(d) == want and permutations(d, cap=len(want)) == want
+
+
+@pytest.mark.parametrize("key", ["latency_budget_ms", "byte_budget_bytes"])
+def test_a_budget_of_zero_is_named_when_infeasible(key):
+    raw = two_devices(mixing=True, **{key: 0})
+    r = solve(instance(raw), "cpsat")
+    assert r.status is Status.INFEASIBLE and f"(limit: {key})" in r.message
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda s: s.update(levels={"min_percent": 10, "count": 3}), r"levels.min_percent: 10: the lowest level sends "
+                                                                  r"floor\(4 x 10 / 100\) = 0"),
+    (lambda s: s.update(accuracy=[{"accuracy": 0.9, "min_level": 1, "max_level": 0}]), r"max_level: 0 is below"),
+    (lambda s: s.update(reference_policies={"x": [1]}), r"reference_policies.x: 1 steps; the instance has 2"),
+    (lambda s: s.update(reference_policies={"x": [0, 99]}), r"reference_policies.x\[1\]"),
+])
+def test_more_bad_instances_are_one_line_errors(change, match):
+    raw = two_devices()
+    change(raw["settings"]["separable"])
+    with pytest.raises(InvalidInstance, match=match):
+        instance(raw)
+
+
+def test_settings_changed_in_python_are_checked_too():
+    """``with_settings`` skips the schema: the family's own checks still name the field."""
+    inst = instance(two_devices())
+    opts = dict(inst.settings.family_options("separable"))
+    with pytest.raises(InvalidInstance, match="dtypes: must list distinct dtypes"):
+        solve(inst.with_settings(separable={**opts, "dtypes": [["float16"]]}), "auto")
+
+
+def test_a_reference_policy_over_a_missing_link_names_the_policy():
+    raw = two_devices(reference_policies={"swap": [{"send_to": [1, 0]}, {"send_to": [0, 1]}]})
+    raw["links"] = raw["links"][:1]  # b -> a gone
+    with pytest.raises(InvalidInstance, match=r"reference_policies.swap.steps\[0\].send_to\[1\]: no link b -> a"):
+        instance(raw)
+
+
+def test_library_calls_with_the_wrong_kind_of_argument_are_splitopt_errors():
+    from splitopt import api
+    from splitopt.core.errors import InvalidOption, UnknownSolver
+
+    inst = instance(two_devices())
+    for bad in (None, {"steps": []}, "plan.json"):
+        with pytest.raises(InvalidPlan, match="a separable plan"):
+            api.evaluate(inst, bad)
+    for bad in (None, "x.json", {"format": "splitopt-instance/1"}):
+        with pytest.raises(InvalidInstance, match="a splitopt instance is expected"):
+            solve(bad)
+    with pytest.raises(InvalidOption, match="a mapping"):
+        solve(inst, "cpsat", options=[1, 2])
+    with pytest.raises(UnknownSolver, match="unknown solver ''"):
+        solve(inst, "")
+    with pytest.raises(InvalidOption, match="builds no program"):
+        solve(inst, "ring-allreduce", export_path="m.lp")
+
+
+def test_pareto_of_an_infeasible_instance_exits_4_naming_the_limit(tmp_path):
+    path = tmp_path / "inf.json"
+    path.write_text(json.dumps(two_devices(min_intensive_steps=50)))
+    out = CliRunner().invoke(app, ["pareto", str(path), "-q", "-t", "5"])
+    assert out.exit_code == 4, out.output
+    assert "no point on the front: INFEASIBLE" in out.output and "min_intensive_steps" in out.output

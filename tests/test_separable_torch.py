@@ -279,9 +279,36 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
     bad_plan.write_text(json.dumps({"format": "splitopt-separable-plan/1", "steps": [
         {"send_to": [0, 1, 2], "level": 8, "dtype": "float32"}] * 3}))
     cases.append((["run-separable", str(inst_path), str(bad_plan)], "must list the receiver of each of the 4 devices"))
+    # a file that is not a checkpoint (a JSON plan) for --load and --checkpoint
+    cases.append((["profile-separable", "-o", str(tmp_path / "a.json"), "--load", str(bad_plan)],
+                  "not a torch checkpoint of tensors"))
+    good_plan = tmp_path / "good.json"
+    good_plan.write_text(json.dumps({"format": "splitopt-separable-plan/1", "steps": [
+        {"send_to": [1, 0, 3, 2], "level": 8, "dtype": "float32"}] * 3}))
+    cases.append((["run-separable", str(inst_path), str(good_plan), "--checkpoint", str(bad_plan)],
+                  "not a torch checkpoint of tensors"))
     for args, text in cases:
         result = runner.invoke(app, args)
         err = result.stderr if hasattr(result, "stderr") else result.output
         assert result.exit_code == 2, (args, result.output)
         lines = [l for l in err.splitlines() if l.strip()]
         assert len(lines) == 1 and text in lines[0], (args, err)
+
+
+def test_checkpoints_round_trip_and_foreign_files_are_refused(tmp_path):
+    """save_models / load_models keep both networks and the extras (read with weights_only:
+    no code from the file runs); a torch file of other tensors is refused naming the file."""
+    from splitopt.torch.separable_nas import load_models, save_models
+
+    model, ref = _tiny(), build_reference(SepConfig(**TINY))
+    path = tmp_path / "sep.pt"
+    save_models(path, model, ref, {"seed": 3, "epochs": 2})
+    got, got_ref, extra = load_models(path)
+    assert got.config == model.config and extra == {"seed": 3, "epochs": 2}
+    for a, b in ((got, model), (got_ref, ref)):
+        sa, sb = a.state_dict(), b.state_dict()
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, other)
+    with pytest.raises(ValueError, match="not a Sep-ResNeXt checkpoint"):
+        load_models(other)

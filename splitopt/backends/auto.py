@@ -45,7 +45,7 @@ import dataclasses
 import time
 from typing import Any, Mapping
 
-from splitopt.backends.base import OPTIMAL_ATOL_MS, Backend
+from splitopt.backends.base import Backend, optimal_atol_ms
 from splitopt.backends.registry import backend_class, get_backend
 from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, SolverFailure
@@ -219,7 +219,7 @@ class AutoBackend(Backend):
         # one within OPTIMAL's tolerance of the best proven bound (the relaxation's, say,
         # where the exact program could not be built in time)
         rtol = min(self.optimal_rtol, get_backend(extra["exact_backend"], family).optimal_rtol)
-        attained = bound is not None and best_value <= bound + rtol * abs(bound) + OPTIMAL_ATOL_MS
+        attained = bound is not None and best_value <= bound + rtol * abs(bound) + optimal_atol_ms(best_value, bound)
         status = Status.OPTIMAL if proofs or attained else Status.FEASIBLE
         if status is Status.OPTIMAL and not proofs:
             message += f"; the {extra['returned']} attains the best bound known ({bound:.6g} ms)"

@@ -98,6 +98,14 @@ class Backend(ABC):
 OPTIMAL_ATOL_MS = 1e-9
 
 
+def optimal_atol_ms(*values: float) -> float:
+    """The absolute part of OPTIMAL's tolerance for objectives and bounds ``values`` (ms):
+    ``OPTIMAL_ATOL_MS``, but never more than a billionth of the largest of them, so that
+    an instance whose times are all tiny (1e-12 ms) is not proven by a tolerance larger
+    than its objective."""
+    return min(OPTIMAL_ATOL_MS, 1e-9 * max((abs(v) for v in values), default=0.0))
+
+
 def feasible_start_plan(family: Any, inst: Any, options: SolveOptions | None = None, hints: bool = True) -> Any | None:
     """The plan of least objective that meets every limit among the family's start plan and
     (``hints``) the plans of its *hint* methods (``Method.hint``: cheap baselines that run
@@ -270,7 +278,7 @@ class ProgramBackend(Backend):
         if bound is None:
             return None, None
         value = family.evaluate(inst, start).objective_ms
-        if value > bound + self.optimal_rtol * abs(bound) + OPTIMAL_ATOL_MS:
+        if value > bound + self.optimal_rtol * abs(bound) + optimal_atol_ms(value, bound):
             return None, bound
         return BackendOutput(Status.OPTIMAL, plan=start, bound=min(bound, value),
                              message="the start plan attains the family's lower bound; no program was needed",

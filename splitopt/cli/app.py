@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape as esc
 
 from splitopt.cli.common import (
     EXIT_NO_PLAN,
@@ -21,6 +22,7 @@ from splitopt.cli.common import (
     check_output_path,
     check_positive_count,
     console,
+    error_line,
     errors,
     parse_set_options,
     parse_solver_options,
@@ -178,8 +180,8 @@ def solve(
         SolveOptions(time_limit_s=time_limit, threads=threads, seed=seed)
         options = parse_solver_options(option)
         sets = parse_set_options(overrides)
-        check_output_path(output, "--output")
-        check_output_path(export_model, "--export-model", EXPORT_SUFFIXES)
+        check_output_path(output, "--output", inputs=[instance])
+        check_output_path(export_model, "--export-model", EXPORT_SUFFIXES, inputs=[instance])
         _check_plot_options(gantt, breakdown)
         if solver is not None or options:
             default = solver or default_backend_of(instance, sets)
@@ -201,7 +203,7 @@ def solve(
         else:
             print_result(console, inst, result, show_layers=layers)
             if export_model is not None:
-                console.print(f"[bold]Model[/bold]    written to {export_model}", highlight=False)
+                console.print(f"[bold]Model[/bold]    written to {esc(str(export_model))}", highlight=False)
     if not result.status.has_plan:
         raise typer.Exit(EXIT_NO_PLAN)
 
@@ -234,7 +236,7 @@ def evaluate(
         if as_json:
             print_json({"instance": inst.name, "problem": inst.problem, "metrics": metrics.to_dict()})
         else:
-            console.print(f"[bold]splitopt[/bold] {inst.name} | problem {inst.problem} | evaluate {plan}",
+            console.print(f"[bold]splitopt[/bold] {esc(inst.name)} | problem {inst.problem} | evaluate {esc(str(plan))}",
                           highlight=False)
             print_metrics(console, inst, p, metrics, show_layers=layers)
 
@@ -247,7 +249,7 @@ def validate(instance: Path = typer.Argument(..., help="Instance JSON file (or a
 
     with errors():
         inst = _load(instance, overrides=parse_set_options(overrides))
-        console.print(f"ok: {family_of(inst).summary(inst)}", highlight=False)
+        console.print(f"ok: {esc(family_of(inst).summary(inst))}", highlight=False)
 
 
 @app.command()
@@ -270,6 +272,17 @@ def solvers(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")
     console.print(table)
 
 
+def _no_front(inst, solver: str, time_limit: float | None) -> None:
+    """An empty front: the instance as given has no plan under ``solver``. One line with
+    its status and the limit that binds (the solve's diagnosis), exit 4."""
+    from splitopt.solve import solve
+
+    result = solve(inst, solver, time_limit)
+    error_line(f"pareto: no point on the front: {result.status.value}"
+               + (f" ({result.message})" if result.message else ""))
+    raise typer.Exit(EXIT_NO_PLAN)
+
+
 def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
                      plot: Path | None, quiet: bool = False) -> None:
     """The latency / accuracy front of a multiview instance (``splitopt.analysis.pareto``)."""
@@ -284,6 +297,8 @@ def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, a
             front = accuracy_front(inst, solver=solver, time_limit=time_limit, points=points)
     except ValueError as e:
         raise NotApplicable(f"pareto: {e}") from None
+    if not front:
+        _no_front(inst, solver, time_limit)
     if plot is not None:
         with writing(plot, "--plot"):
             plot_accuracy_front(inst, front, plot)
@@ -292,7 +307,7 @@ def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, a
                      "status": p.result.status.value, "gap": p.result.gap, "fusion": p.result.plan.fusion,
                      "width": p.result.plan.width, "plan": plan_to_dict(inst, p.result.plan)} for p in front])
         return
-    table = Table(title=f"{inst.name}: latency / accuracy front ({solver})")
+    table = Table(title=esc(f"{inst.name}: latency / accuracy front ({solver})"))
     for col in ("accuracy", "latency ms", "fusion", "width d", "sent B", "status"):
         table.add_column(col, justify="right")
     for p in front:
@@ -302,7 +317,7 @@ def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, a
                       f"{sum(v.sent_bytes for v in m.views):,.0f}", p.result.status.value)
     console.print(table)
     if plot is not None:
-        console.print(f"plot written to {plot}")
+        console.print(f"plot written to {esc(str(plot))}")
 
 
 def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
@@ -316,6 +331,8 @@ def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_j
 
     with showing_progress(quiet):
         front = bytes_front(inst, solver=solver, time_limit=time_limit, points=points)
+    if not front:
+        _no_front(inst, solver, time_limit)
     if plot is not None:
         with writing(plot, "--plot"):
             plot_bytes_front(inst, front, plot)
@@ -324,7 +341,7 @@ def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_j
                      "latency_ms": p.latency_ms, "status": p.result.status.value, "gap": p.result.gap,
                      "plan": plan_to_dict(inst, p.result.plan)} for p in front])
         return
-    table = Table(title=f"{inst.name}: latency / bytes front ({solver})")
+    table = Table(title=esc(f"{inst.name}: latency / bytes front ({solver})"))
     for col in ("bytes", "% of ring", "latency ms", "intensive steps", "status"):
         table.add_column(col, justify="right")
     for p in front:
@@ -333,7 +350,7 @@ def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_j
                       str(m.intensive_steps), p.result.status.value)
     console.print(table)
     if plot is not None:
-        console.print(f"plot written to {plot}")
+        console.print(f"plot written to {esc(str(plot))}")
 
 
 @app.command()
@@ -383,6 +400,8 @@ def pareto(
         inst = _load(instance, Problem.split_bits, overrides=sets)
         with showing_progress(quiet):
             front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
+        if not front:
+            _no_front(inst, solver, time_limit)
         if plot is not None:
             with writing(plot, "--plot"):
                 plot_front(inst, front, plot)
@@ -394,7 +413,7 @@ def pareto(
                 for p in front
             ])
             return
-        table = Table(title=f"{inst.name}: latency / error Pareto front ({solver}, {mode.value})")
+        table = Table(title=esc(f"{inst.name}: latency / error Pareto front ({solver}, {mode.value})"))
         for col in ("error", "latency ms", "edge layers", "edge memory B", "status"):
             table.add_column(col, justify="right")
         for p in front:
@@ -403,7 +422,7 @@ def pareto(
                           f"{m.edge_memory_bytes:,.0f}", p.result.status.value)
         console.print(table)
         if plot is not None:
-            console.print(f"plot written to {plot}")
+            console.print(f"plot written to {esc(str(plot))}")
 
 
 @app.command()

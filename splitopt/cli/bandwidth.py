@@ -64,7 +64,7 @@ def bandwidth_command(
             raise InvalidOption(f"--tolerance: must be a number in [0, 1), got {tolerance}")
         SolveOptions(time_limit_s=time_limit, threads=threads, seed=seed)
         check_seed(seed)
-        check_output_path(output, "--output")
+        check_output_path(output, "--output", inputs=[instance])
         check_output_path(plot, "--plot", PLOT_SUFFIXES)
         if solver is not None:
             from splitopt.backends.registry import check_backend

@@ -136,12 +136,17 @@ def require_torch(command: str) -> None:
                                 "pip install 'splitopt[torch]' (from a checkout: pip install -e '.[torch]')")
 
 
-def check_output_path(path: Optional[Path], option: str, suffixes: Iterable[str] | None = None) -> None:
+def check_output_path(path: Optional[Path], option: str, suffixes: Iterable[str] | None = None,
+                      inputs: Iterable[Path] = ()) -> None:
     """Refuse, before any work, an output path that cannot be written: a directory, a
-    missing or unwritable parent directory, or (``suffixes``) a suffix the writer does not
-    know. InvalidOption naming the option and the path."""
+    missing or unwritable parent directory, (``suffixes``) a suffix the writer does not
+    know, or one of the command's ``inputs`` (it would be overwritten). InvalidOption
+    naming the option and the path."""
     if path is None:
         return
+    for given in inputs:
+        if given is not None and given.exists() and path.exists() and os.path.samefile(given, path):
+            raise InvalidOption(f"{option} {path}: is the input {given} of this command; writing it would destroy it")
     if suffixes is not None:
         allowed = tuple(suffixes)
         if not path.name.lower().endswith(allowed):

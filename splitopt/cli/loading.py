@@ -149,6 +149,11 @@ def run_loading_command(
             raise InvalidOption(f"{instance}: no source.block_model (not made by `splitopt profile-loading`)")
         if made_from != model:
             raise InvalidOption(f"--model {model}: instance '{inst.name}' was profiled from '{made_from}'")
+        profiled_threads = source.get("torch_threads", 1)
+        if (isinstance(profiled_threads, bool) or not isinstance(profiled_threads, int)
+                or not 1 <= profiled_threads <= 256):
+            raise InvalidOption(f"{instance}: source.torch_threads: must be an integer in [1, 256] (the intra-op "
+                                f"threads it was profiled with), got {profiled_threads!r}")
         require_torch("run-loading")
         import torch
 
@@ -156,7 +161,7 @@ def run_loading_command(
         from splitopt.torch.loading_finetune import fine_tune_last_child, synthetic_labels
         from splitopt.torch.loading_models import synthetic_input
 
-        torch.set_num_threads(torch_threads or int(source.get("torch_threads", 1)))
+        torch.set_num_threads(torch_threads or profiled_threads)
         report = run_loading(inst, the_plan, mode=mode.value, cache=cache.value, repeats=repeats, workdir=workdir,
                              keep_children=fine_tune > 0)
         children = report.pop("child_models", None)

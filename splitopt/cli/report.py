@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape as esc
 
 from splitopt.core.result import SolveResult
 from splitopt.families.registry import family_of
@@ -13,7 +14,7 @@ from splitopt.families.registry import family_of
 
 def print_result(console: Console, inst: Any, result: SolveResult, show_layers: bool = True) -> None:
     """Status line, message, and the family's report of the plan."""
-    console.print(f"[bold]splitopt[/bold] {inst.name} | problem {result.problem} | solver {result.backend}",
+    console.print(f"[bold]splitopt[/bold] {esc(inst.name)} | problem {result.problem} | solver {result.backend}",
                   highlight=False)
     unit = family_of(inst).objective_unit(inst)
     obj = "-" if result.objective is None else f"{result.objective:.4f} {unit}"
@@ -25,7 +26,7 @@ def print_result(console: Console, inst: Any, result: SolveResult, show_layers: 
         f"solve {result.solve_s:.3f} s (build {result.build_s:.3f} s)"
     )
     if result.message:
-        console.print(f"[bold]Message[/bold]  {result.message}", highlight=False)
+        console.print(f"[bold]Message[/bold]  {esc(result.message)}", highlight=False)
     if result.plan is not None and result.metrics is not None:
         print_metrics(console, inst, result.plan, result.metrics, show_layers)
 

@@ -99,7 +99,10 @@ def profile_separable_command(
 
         torch.set_num_threads(torch_threads)
         if load is not None:
-            model, reference, _ = load_models(load)
+            try:
+                model, reference, _ = load_models(load)
+            except ValueError as e:
+                raise InvalidOption(f"--load {e}") from None
             from splitopt.torch.separable_model import load_digits_split
 
             pair = TrainedPair(model, reference, load_digits_split(seed), seed=seed)

@@ -62,7 +62,7 @@ def sweep_command(
         if not (0 <= grace <= 3600):
             raise InvalidOption(f"--grace: must be in [0, 3600] seconds, got {grace!r}")
         for path, option in ((out, "--out"), (table, "--table"), (csv_path, "--csv")):
-            check_output_path(path, option)
+            check_output_path(path, option, inputs=[Path(i) for i in instances])
         jobs = expand(instances, solver or ["auto"], range(seeds), time_limit, threads)
         records = run_sweep(jobs, out, executor, workers or default_workers(threads), ray_address, grace,
                             None if quiet else progress_printer(console))

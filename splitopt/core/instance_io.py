@@ -104,7 +104,7 @@ def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
             raise InvalidInstance(f"{_json_path(err.absolute_path)}: must be {_BOUNDS[err.validator]} "
                                   f"{err.validator_value:.17g}, got {shown(err.instance)} (README 'Ranges')")
         raise InvalidInstance(f"{_json_path(err.absolute_path)}: {cut(err.message.splitlines()[0], 200)} "
-                              f"(got {cut(json.dumps(err.instance))})")
+                              f"(got {cut(json.dumps(err.instance, default=lambda v: f'{type(v).__name__}({v!r})'))})")
 
 
 def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:

@@ -118,6 +118,8 @@ def read_json(path: str | Path, error: type[Exception]) -> Any:
     path = Path(path)
     if path.is_dir():
         raise error(f"{path}: is a directory, not a JSON file")
+    if path.exists() and not path.is_file():  # a FIFO would block, a device never end
+        raise error(f"{path}: is not a regular file (a FIFO, device or socket); give a JSON file")
     try:
         raw = path.read_bytes()
     except OSError as e:

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
-from splitopt.core.errors import InvalidInstance
+from splitopt.core.errors import InvalidInstance, InvalidPlan
 from splitopt.core.program import Program
 from splitopt.core.result import BackendOutput, Status
 from splitopt.search.space import SearchSpace
@@ -136,6 +136,19 @@ class Family(ABC):
         """The JSON form of ``plan`` (what :meth:`plan_from_dict` reads back)."""
         return plan.to_dict(inst)
 
+    def plan_type(self) -> type:
+        """The class of this family's plans (imported when asked: checks of library calls)."""
+        return object
+
+    def check_plan_type(self, plan: Any, where: str = "plan") -> None:
+        """InvalidPlan (one line) unless ``plan`` is one of this family's plans: a library
+        caller passing a dict, None or another family's plan gets this, not an
+        AttributeError from inside the evaluator."""
+        kind = self.plan_type()
+        if not isinstance(plan, kind):
+            raise InvalidPlan(f"{where}: a {self.name} plan ({kind.__name__}) is expected, got "
+                              f"{type(plan).__name__} (read one with splitopt.load_plan or plan_from_dict)")
+
     @abstractmethod
     def evaluate(self, inst: Any, plan: Any) -> Any:
         """The one independent evaluator: the plan's metrics (``objective_ms``,
@@ -153,6 +166,12 @@ class Family(ABC):
         """One line naming the limit no plan can meet (called on INFEASIBLE).
         ``resolve(changed_instance) -> bool`` re-solves a variant with some limit lifted
         (with the same backend and time limit) and says whether it has a plan."""
+
+    def proven_infeasible(self, inst: Any) -> str | None:
+        """One line naming the limit no plan can meet where the instance's data alone proves
+        it (no search: every backend, heuristics included, then answers INFEASIBLE at once
+        with it); None where nothing is proven so cheaply."""
+        return None
 
     # ----- what the backends run -------------------------------------------------------------
     @abstractmethod

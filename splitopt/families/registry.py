@@ -79,5 +79,10 @@ def family_for_problem(problem: str) -> Family:
 
 
 def family_of(inst: Any) -> Family:
-    """The family of an instance (``inst.problem``)."""
-    return family_for_problem(inst.problem)
+    """The family of an instance (``inst.problem``); InvalidInstance where ``inst`` is not
+    one (a path, a dict, None: read it with ``splitopt.load_instance`` or ``parse_instance``)."""
+    problem = getattr(inst, "problem", None)
+    if not isinstance(problem, str):
+        raise InvalidInstance(f"instance: a splitopt instance is expected (splitopt.load_instance or "
+                              f"parse_instance), got {type(inst).__name__}")
+    return family_for_problem(problem)

@@ -249,9 +249,13 @@ def check_heuristic(family_name: str, backend: str, seed: int) -> None:
     fam = family_of(inst)
     budget = {"evaluations": HEURISTIC_EVALUATIONS}
     res = solve(inst, backend, seed=seed % 1000, threads=1, options=budget)
+    ref = _reference(inst)
+    if fam.proven_infeasible(inst) is not None:  # the data alone proves it: no search, INFEASIBLE
+        assert res.status is Status.INFEASIBLE and res.plan is None, (backend, res.status)
+        assert ref is None or ref.status is Status.INFEASIBLE, ref.status
+        return
     assert res.status in (Status.FEASIBLE, Status.NO_SOLUTION_FOUND), (backend, res.status, res.message)
     assert res.extra["evaluations"] <= HEURISTIC_EVALUATIONS, res.extra["evaluations"]
-    ref = _reference(inst)
     if res.plan is not None:
         metrics = fam.evaluate(inst, res.plan)  # InvalidPlan here: a malformed plan
         assert (res.status is Status.FEASIBLE) == metrics.feasible, (res.status, metrics.violations)

@@ -45,9 +45,13 @@ def model_config_of(inst: Any) -> tuple[BlockModelConfig, int]:
     if not isinstance(raw, dict):
         raise InvalidModel(f"instance '{inst.name}': no source.block_model (it was not made by "
                            f"`splitopt profile-loading`); cannot rebuild its model")
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise InvalidModel(f"instance '{inst.name}': source.block_model.seed: must be an integer in [0, 2^63), "
+                           f"got {seed!r}")
     try:
-        return BlockModelConfig.from_dict(raw), int(raw.get("seed", 0))
-    except (KeyError, TypeError, ValueError) as e:
+        return BlockModelConfig.from_dict(raw), seed
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
         raise InvalidModel(f"instance '{inst.name}': source.block_model is not a model configuration ({e})") from None
 
 

@@ -391,17 +391,30 @@ def save_models(path: Any, model: SepResNeXt, reference: SepResNeXt | None = Non
 
 
 def load_models(path: Any) -> tuple[SepResNeXt, SepResNeXt | None, dict]:
-    """The networks :func:`save_models` wrote (eval mode)."""
+    """The networks :func:`save_models` wrote (eval mode); ValueError naming the file where
+    it is not such a checkpoint. Read with ``weights_only=True``: tensors and plain
+    containers only, no code from the file runs."""
     from splitopt.torch.separable_model import build_model, build_reference
 
-    raw = torch.load(path, map_location="cpu", weights_only=False)
-    config = SepConfig.from_dict(raw["config"])
-    model = build_model(config)
-    model.load_state_dict(raw["model"])
-    model.eval()
-    ref = None
-    if raw.get("reference") is not None:
-        ref = build_reference(config)
-        ref.load_state_dict(raw["reference"])
-        ref.eval()
-    return model, ref, dict(raw.get("extra") or {})
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 -- pickle, zip and format errors alike: not a torch file of tensors
+        raise ValueError(f"checkpoint {path}: not a torch checkpoint of tensors (write one with "
+                         "profile-separable --checkpoint)") from None
+    try:
+        if not isinstance(raw, dict) or not isinstance(raw.get("config"), dict):
+            raise ValueError("no 'config' entry")
+        config = SepConfig.from_dict(raw["config"])
+        model = build_model(config)
+        model.load_state_dict(raw["model"])
+        model.eval()
+        ref = None
+        if raw.get("reference") is not None:
+            ref = build_reference(config)
+            ref.load_state_dict(raw["reference"])
+            ref.eval()
+        return model, ref, dict(raw.get("extra") or {})
+    except Exception as e:  # noqa: BLE001 -- torch raises many types for a foreign file (pickle, zip, key, shape)
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"checkpoint {path}: not a Sep-ResNeXt checkpoint written by profile-separable "
+                         f"--checkpoint ({type(e).__name__}: {why[:200]})") from None

@@ -57,6 +57,9 @@ class ChainFamily(Family):
     def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> Plan:
         return plan_from_dict(inst, data, where)
 
+    def plan_type(self) -> type:
+        return Plan
+
     def evaluate(self, inst: Instance, plan: Plan) -> ChainMetrics:
         self.prepare(inst)
         return evaluate(inst, plan)

@@ -9,20 +9,21 @@ from splitopt.families.chain.evaluate import ChainMetrics
 
 
 def report(console, inst: Instance, plan: Plan, m: ChainMetrics, show_layers: bool = True) -> None:
+    from rich.markup import escape as esc
     from rich.table import Table
 
-    table = Table(title=f"Chain {' -> '.join(inst.settings.chain)}")
+    table = Table(title=esc(f"Chain {' -> '.join(inst.settings.chain)}"))
     for col in ("device", "layers", "compute ms", "send ms", "stage ms", "sent B", "memory MB", "limit MB"):
         table.add_column(col, justify="left" if col == "device" else "right")
     for d in m.devices:
-        table.add_row(d.device, str(d.layers), f"{d.compute_ms:.3f}", f"{d.send_ms:.3f}", f"{d.stage_ms:.3f}",
+        table.add_row(esc(d.device), str(d.layers), f"{d.compute_ms:.3f}", f"{d.send_ms:.3f}", f"{d.stage_ms:.3f}",
                       f"{d.sent_bytes:,.0f}", f"{d.memory_bytes / 1e6:,.3f}", f"{d.memory_limit / 1e6:,.0f}")
     console.print(table)
     console.print(f"[bold]Latency[/bold]  {m.latency_ms:.3f} ms (sum of stages, Eq. 1)   "
-                  f"[bold]Bottleneck[/bold] {m.bottleneck_ms:.3f} ms on '{m.bottleneck_device}' "
+                  f"[bold]Bottleneck[/bold] {m.bottleneck_ms:.3f} ms on '{esc(m.bottleneck_device)}' "
                   f"({1000.0 / m.bottleneck_ms if m.bottleneck_ms > 0 else float('inf'):.2f} samples/s pipelined)")
     console.print("[bold]Schedule[/bold] " + "; ".join(
-        f"{t.resource} {t.start_ms:.3f}-{t.end_ms:.3f} ms" for t in m.schedule))
+        f"{esc(t.resource)} {t.start_ms:.3f}-{t.end_ms:.3f} ms" for t in m.schedule))
     if show_layers:
         runs: list[tuple[str, list[str]]] = []
         for layer in inst.layers:
@@ -32,6 +33,6 @@ def report(console, inst: Instance, plan: Plan, m: ChainMetrics, show_layers: bo
             else:
                 runs.append((dev, [layer.name]))
         console.print("[bold]Layers[/bold]   " + " | ".join(
-            f"{dev}: {names[0]}" + (f" .. {names[-1]} ({len(names)})" if len(names) > 1 else "") for dev, names in runs))
+            f"{esc(dev)}: {esc(names[0])}" + (f" .. {esc(names[-1])} ({len(names)})" if len(names) > 1 else "") for dev, names in runs))
     for v in m.violations:
-        console.print(f"[red]VIOLATION[/red] {v}")
+        console.print(f"[red]VIOLATION[/red] {esc(v)}")

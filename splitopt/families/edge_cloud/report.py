@@ -14,6 +14,8 @@ def _fmt_bytes(b: float) -> str:
 
 
 def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = True) -> None:
+    from rich.markup import escape as esc
+
     s = inst.settings
     edge_layers = plan.edge_layers(inst)
     n = len(inst.layers)
@@ -23,9 +25,9 @@ def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = 
         where = f"edge-only: all {n} layers on '{s.edge}'"
     else:
         where = f"split: {len(edge_layers)} of {n} layers on edge '{s.edge}', {n - len(edge_layers)} on cloud '{s.cloud}'"
-    console.print(f"[bold]Cut[/bold]      {where}")
+    console.print(f"[bold]Cut[/bold]      {esc(where)}")
     if m.sent_tensors:
-        sent = ", ".join(f"{t} ({b:,.0f} B)" for t, b in m.sent_tensors[:8])
+        sent = ", ".join(f"{esc(t)} ({b:,.0f} B)" for t, b in m.sent_tensors[:8])
         more = f" and {len(m.sent_tensors) - 8} more" if len(m.sent_tensors) > 8 else ""
         console.print(f"[bold]Sent[/bold]     {sent}{more}; total {_fmt_bytes(m.transmitted_bytes)}")
     console.print(
@@ -33,7 +35,7 @@ def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = 
         f"cloud {m.cloud_compute_ms:.3f} ms = [bold]{m.total_ms:.3f} ms[/bold]"
     )
     share = 100.0 * m.edge_memory_bytes / m.edge_memory_limit if m.edge_memory_limit else 0.0
-    peak = f" (peak at {m.peak_layer})" if m.peak_layer else ""
+    peak = f" (peak at {esc(m.peak_layer)})" if m.peak_layer else ""
     console.print(
         f"[bold]Memory[/bold]   weights {_fmt_bytes(m.edge_weight_bytes)} + activations "
         f"{_fmt_bytes(m.edge_peak_activation_bytes)}{peak} = {_fmt_bytes(m.edge_memory_bytes)} "
@@ -42,11 +44,11 @@ def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = 
     budget = "no budget" if m.error_budget is None else f"budget {m.error_budget:.6g}"
     console.print(f"[bold]Error[/bold]    {m.error:.6g} ({budget})")
     for v in m.violations:
-        console.print(f"[red]VIOLATION[/red] {v}")
+        console.print(f"[red]VIOLATION[/red] {esc(v)}")
     if show_layers and edge_layers:
         from rich.table import Table
 
-        table = Table(title=f"Edge layers on '{s.edge}'", show_lines=False)
+        table = Table(title=esc(f"Edge layers on '{s.edge}'"), show_lines=False)
         for col in ("#", "layer", "op", "W bits", "A bits", "latency ms", "weights B", "output B"):
             table.add_column(col, justify="right" if col not in ("layer", "op") else "left")
         edge = inst.edge_device
@@ -55,8 +57,8 @@ def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = 
             wb, ab = plan.weight_bits[name], plan.activation_bits[name]
             table.add_row(
                 str(inst.position[name]),
-                name,
-                layer.op,
+                esc(name),
+                esc(layer.op),
                 str(wb) if layer.weights else "-",
                 str(ab),
                 f"{layer_latency_ms(inst, layer, edge, wb, ab):.3f}",

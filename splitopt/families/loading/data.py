@@ -201,6 +201,14 @@ def _build(inst: Instance) -> LoadingData:
         for b in starts:
             if b not in inst.layer_by_name:
                 raise InvalidInstance(f"{where}.reference_plans.{name}: unknown layer '{b}'")
+        at = [inst.position[b] for b in starts]
+        if at[0] != 0:
+            raise InvalidInstance(f"{where}.reference_plans.{name}: the first child starts at the first block "
+                                  f"'{inst.layers[0].name}', got '{starts[0]}'")
+        bad = next((j for j in range(1, len(at)) if at[j] <= at[j - 1]), None)
+        if bad is not None:
+            raise InvalidInstance(f"{where}.reference_plans.{name}[{bad}]: '{starts[bad]}' does not come after "
+                                  f"'{starts[bad - 1]}' (the first blocks of the children, in block order)")
     return LoadingData(
         blocks=tuple(layer.name for layer in inst.layers), device=s.edge, threads=threads, k_min=k_min, k_max=k_max,
         tail=tail, fixed_ms=fixed, thread_rate=thread_rate, storage_rate=storage_rate, block_bytes=block_bytes,

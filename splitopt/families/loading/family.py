@@ -70,6 +70,11 @@ class LoadingFamily(Family):
         self.prepare(inst)
         return plan_from_dict(inst, raw, where)
 
+    def plan_type(self) -> type:
+        from splitopt.families.loading.plan import LoadingPlan
+
+        return LoadingPlan
+
     def evaluate(self, inst: Instance, plan: Any) -> Any:
         from splitopt.families.loading.evaluate import evaluate
 
@@ -87,6 +92,13 @@ class LoadingFamily(Family):
         from splitopt.families.loading.diagnose import diagnose
 
         return diagnose(data(inst))
+
+    def proven_infeasible(self, inst: Instance) -> str | None:
+        from splitopt.families.loading.data import data
+        from splitopt.families.loading.diagnose import no_child_count_message
+
+        d = data(inst)
+        return None if d.child_counts() else no_child_count_message(d)
 
     def build_program(self, inst: Instance, kind: str, start: Any) -> Program:
         self.prepare(inst)

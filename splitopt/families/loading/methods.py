@@ -133,9 +133,8 @@ def reference_plans(inst: Instance, options: SolveOptions) -> BackendOutput:
         raise NotApplicable("reference-plans: the instance carries no settings.loading.reference_plans")
     index = {b: i for i, b in enumerate(d.blocks)}
     plans = []
-    for name, firsts in d.reference_plans.items():
-        starts = sorted({index[b] for b in firsts} | {0})
-        plans.append(plan_from_starts(d, starts))
+    for name, firsts in d.reference_plans.items():  # checked with the instance: block 0 first, increasing
+        plans.append(plan_from_starts(d, [index[b] for b in firsts]))
     out = _best_of(inst, plans)
     names = [name for name, p in zip(d.reference_plans, plans) if p.key() == out.plan.key()]
     out.extra["reference"] = names[0]

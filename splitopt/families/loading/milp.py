@@ -4,12 +4,14 @@ slot ``>= i``), per-slot load times (big-M rows per child count when the storage
 depends on it), and, for ``latency`` with fewer threads than slots, thread assignment and
 disjunctive order variables with big-M rows (``M = H_load``: every load one after
 another). A solution meets the rows to the solvers' tolerances: hence the stated
-tolerance ``MILP_EPS * (2 K H_load + 1) + MILP_DUAL_TOL * (2 K + 1) H`` ms."""
+tolerance ``MILP_EPS * (2 K H_load + 2 K + 1) + MILP_DUAL_TOL * (2 K + 1) H`` ms (the absolute
+feasibility error of each of the 2 K + 1 rows counts even where every time is tiny)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.options import check_build_deadline
 from splitopt.core.program import LinearProgram, Program
@@ -22,6 +24,9 @@ from splitopt.families.loading.plan import LoadingPlan, canonical_threads, plan_
 MILP_EPS = 1e-6
 #: MILP: the dual (optimality) tolerance of the LP solves, for the bound
 MILP_DUAL_TOL = 1e-7
+#: the least horizon (every load and inference one after another, ms) the MILP accepts: the
+#: solvers meet rows in ms to about ``MILP_EPS`` absolute, a thousandth of this
+MIN_HORIZON_MS = 1e3 * MILP_EPS
 
 
 def build_milp(inst: Instance, start: LoadingPlan | None = None) -> Program:
@@ -35,6 +40,10 @@ def build_milp(inst: Instance, start: LoadingPlan | None = None) -> Program:
     latency = inst.settings.objective == "latency"
     N, K, T = d.n, max(counts), d.threads
     H = horizon_ms(d, counts)
+    if 0 < H < MIN_HORIZON_MS:  # rows in ms met to 1e-6 absolute would decide nothing
+        raise NotApplicable(f"milp: every time of this instance together is {H:.3g} ms, below the MILP solvers' "
+                            f"absolute tolerances (1e-6 ms per row; at least {MIN_HORIZON_MS:g} ms needed): give "
+                            "the times in ms, or use cpsat, count-search or partition-search")
     # every load one after another: no load starts or lasts longer (the big-M of the order rows)
     H_load = K * d.fixed_ms + max(d.slowdown(k) for k in counts) * float(d.read_prefix[-1])
     cont = dict(binary=False, lb=0.0, ub=H_load, implied_integer=False, unit="ms")
@@ -214,7 +223,7 @@ def build_milp(inst: Instance, start: LoadingPlan | None = None) -> Program:
         hint = encode(start)
     # the critical chain crosses at most K order rows (big-M H_load, binaries off by MILP_EPS)
     # and 2K + 1 rows in ms met to the feasibility tolerance
-    tol = MILP_EPS * (2 * K * H_load + 1.0) + MILP_DUAL_TOL * (2 * K + 1) * H
+    tol = MILP_EPS * (2 * K * H_load + 2 * K + 1.0) + MILP_DUAL_TOL * (2 * K + 1) * H
     return Program(kind="linear", model=lp, decode=decode, tolerance_ms=tol, hint=hint, encode=encode,
                    # the bound: the LP's dual tolerance on an objective of at most 2H
                    bound_tolerance_ms=MILP_DUAL_TOL * 2 * H,

@@ -21,6 +21,8 @@ import heapq
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
+
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import shown
@@ -101,6 +103,8 @@ def plan_from_dict(inst: Instance, raw: Any, where: str = "plan") -> LoadingPlan
         if not isinstance(threads, list) or not all(isinstance(t, list) for t in threads) or not all(
                 isinstance(c, int) and not isinstance(c, bool) for t in threads for c in t):
             raise InvalidPlan(f"{where}.threads: must be a list of lists of child indices (or null), got {shown(threads)}")
+        if len(threads) > d.threads:
+            raise InvalidPlan(f"{where}.threads: {len(threads)} threads; the instance has {d.threads}")
     plan = plan_from_starts(d, starts, threads) if _starts_ok(starts, d) else LoadingPlan(tuple(starts), ())
     check_plan(inst, plan, where, threads is not None)
     return plan
@@ -117,6 +121,13 @@ def check_plan(inst: Instance, plan: LoadingPlan, where: str = "plan", check_thr
     them."""
     d = data(inst)
     starts = plan.starts
+    for j, b in enumerate(starts):  # plans built in Python need not come from plan_from_dict
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 0 <= b < d.n:
+            raise InvalidPlan(f"{where}.children[{j}]: must be a block index in [0, {d.n - 1}], got {shown(b)}")
+    for t, kids in enumerate(plan.threads):
+        for c in kids:
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+                raise InvalidPlan(f"{where}.threads[{t}]: must list child indices, got {shown(c)}")
     if not starts or starts[0] != 0:
         raise InvalidPlan(f"{where}.children[0]: the first child must start at the first block '{d.blocks[0]}'")
     for j, (a, b) in enumerate(zip(starts, starts[1:])):

@@ -88,6 +88,9 @@ class MaxloadFamily(Family):
     def plan_from_dict(self, inst: MaxloadInstance, data: Any, where: str = "plan") -> MaxloadPlacement:
         return parse_expert(inst, data, source=where)
 
+    def plan_type(self) -> type:
+        return MaxloadPlacement
+
     def evaluate(self, inst: MaxloadInstance, plan: MaxloadPlacement) -> MaxloadMetrics:
         return evaluate(inst, plan)
 

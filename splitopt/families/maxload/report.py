@@ -9,6 +9,7 @@ from splitopt.families.maxload.plan import MaxloadPlacement
 
 
 def report(console, inst: MaxloadInstance, plan: MaxloadPlacement, m: MaxloadMetrics, show_layers: bool = True) -> None:
+    from rich.markup import escape as esc
     from rich.table import Table
 
     latency = "undefined (accelerator sets cannot run as one call each)" if m.latency_ms is None \
@@ -23,7 +24,7 @@ def report(console, inst: MaxloadInstance, plan: MaxloadPlacement, m: MaxloadMet
         if not on.get(d):
             continue
         transfer = m.transfer_ms.get(d, 0.0)
-        table.add_row(d, str(len(on[d])), f"{load:.6f}", f"{load - transfer:.6f}", f"{transfer:.6f}")
+        table.add_row(esc(d), str(len(on[d])), f"{load:.6f}", f"{load - transfer:.6f}", f"{transfer:.6f}")
     console.print(table)
     for v in m.violations:
-        console.print(f"[red]VIOLATION[/red] {v}")
+        console.print(f"[red]VIOLATION[/red] {esc(v)}")

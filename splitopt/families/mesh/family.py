@@ -64,6 +64,9 @@ class MeshFamily(Family):
         self.prepare(inst)
         return plan_from_dict(inst, data, where)
 
+    def plan_type(self) -> type:
+        return MeshPlan
+
     def evaluate(self, inst: Instance, plan: MeshPlan) -> MeshMetrics:
         return evaluate(inst, plan, self.prepare(inst))
 

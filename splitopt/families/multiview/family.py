@@ -61,6 +61,9 @@ class MultiviewFamily(Family):
         self.prepare(inst)
         return plan_from_dict(inst, raw, where)
 
+    def plan_type(self) -> type:
+        return MultiviewPlan
+
     def evaluate(self, inst: Instance, plan: MultiviewPlan) -> MultiviewMetrics:
         self.prepare(inst)
         return evaluate(inst, plan)

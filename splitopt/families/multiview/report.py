@@ -12,11 +12,12 @@ from splitopt.families.multiview.plan import MultiviewPlan
 def report(console, inst: Instance, plan: MultiviewPlan, metrics: MultiviewMetrics,
                   show_layers: bool = True) -> None:
     """Per-device table (compute, bytes sent, memory), the schedule, violations."""
+    from rich.markup import escape as esc
     from rich.table import Table
 
     d = data(inst)
     width = "no compression" if plan.width is None else f"Conv-Reduce to d={plan.width}"
-    console.print(f"[bold]Fusion[/bold]   at '{plan.fusion}' ({width}); {d.views} view(s); bus '{d.bus.name}' "
+    console.print(f"[bold]Fusion[/bold]   at '{esc(plan.fusion)}' ({width}); {d.views} view(s); bus '{esc(d.bus.name)}' "
                   f"{d.bus.mode} mode, {d.bus.bandwidth_bits_per_s / 1e6:,.1f} Mb/s")
     if metrics.accuracy is not None or d.min_accuracy is not None:
         measured = "not measured" if metrics.accuracy is None else f"{metrics.accuracy:.4f}"
@@ -29,16 +30,16 @@ def report(console, inst: Instance, plan: MultiviewPlan, metrics: MultiviewMetri
         table.add_column(col, justify="left" if col in ("device", "cut") else "right")
     for c in metrics.views:
         color = "red" if c.memory_bytes > c.memory_limit * (1 + MEMORY_RTOL) else "green"
-        table.add_row(c.sensor, c.cut, f"{c.sensor_ms:.4f}", f"{c.sent_bytes:,.0f}", f"{c.transfer_ms:.4f}",
+        table.add_row(esc(c.sensor), esc(c.cut), f"{c.sensor_ms:.4f}", f"{c.sent_bytes:,.0f}", f"{c.transfer_ms:.4f}",
                       f"[{color}]{c.memory_bytes / 1e6:,.3f}[/{color}]", f"{c.memory_limit / 1e6:,.1f}")
-    table.add_row(d.aggregator, "-", f"{metrics.aggregator_compute_ms:.4f}", "0", "-", "-", "-")
+    table.add_row(esc(d.aggregator), "-", f"{metrics.aggregator_compute_ms:.4f}", "0", "-", "-", "-")
     console.print(table)
     if show_layers:
         sched = Table(title="Schedule (ms)")
         for col in ("resource", "kind", "task", "start", "end"):
             sched.add_column(col, justify="right" if col in ("start", "end") else "left")
         for t in sorted(metrics.schedule, key=lambda t: (t.start_ms, t.resource)):
-            sched.add_row(t.resource, t.kind, t.label, f"{t.start_ms:.4f}", f"{t.end_ms:.4f}")
+            sched.add_row(esc(t.resource), t.kind, esc(t.label), f"{t.start_ms:.4f}", f"{t.end_ms:.4f}")
         console.print(sched)
     for v in metrics.violations:
-        console.print(f"[red]VIOLATION[/red] {v}")
+        console.print(f"[red]VIOLATION[/red] {esc(v)}")

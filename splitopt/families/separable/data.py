@@ -206,6 +206,10 @@ def _records(raw: Any, where: str, levels: int) -> tuple[AccuracyRecord, ...]:
         if not isinstance(mixing, bool):
             raise InvalidInstance(f"{at}.mixing: must be true or false, got {shown(mixing)}")
         f16 = rec.get("max_float16_steps")
+        low = _integer(rec.get("min_level", 0), f"{at}.min_level", 0, levels - 1)
+        if rec.get("max_level") is not None and _integer(rec["max_level"], f"{at}.max_level", 0, levels - 1) < low:
+            raise InvalidInstance(f"{at}.max_level: {shown(rec['max_level'])} is below min_level {low}: no level "
+                                  "meets the record")
         out.append(AccuracyRecord(
             name=str(rec.get("name", f"record {i}")), accuracy=_number(rec["accuracy"], f"{at}.accuracy", 0.0, 1.0),
             mixing=mixing, min_intensive_steps=_integer(rec.get("min_intensive_steps", 0),
@@ -275,8 +279,14 @@ def _build(inst: Instance) -> SeparableData:
     if isinstance(low, bool) or not isinstance(low, (int, float)) or not 0 < low <= 100:
         raise InvalidInstance(f"{where}.levels.min_percent: must be a number in (0, 100], got {shown(low)}")
     percents = level_percents(float(low), count)
+    for first, _ in windows:  # every level sends something: a message of 0 channels is not one
+        if channels_sent(channels[first], percents[0]) < 1:
+            raise InvalidInstance(
+                f"{where}.levels.min_percent: {shown(low)}: the lowest level sends floor({channels[first]} x "
+                f"{percents[0]:g} / 100) = 0 of the {channels[first]} channels a device holds after block "
+                f"'{blocks[first].name}'; it must be at least {100.0 / channels[first]:g}")
     dtypes = o.get("dtypes", ["float32"])
-    if not isinstance(dtypes, list) or not dtypes or any(t not in DTYPE_BYTES for t in dtypes) \
+    if not isinstance(dtypes, list) or not dtypes or any(not isinstance(t, str) or t not in DTYPE_BYTES for t in dtypes) \
             or len(set(dtypes)) != len(dtypes):
         raise InvalidInstance(f"{where}.dtypes: must list distinct dtypes of {', '.join(DTYPE_BYTES)}, "
                               f"got {shown(dtypes)}")

@@ -31,10 +31,14 @@ def diagnose(inst: Instance, resolve: Callable[[Instance], bool]) -> str:
     if d.mixing and d.g > 1 and (1 << d.steps) < d.g and not d.ring_available:
         return (f"infeasible: mixing needs at least {(d.g - 1).bit_length()} steps for {d.g} devices (each step at "
                 f"most doubles what a device holds); the instance has {d.steps} (limit: mixing)")
-    for key, value in LIFTS:
-        if options(inst).get(key) in (None, 0, False):
-            continue
-        if resolve(without(inst, key, value)):
+    present = [key for key, lifted in LIFTS if not unset(options(inst).get(key), lifted)]
+    for key, lifted in LIFTS:
+        if key in present and resolve(without(inst, key, lifted)):
             return f"infeasible: no policy meets {key} = {options(inst)[key]} with the other limits (limit: {key})"
-    return "infeasible: no policy meets the limits together (mixing, min_intensive_steps, byte_budget_bytes, " \
-           "latency_budget_ms, min_accuracy)"
+    return f"infeasible: no policy meets the limits together ({', '.join(present) or 'none is set'})"
+
+
+def unset(value, lifted) -> bool:
+    """Whether a limit's value leaves it out: absent, or equal to the value that lifts it (a
+    budget of 0 is a limit, a minimum of 0 intensive steps is not)."""
+    return value is None or (lifted is not None and value == lifted)

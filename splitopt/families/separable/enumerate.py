@@ -6,18 +6,20 @@ all-reduce plan where its links exist."""
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Iterator
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.families.separable.data import SeparableData, data
-from splitopt.families.separable.plan import SeparablePlan, Step, make_step, permutations
+from splitopt.families.separable.plan import SeparablePlan, Step, TooManyPermutations, make_step, permutations
 
 
-def step_options(d: SeparableData) -> list[Step]:
-    """Every distinct step: a silent step once, a sending one at every level and dtype."""
+def step_options(d: SeparableData, perms: list[tuple[int, ...]]) -> list[Step]:
+    """Every distinct step over ``perms``: a silent step once, a sending one at every level
+    and dtype."""
     out = []
-    for p in permutations(d):
+    for p in perms:
         if all(g == h for g, h in enumerate(p)):
             out.append(make_step(d, p))
         else:
@@ -27,13 +29,22 @@ def step_options(d: SeparableData) -> list[Step]:
 
 def enumerate_plans(inst: Instance, limit: int) -> Iterator[SeparablePlan]:
     """Every policy (see the module docstring); NotApplicable when there are more than
-    ``limit``."""
+    ``limit`` (decided before any list longer than ``limit`` is built)."""
     d = data(inst)
-    options = step_options(d)
+    per = d.levels * len(d.dtypes)  # steps per sending permutation
+    try:  # each permutation but the identity gives ``per`` steps, each step at least one plan
+        perms = permutations(d, cap=1 + max(0, limit - 1) // per)
+    except TooManyPermutations:
+        raise NotApplicable(f"brute-force: the links allow too many permutations of the {d.g} devices per step: "
+                            f"more than {limit:,} separable plans (limit {limit:,})") from None
+    n_options = 1 + (len(perms) - 1) * per
     ring = d.ring_available
-    count = len(options) ** d.steps + ring
+    if d.steps * math.log10(n_options) > math.log10(max(limit, 1)) + 1:  # no huge power is computed
+        raise NotApplicable(f"brute-force: {n_options:,}^{d.steps} separable plans is too many (limit {limit:,})")
+    count = n_options ** d.steps + ring
     if count > limit:
         raise NotApplicable(f"brute-force: {count:,} separable plans is too many (limit {limit:,})")
+    options = step_options(d, perms)
 
     def walk() -> Iterator[SeparablePlan]:
         if ring:

@@ -106,7 +106,9 @@ def random_separable_data(seed: int, g: int, blocks: int, alpha: int = 1, levels
                               "bandwidth_bits_per_s": float(loguniform(rng, 1e5, 1e9)),
                               "latency_ms": float(rng.uniform(0.0, 2.0))})
     objective = objective or ("bytes" if rng.random() < 0.4 else "latency")
-    opts: dict[str, Any] = {"devices": names, "alpha": alpha, "levels": {"min_percent": 50, "count": levels},
+    # every level sends at least one channel: 50 % of one channel would be none
+    low = 50 if channels // g >= 2 else 100
+    opts: dict[str, Any] = {"devices": names, "alpha": alpha, "levels": {"min_percent": low, "count": levels},
                             "dtypes": list(dtypes)}
     if limits:
         if rng.random() < 0.4:

@@ -57,14 +57,21 @@ class SeparableFamily(Family):
 
     def check(self, inst: Instance) -> None:
         from splitopt.families.separable.data import check_separable
+        from splitopt.families.separable.plan import reference_plans
 
         check_separable(inst)
+        reference_plans(inst)
 
     def plan_from_dict(self, inst: Instance, raw: Any, where: str = "plan") -> Any:
         from splitopt.families.separable.plan import plan_from_dict
 
         self.prepare(inst)
         return plan_from_dict(inst, raw, where)
+
+    def plan_type(self) -> type:
+        from splitopt.families.separable.plan import SeparablePlan
+
+        return SeparablePlan
 
     def evaluate(self, inst: Instance, plan: Any) -> Any:
         from splitopt.families.separable.evaluate import evaluate

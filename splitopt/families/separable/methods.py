@@ -17,14 +17,14 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from splitopt.core.errors import InvalidPlan, NotApplicable
+from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput
 from splitopt.families.base import plan_output
 from splitopt.families.separable.data import data
 from splitopt.families.separable.evaluate import evaluate
-from splitopt.families.separable.plan import SeparablePlan, make_step, silent_plan, step_from_dict
+from splitopt.families.separable.plan import SeparablePlan, make_step, reference_plans, silent_plan
 
 #: how many random policies ``random-sampling`` draws (the paper samples 100 per stage)
 RANDOM_SAMPLES = 1000
@@ -75,17 +75,8 @@ def reference_policies(inst: Instance, options: SolveOptions) -> BackendOutput:
     d = data(inst)
     if not d.reference_policies:
         raise NotApplicable("reference-policies: the instance carries no settings.separable.reference_policies")
-    names, plans = [], []
-    for name, steps in d.reference_policies.items():
-        where = f"instance.settings.separable.reference_policies.{name}"
-        if not isinstance(steps, list) or len(steps) != d.steps:
-            raise NotApplicable(f"{where}: {len(steps) if isinstance(steps, list) else 0} steps; the instance has "
-                                f"{d.steps}")
-        try:
-            plans.append(SeparablePlan(tuple(step_from_dict(d, s, f"{where}[{j}]") for j, s in enumerate(steps))))
-        except InvalidPlan as e:
-            raise NotApplicable(str(e)) from None
-        names.append(name)
+    refs = reference_plans(inst)  # checked with the instance (family.check): valid here
+    names, plans = list(refs), list(refs.values())
     i, plan = best_of(inst, plans)
     out = plan_output(plan)
     out.extra["reference"] = names[i]

@@ -17,12 +17,11 @@ where nobody sends has no level or dtype: plans store it at the defaults (canoni
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from splitopt.core.errors import InvalidPlan
+from splitopt.core.errors import InvalidInstance, InvalidPlan
 from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import shown
 from splitopt.core.plan import check_plan_header
@@ -117,9 +116,45 @@ def choice_of_permutation(send_to: Sequence[int]) -> int:
     return out
 
 
-def permutations(d: SeparableData) -> list[tuple[int, ...]]:
-    """Every permutation whose moved devices send over an existing link, identity first."""
-    return [p for p in itertools.permutations(range(d.g)) if all(g == h or d.has_link(g, h) for g, h in enumerate(p))]
+class TooManyPermutations(Exception):
+    """More permutations over the links than the caller's cap (see :func:`permutations`)."""
+
+
+def permutations(d: SeparableData, cap: int | None = None) -> list[tuple[int, ...]]:
+    """Every permutation whose moved devices send over an existing link, in lexicographic
+    order (the identity first). With ``cap``: TooManyPermutations as soon as more than
+    ``cap`` are found or the search visits more than ``64 * cap + 4096`` partial
+    assignments, so that G = 16 (16! permutations) never lists them all.
+
+    Depth first over the devices in order, each sending to an unused device it has a link
+    to (or keeping its own features): every complete assignment is a permutation over the
+    links, found once."""
+    targets = [[h for h in range(d.g) if h == g or d.has_link(g, h)] for g in range(d.g)]
+    out: list[tuple[int, ...]] = []
+    chosen: list[int] = []
+    used = [False] * d.g
+    visits = 0
+
+    def walk(g: int) -> None:
+        nonlocal visits
+        if g == d.g:
+            out.append(tuple(chosen))
+            if cap is not None and len(out) > cap:
+                raise TooManyPermutations
+            return
+        visits += 1
+        if cap is not None and visits > 64 * cap + 4096:
+            raise TooManyPermutations
+        for h in targets[g]:
+            if not used[h]:
+                used[h] = True
+                chosen.append(h)
+                walk(g + 1)
+                chosen.pop()
+                used[h] = False
+
+    walk(0)
+    return out
 
 
 def plan_from_dict(inst: Instance, raw: Any, where: str = "plan") -> SeparablePlan:
@@ -189,6 +224,27 @@ def step_from_dict(d: SeparableData, raw: Any, where: str) -> Step:
         raise InvalidPlan(f"{where}.dtype: must be one of {', '.join(d.dtypes)} (settings.separable.dtypes), "
                           f"got {shown(dtype)}")
     return make_step(d, send_to, level, dtype)
+
+
+def reference_plans(inst: Instance) -> dict[str, SeparablePlan]:
+    """The published policies the instance carries (``settings.separable.reference_policies``),
+    each parsed and checked as a plan: InvalidInstance naming the policy's field otherwise
+    (a wrong step count, a choice out of range, a level or dtype not allowed, a missing
+    link)."""
+    d = data(inst)
+    out: dict[str, SeparablePlan] = {}
+    for name, steps in d.reference_policies.items():
+        where = f"instance.settings.separable.reference_policies.{name}"
+        try:
+            if not isinstance(steps, list) or len(steps) != d.steps:
+                raise InvalidPlan(f"{where}: {len(steps) if isinstance(steps, list) else shown(steps)} steps; "
+                                  f"the instance has {d.steps} ({len(d.blocks)} blocks, alpha = {d.alpha})")
+            plan = SeparablePlan(tuple(step_from_dict(d, s, f"{where}[{j}]") for j, s in enumerate(steps)))
+            check_plan(inst, plan, where)
+        except InvalidPlan as e:
+            raise InvalidInstance(str(e)) from None
+        out[name] = plan
+    return out
 
 
 def check_plan(inst: Instance, plan: SeparablePlan, where: str = "plan") -> None:

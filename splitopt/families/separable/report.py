@@ -11,6 +11,7 @@ from splitopt.families.separable.plan import SeparablePlan, choice_of_permutatio
 
 
 def report(console, inst: Instance, plan: SeparablePlan, m: SeparableMetrics, show_layers: bool = True) -> None:
+    from rich.markup import escape as esc
     from rich.table import Table
 
     d = data(inst)
@@ -21,7 +22,7 @@ def report(console, inst: Instance, plan: SeparablePlan, m: SeparableMetrics, sh
         for col in ("step", "blocks", "send_to", "choice", "senders", "level", "dtype", "bytes"):
             table.add_column(col, justify="left" if col in ("blocks", "send_to", "dtype") else "right")
         for s in m.steps:
-            table.add_row(str(s.index), f"{s.blocks[0]}..{s.blocks[1]}" if show_layers else "",
+            table.add_row(str(s.index), esc(f"{s.blocks[0]}..{s.blocks[1]}") if show_layers else "",
                           str(list(s.send_to)), str(choice_of_permutation(s.send_to)),
                           str(sum(1 for g, h in enumerate(s.send_to) if g != h)), f"{s.level} ({s.percent:g} %)",
                           s.dtype, f"{s.bytes:,}")
@@ -32,4 +33,4 @@ def report(console, inst: Instance, plan: SeparablePlan, m: SeparableMetrics, sh
                   f"all-reduce)   intensive steps {m.intensive_steps}, mixing {'yes' if m.mixing else 'no'}, "
                   f"accuracy {acc}")
     for v in m.violations:
-        console.print(f"[red]VIOLATION[/red] {v}")
+        console.print(f"[red]VIOLATION[/red] {esc(v)}")
