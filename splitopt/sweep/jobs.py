@@ -48,7 +48,8 @@ def expand(instances: Iterable[str | Path], solvers: Iterable[str], seeds: Itera
     solvers, seeds = list(solvers), list(seeds)
     for p in paths:
         if not Path(p).is_file():
-            raise InvalidOption(f"sweep: instance file {p!r} does not exist")
+            why = "is not a regular file (a directory, FIFO, device or socket)" if Path(p).exists() else "does not exist"
+            raise InvalidOption(f"sweep: instance file {p!r} {why}")
     for name, values in (("instances", paths), ("solvers", solvers), ("seeds", seeds)):
         if not values:
             raise InvalidOption(f"sweep: no {name} given")
