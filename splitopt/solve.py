@@ -12,6 +12,7 @@ from splitopt.backends.base import Backend, ProgramBackend, feasible_start_plan,
 from splitopt.backends.registry import get_backend
 from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, NotApplicable, SolverFailure
+from splitopt.core.jsonfile import shown
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, SolveResult, Status
 from splitopt.families.base import Family
@@ -54,9 +55,9 @@ def solve(
     the same instance; the result's ``problem`` says so. Raises UnknownSolver,
     SolverUnavailable, NotApplicable, InvalidOption, or SolverFailure when a backend's
     objective or feasibility disagrees with the evaluator."""
-    if options is not None and not isinstance(options, Mapping):
-        raise InvalidOption(f"options: a mapping of solver option names to values is expected, got "
-                            f"{type(options).__name__}")
+    if options is not None and (not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options)):
+        raise InvalidOption(f"options: a mapping of solver option names (strings) to values is expected, got "
+                            f"{type(options).__name__} {shown(options)}")
     opts = SolveOptions(
         time_limit_s=time_limit,
         threads=threads,

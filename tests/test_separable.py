@@ -526,7 +526,7 @@ def test_library_calls_with_the_wrong_kind_of_argument_are_splitopt_errors():
     for bad in (None, "x.json", {"format": "splitopt-instance/1"}):
         with pytest.raises(InvalidInstance, match="a splitopt instance is expected"):
             solve(bad)
-    with pytest.raises(InvalidOption, match="a mapping"):
+    with pytest.raises(InvalidOption, match="a mapping of solver option names"):
         solve(inst, "cpsat", options=[1, 2])
     with pytest.raises(UnknownSolver, match="unknown solver ''"):
         solve(inst, "")

@@ -45,6 +45,10 @@ class ParetoPoint:
         return self.result.metrics.error
 
 
+#: solves per point of the front at most, ties of equal latency included (exact mode)
+TIE_SOLVES = 20
+
+
 @progress.clears_step
 def pareto_front(
     inst: Instance,
@@ -74,13 +78,20 @@ def pareto_front(
             if res.status.has_plan:
                 out.append(ParetoPoint(eps, res))
     elif mode == "exact":
-        err = first.metrics.error
-        while len(out) < points and err > 0:
+        # a solve may return, among the plans of least latency under the budget, one whose
+        # error is not the least (brute force walks such ties one at a time: on the toy, 30
+        # solves at one latency): only a new latency counts as a corner against ``points``,
+        # with at most TIE_SOLVES solves per point in all
+        err, corners, solves = first.metrics.error, 1, 1
+        while corners < points and err > 0 and solves < TIE_SOLVES * points:
             eps = max(0.0, err * (1 - STEP_RTOL) - 1e-15)
-            progress.step(f"point {len(out) + 1} of at most {points}: error budget {eps:.4g}")
+            progress.step(f"point {corners + 1} of at most {points}: error budget {eps:.4g}")
             res = solve(inst.with_settings(error_budget=eps), solver, time_limit, threads, diagnose=False)
+            solves += 1
             if not res.status.has_plan:
                 break
+            if res.objective > out[-1].latency_ms + 1e-12:
+                corners += 1
             out.append(ParetoPoint(eps, res))
             err = res.metrics.error
     return _non_dominated(out)

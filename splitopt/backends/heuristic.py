@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import sys
 import time
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -118,7 +119,11 @@ class HeuristicBackend(Backend):
         method = self.heuristic_class()
         config = method.configure(options.solver_options)
         t0 = time.perf_counter()
-        method.import_dependencies()
+        left = options.remaining_s()
+        # importing torch (seconds) would overrun a short limit: judge the seeds, no search
+        too_short = left is not None and left < method.import_s and "torch" not in sys.modules
+        if not too_short:
+            method.import_dependencies()
         # the relaxation bound first, inside the budget (at 10,000 layers the chain's
         # Lagrangian bound takes a second or two: after the search it overran the limit)
         bound = family.lower_bound(inst)
@@ -131,7 +136,7 @@ class HeuristicBackend(Backend):
         search = Search(family, inst, space, options, method.termination(config))
         try:
             with progress.phase("searching"):
-                if interrupted:  # Ctrl-C while seeding: judge the seeds found so far, nothing more
+                if interrupted or too_short:  # Ctrl-C while seeding, or no time to start: the seeds only
                     search.score(seeds)
                 else:
                     method().run(search, random.Random(options.seed), seeds, config)
@@ -139,6 +144,9 @@ class HeuristicBackend(Backend):
             interrupted = True
         if interrupted:
             search.stop_reason = "interrupted (Ctrl-C)"
+        elif too_short:
+            search.stop_reason = (f"time limit: {left:.2g} s left, less than the {method.import_s:g} s its "
+                                  "dependencies take to import; the seeds judged only")
         else:
             search.done  # records why it stopped
         extra: dict[str, Any] = {"build_s": build_s, "solve_s": time.perf_counter() - t0 - build_s,

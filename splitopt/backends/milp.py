@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from splitopt.backends.base import ProgramBackend, RunResult
+from splitopt.backends.base import ProgramBackend, RunResult, check_linear_scale
 from splitopt.backends.deadline import CHECK_EVERY_ROWS, check_deadline
 from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, NotApplicable
@@ -208,6 +208,9 @@ class MilpBackend(ProgramBackend):
     def export(self, program: Program, path) -> None:
         prob, _ = to_pulp(program.model)
         export_pulp(prob, path)
+
+    def check_scale(self, objective_ms: float) -> None:
+        check_linear_scale(self.name, objective_ms)
 
     #: whether the objective values in the solver's log include the program's constant
     log_includes_constant: bool = True

@@ -312,7 +312,7 @@ def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, a
         table.add_column(col, justify="right")
     for p in front:
         plan, m = p.result.plan, p.result.metrics
-        table.add_row("-" if p.accuracy is None else f"{p.accuracy:.4f}", f"{p.latency_ms:.4f}", plan.fusion,
+        table.add_row("-" if p.accuracy is None else f"{p.accuracy:.4f}", f"{p.latency_ms:.4f}", esc(plan.fusion),
                       "none" if plan.width is None else str(plan.width),
                       f"{sum(v.sent_bytes for v in m.views):,.0f}", p.result.status.value)
     console.print(table)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import typer
+from rich.markup import escape as esc
 
 from splitopt.cli.common import set_option
 from splitopt.cli.progress import quiet_option, showing_progress
@@ -153,22 +154,22 @@ def _sweep(inst: Any, link: Optional[str], low: float, high: float, points: int,
     if as_json:
         print_json(data)
     else:
-        table = Table(title=f"{inst.name}: {the_link.source}->{the_link.target} bandwidth sweep "
-                            f"({solver or 'auto'})")
+        table = Table(title=esc(f"{inst.name}: {the_link.source}->{the_link.target} bandwidth sweep "
+                                f"({solver or 'auto'})"))
         for col in ("Mbit/s", f"objective {fam.objective_unit(inst)}", "split", "bytes sent", "status", "moved"):
             table.add_column(col, justify="left" if col == "split" else "right")
         for r in rows:
             table.add_row(_mbps(r["bandwidth"]), "-" if r["objective"] is None else f"{r['objective']:.4f}",
-                          r["split"] or "-", "-" if r["bytes_sent"] is None else f"{r['bytes_sent']:,.0f}",
+                          esc(r["split"] or "-"), "-" if r["bytes_sent"] is None else f"{r['bytes_sent']:,.0f}",
                           r["status"], "<-" if r["moved"] else "")
         console.print(table)
         moves = [r["bandwidth"] for r in rows if r["moved"]]
         console.print(f"plan changes between sampled points at {', '.join(_mbps(b) for b in moves)} Mbit/s"
                       if moves else "the plan is the same at every sampled point", highlight=False)
         if output is not None:
-            console.print(f"table written to {output}", highlight=False)
+            console.print(f"table written to {esc(str(output))}", highlight=False)
         if plot is not None:
-            console.print(f"plot written to {plot}", highlight=False)
+            console.print(f"plot written to {esc(str(plot))}", highlight=False)
     return any(r["plan"] is not None for r in rows)
 
 
@@ -200,8 +201,8 @@ def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Opti
         error_line(f"no plan: {table.message}")
         return False
     unit = fam.objective_unit(inst)
-    out = Table(title=f"{inst.name}: {table.link[0]}->{table.link[1]} exact bandwidth breakpoints "
-                      f"({table.solver}, tolerance {table.rtol:g})")
+    out = Table(title=esc(f"{inst.name}: {table.link[0]}->{table.link[1]} exact bandwidth breakpoints "
+                          f"({table.solver}, tolerance {table.rtol:g})"))
     for col in ("from Mbit/s", "to Mbit/s", f"objective {unit} (from .. to)", "split", "bytes sent", "gap ms",
                 "proven"):
         out.add_column(col, justify="left" if col == "split" else "right")
@@ -209,18 +210,18 @@ def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Opti
         at_from, at_to = iv.objective_at_ends
         gap = f"{iv.gap_ms:.3g}" if math.isfinite(iv.gap_ms) else "-"
         out.add_row(_mbps(iv.bandwidth_from), _mbps(iv.bandwidth_to), f"{at_from:.4f} .. {at_to:.4f}",
-                    split_text(inst, iv.plan), f"{iv.line.b / 8000.0:,.0f}", gap, "yes" if iv.proven else "NO")
+                    esc(split_text(inst, iv.plan)), f"{iv.line.b / 8000.0:,.0f}", gap, "yes" if iv.proven else "NO")
     console.print(out)
     marks = ", ".join(_mbps(b) for b in table.breakpoints) or "none"
     console.print(f"Breakpoints {marks} Mbit/s; {len(table.intervals)} interval(s); {table.solves} solves in "
                   f"{table.wall_s:.2f} s; {'every interval proven optimal' if table.proven else 'NOT all proven'}",
                   highlight=False)
     for note in table.notes:
-        console.print(f"Note     {note}", highlight=False)
+        console.print(f"Note     {esc(note)}", highlight=False)
     if output is not None:
-        console.print(f"table written to {output}", highlight=False)
+        console.print(f"table written to {esc(str(output))}", highlight=False)
     if plot is not None:
-        console.print(f"plot written to {plot}", highlight=False)
+        console.print(f"plot written to {esc(str(plot))}", highlight=False)
     return True
 
 

@@ -136,6 +136,10 @@ def require_torch(command: str) -> None:
                                 "pip install 'splitopt[torch]' (from a checkout: pip install -e '.[torch]')")
 
 
+#: write ends of the output FIFOs probed for a reader (see check_output_path)
+_PROBED_FIFOS: list[int] = []
+
+
 def check_output_path(path: Optional[Path], option: str, suffixes: Iterable[str] | None = None,
                       inputs: Iterable[Path] = ()) -> None:
     """Refuse, before any work, an output path that cannot be written: a directory, a
@@ -153,6 +157,13 @@ def check_output_path(path: Optional[Path], option: str, suffixes: Iterable[str]
             raise InvalidOption(f"{option} {path}: the file name must end in one of {', '.join(allowed)}")
     if path.exists() and path.is_dir():
         raise InvalidOption(f"{option} {path}: is a directory, not a file")
+    if path.is_fifo():  # writing a FIFO waits for a reader: refuse one with none (a pipe to jq is fine)
+        try:
+            # kept open to the end of the command: closing it would send the reader an end of file
+            _PROBED_FIFOS.append(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            raise InvalidOption(f"{option} {path}: a FIFO that no process reads (writing it would wait "
+                                "forever)") from None
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.exists():
         raise InvalidOption(f"{option} {path}: the directory {parent} does not exist")
@@ -162,6 +173,12 @@ def check_output_path(path: Optional[Path], option: str, suffixes: Iterable[str]
         raise InvalidOption(f"{option} {path}: the file is not writable")
     if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise InvalidOption(f"{option} {path}: the directory {parent} is not writable")
+    if not path.exists():  # the permission bits can say yes where a write fails (/proc, /sys, a full disk)
+        try:
+            path.open("x").close()
+        except OSError as e:
+            raise InvalidOption(f"{option} {path}: cannot write the file ({e.strerror or type(e).__name__})") from None
+        path.unlink()
 
 
 @contextmanager

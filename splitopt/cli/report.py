@@ -17,8 +17,8 @@ def print_result(console: Console, inst: Any, result: SolveResult, show_layers: 
     console.print(f"[bold]splitopt[/bold] {esc(inst.name)} | problem {result.problem} | solver {result.backend}",
                   highlight=False)
     unit = family_of(inst).objective_unit(inst)
-    obj = "-" if result.objective is None else f"{result.objective:.4f} {unit}"
-    bound = "-" if result.bound is None else f"{result.bound:.4f} {unit}"
+    obj = "-" if result.objective is None else f"{_number(result.objective)} {unit}"
+    bound = "-" if result.bound is None else f"{_number(result.bound)} {unit}"
     gap = "-" if result.gap is None else f"{100 * result.gap:.4g} %"
     color = {"OPTIMAL": "green", "FEASIBLE": "yellow"}.get(result.status.value, "red")
     console.print(
@@ -29,6 +29,11 @@ def print_result(console: Console, inst: Any, result: SolveResult, show_layers: 
         console.print(f"[bold]Message[/bold]  {esc(result.message)}", highlight=False)
     if result.plan is not None and result.metrics is not None:
         print_metrics(console, inst, result.plan, result.metrics, show_layers)
+
+
+def _number(x: float) -> str:
+    """Four decimals, or four significant digits below 0.01 (a tiny objective is not 0)."""
+    return f"{x:.4f}" if x == 0 or abs(x) >= 1e-2 else f"{x:.4g}"
 
 
 def print_metrics(console: Console, inst: Any, plan: Any, metrics: Any, show_layers: bool = True) -> None:

@@ -98,6 +98,10 @@ class Heuristic(ABC):
             config[key] = known[key].check(value)
         return config
 
+    #: seconds :meth:`import_dependencies` may take (torch: 1.2-2.4 s measured on the shared
+    #: 2-core machine); with less time left the backend does not start the search
+    import_s: ClassVar[float] = 0.0
+
     @classmethod
     def import_dependencies(cls) -> None:
         """Import the modules :meth:`run` needs beyond the core; the backend calls this

@@ -44,6 +44,8 @@ class Reinforce(Heuristic):
         Setting("entropy", float, 0.001, "weight of the entropy bonus", low=0.0, high=10.0),
     )
 
+    import_s = 3.0  # torch
+
     @classmethod
     def import_dependencies(cls) -> None:
         importlib.import_module("torch")  # 2 s here: inside the budget, before the seeding's share

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.instance import Instance
+from splitopt.families.chain.data import compute_table
 from splitopt.families.chain.evaluate import MEMORY_RTOL
 
 
@@ -40,6 +41,13 @@ def check_chain(inst: Instance) -> None:
             )
     if s.edge_required:
         raise InvalidInstance("instance.settings.edge_required: not defined for problem 'chain'")
+    if s.cloud is not None and s.cloud != chain[-1]:
+        raise InvalidInstance(f"instance.settings.cloud: '{s.cloud}' is not the last chain device '{chain[-1]}'; "
+                              "problem 'chain' reads the line from settings.chain (omit cloud or name the last device)")
+    if s.edge_memory_bytes != inst.device_by_name[chain[0]].memory_bytes:
+        raise InvalidInstance(f"instance.settings.edge_memory_bytes: {s.edge_memory_bytes:g}: not a setting of problem "
+                              "'chain' (each device's memory_bytes limits it)")
+    compute_table(inst)  # every layer's latency on every chain device: a missing measured entry is named here
     for i, layer in enumerate(inst.layers):
         need = (layer.weights + layer.output_elements) * s.cloud_bits / 8.0
         if all(need > inst.device_by_name[m].memory_bytes * (1 + MEMORY_RTOL) for m in chain):

@@ -220,7 +220,9 @@ def _segments_dp(inst: Instance, memory: bool,
                     peak = np.maximum.accumulate(pair[:b][::-1])[::-1]  # peak[a] = max pair[a..b-1]
                     mem = np.empty(b + 1)
                     mem[:b] = W[b] - W[:b] + peak
-                    mem[b] = h[b]  # empty segment: the tensor passing through
+                    # empty segment: the tensor passing through; the last layer's output
+                    # (read by no layer) occupies its producer's device only
+                    mem[b] = h[b] if b < N else 0.0
                 else:
                     mem = np.array([h[0]])
                 cost = np.where(mem <= limits[m], cost, np.inf)
@@ -254,10 +256,11 @@ def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
                          extra={"solve_s": solve_s})
 
 
-def contiguous_split_plan(inst: Instance):
-    """The best contiguous split of the file order without memory limits (``segments-dp``'s plan)."""
-    _, cuts = _segments_dp(inst, memory=False)  # without memory rows some cuts always exist
-    return segments_plan(inst, cuts)
+def contiguous_split_plan(inst: Instance, stop: Callable[[], bool] | None = None):
+    """The best contiguous split of the file order without memory limits (``segments-dp``'s
+    plan); None where ``stop()`` said to stop first."""
+    found = _segments_dp(inst, memory=False, stop=stop)  # without memory rows some cuts always exist
+    return None if found is None else segments_plan(inst, found[1])
 
 
 def segments_dp(inst: Instance, options: SolveOptions) -> BackendOutput:

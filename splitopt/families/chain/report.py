@@ -17,7 +17,7 @@ def report(console, inst: Instance, plan: Plan, m: ChainMetrics, show_layers: bo
         table.add_column(col, justify="left" if col == "device" else "right")
     for d in m.devices:
         table.add_row(esc(d.device), str(d.layers), f"{d.compute_ms:.3f}", f"{d.send_ms:.3f}", f"{d.stage_ms:.3f}",
-                      f"{d.sent_bytes:,.0f}", f"{d.memory_bytes / 1e6:,.3f}", f"{d.memory_limit / 1e6:,.0f}")
+                      f"{d.sent_bytes:,.0f}", f"{d.memory_bytes / 1e6:,.3f}", f"{d.memory_limit / 1e6:,.3f}")
     console.print(table)
     console.print(f"[bold]Latency[/bold]  {m.latency_ms:.3f} ms (sum of stages, Eq. 1)   "
                   f"[bold]Bottleneck[/bold] {m.bottleneck_ms:.3f} ms on '{esc(m.bottleneck_device)}' "

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.options import check_build_deadline
 from splitopt.core.program import LinearProgram, Program
@@ -24,9 +23,6 @@ from splitopt.families.loading.plan import LoadingPlan, canonical_threads, plan_
 MILP_EPS = 1e-6
 #: MILP: the dual (optimality) tolerance of the LP solves, for the bound
 MILP_DUAL_TOL = 1e-7
-#: the least horizon (every load and inference one after another, ms) the MILP accepts: the
-#: solvers meet rows in ms to about ``MILP_EPS`` absolute, a thousandth of this
-MIN_HORIZON_MS = 1e3 * MILP_EPS
 
 
 def build_milp(inst: Instance, start: LoadingPlan | None = None) -> Program:
@@ -40,10 +36,6 @@ def build_milp(inst: Instance, start: LoadingPlan | None = None) -> Program:
     latency = inst.settings.objective == "latency"
     N, K, T = d.n, max(counts), d.threads
     H = horizon_ms(d, counts)
-    if 0 < H < MIN_HORIZON_MS:  # rows in ms met to 1e-6 absolute would decide nothing
-        raise NotApplicable(f"milp: every time of this instance together is {H:.3g} ms, below the MILP solvers' "
-                            f"absolute tolerances (1e-6 ms per row; at least {MIN_HORIZON_MS:g} ms needed): give "
-                            "the times in ms, or use cpsat, count-search or partition-search")
     # every load one after another: no load starts or lasts longer (the big-M of the order rows)
     H_load = K * d.fixed_ms + max(d.slowdown(k) for k in counts) * float(d.read_prefix[-1])
     cont = dict(binary=False, lb=0.0, ub=H_load, implied_integer=False, unit="ms")

@@ -106,6 +106,10 @@ class MaxloadFamily(Family):
     def diagnose(self, inst: MaxloadInstance, resolve: Callable[[Any], bool]) -> str:
         return diagnose(inst)
 
+    def proven_infeasible(self, inst: MaxloadInstance) -> str | None:
+        reason = simple_infeasibility(inst, groups_of(inst))  # no device, or a node that fits none
+        return None if reason is None else f"infeasible: {reason}"
+
     def build_program(self, inst: MaxloadInstance, kind: str, start: MaxloadPlacement | None) -> Program:
         reason = simple_infeasibility(inst, groups_of(inst))
         if reason is not None:

@@ -32,7 +32,9 @@ from splitopt.families.maxload.plan import MaxloadPlacement
 
 
 def all_on_cpu_placement(inst: MaxloadInstance) -> MaxloadPlacement | None:
-    """Every node on cpu0, or None without a CPU core."""
+    """Every node on cpu0, or None without a CPU core (an empty graph: the empty placement)."""
+    if not inst.nodes:
+        return MaxloadPlacement({})
     if not inst.cpus:
         return None
     return MaxloadPlacement({v: inst.cpus[0] for v in inst.node_by_id})
@@ -65,7 +67,8 @@ def intervals(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     _throughput_only(inst, "intervals")
     plan = interval_plan(inst, options)
     if plan is None:
-        raise NotApplicable("intervals: no placement of intervals of the group order meets the rules")
+        return BackendOutput(Status.NO_SOLUTION_FOUND,
+                             message="intervals: no placement of intervals of the group order meets the rules")
     return BackendOutput(Status.FEASIBLE, plan=plan)
 
 
@@ -76,7 +79,7 @@ def group_moves(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     _throughput_only(inst, "group-moves")
     plan = interval_plan(inst, options)
     if plan is None:
-        raise NotApplicable("group-moves: no start plan (intervals found none)")
+        return BackendOutput(Status.NO_SOLUTION_FOUND, message="group-moves: no start plan (intervals found none)")
     return BackendOutput(Status.FEASIBLE, plan=improve(inst, plan, out_of_time=options.out_of_time))
 
 
@@ -95,6 +98,8 @@ def ideal_dp(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
     from splitopt.families.maxload.ideal_dp import IdealDpResult, solve_ideal_dp
 
     _throughput_only(inst, "ideal-dp")
+    if not inst.nodes:  # nothing to place: the empty placement, max-load 0
+        return BackendOutput(Status.OPTIMAL, plan=MaxloadPlacement({}), bound=0.0, message="ideal-dp: no node to place")
     try:  # the search for cyclic waits stops at the time limit too (BuildDeadlinePassed)
         with building_until(options.deadline):
             try:

@@ -24,7 +24,7 @@ def report(console, inst: Instance, plan: MeshPlan, metrics: MeshMetrics, show_l
     for d in metrics.devices:
         share = 100.0 * d.memory_bytes / d.memory_limit if d.memory_limit else 0.0
         table.add_row(esc(d.device), str(d.layers), f"{d.compute_ms:.4f}", f"{d.weight_bytes / 1e6:,.3f}",
-                      f"{d.working_bytes / 1e6:,.3f}", f"{d.memory_bytes / 1e6:,.3f}", f"{d.memory_limit / 1e6:,.0f}",
+                      f"{d.working_bytes / 1e6:,.3f}", f"{d.memory_bytes / 1e6:,.3f}", f"{d.memory_limit / 1e6:,.3f}",
                       f"{share:.1f}")
     console.print(table)
     table = Table(title="Links")

@@ -176,15 +176,37 @@ def canonical_plan(data: MeshData, plan: MeshPlan, classes: list[list[str]]) -> 
 
 def order_from_times(data: MeshData, device_map, starts: dict[str, float], ends: dict[str, float]) -> dict[str, tuple[str, ...]]:
     """Per-resource order of the plan's positive-duration tasks by the solver's times
-    (midpoint, then the default key)."""
+    (midpoint, then the default key), taken along a topological order of the data
+    dependencies: the next task is the one of least (midpoint, key) whose predecessors
+    all came before. Where the times respect the dependencies this is the order of the
+    times; where they do not (a task shorter than the solver's feasibility tolerance,
+    1e-6 ms against a horizon of seconds, may appear to start before its input is
+    ready), it is still an order that runs, never one that deadlocks."""
+    import heapq
+
     tasks = build_tasks(data, device_map)
-    by_res: dict[str, list] = {}
     for tid, t in tasks.items():
-        if t.duration > 0:
-            if tid not in starts:
-                raise SolverFailure(f"mesh program: task '{tid}' of the decoded plan has no time in the solution")
-            by_res.setdefault(t.resource, []).append(((starts[tid] + ends[tid]) / 2.0, t.key, tid))
-    return {r: tuple(tid for _, _, tid in sorted(items)) for r, items in by_res.items()}
+        if t.duration > 0 and tid not in starts:
+            raise SolverFailure(f"mesh program: task '{tid}' of the decoded plan has no time in the solution")
+    rank = {tid: ((starts[tid] + ends[tid]) / 2.0 if tid in starts else float("-inf"), t.key, tid)
+            for tid, t in tasks.items()}
+    waiting = {tid: len(set(t.preds)) for tid, t in tasks.items()}
+    after: dict[str, list[str]] = {}
+    for tid, t in tasks.items():
+        for p in set(t.preds):
+            after.setdefault(p, []).append(tid)
+    ready = [rank[tid] for tid, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    by_res: dict[str, list[str]] = {}
+    while ready:
+        _, _, tid = heapq.heappop(ready)
+        if tasks[tid].duration > 0:
+            by_res.setdefault(tasks[tid].resource, []).append(tid)
+        for nxt in after.get(tid, ()):
+            waiting[nxt] -= 1
+            if waiting[nxt] == 0:
+                heapq.heappush(ready, rank[nxt])
+    return {r: tuple(ids) for r, ids in by_res.items()}
 
 
 # ----- assignment feasibility (for the infeasibility diagnosis) --------------------------------
