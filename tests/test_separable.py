@@ -417,11 +417,11 @@ def test_g8_latency_mixing_is_proven_at_one_transfer():
 # --- hostile input found by a sweep (2026-11-27) -----------------------------------------------------
 
 def sixteen_devices() -> dict:
-    """The paper's ResNeXt-56 layout on 16 devices, every link present: 16! permutations per step."""
+    """A random separable instance on 16 devices (the most allowed), every link present:
+    16! permutations per step."""
     from splitopt.families.separable.examples import random_separable_data
 
-    raw = random_separable_data(3, 16, 4, limits=False, objective="latency")
-    return raw
+    return random_separable_data(3, 16, 4, limits=False, objective="latency")
 
 
 def test_sixteen_devices_never_list_every_permutation():
