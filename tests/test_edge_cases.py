@@ -166,3 +166,16 @@ def test_exact_pareto_front_does_not_depend_on_how_a_solver_breaks_latency_ties(
     fronts = [[(round(p.error, 9), round(p.latency_ms, 9)) for p in pareto_front(inst, solver=s)]
               for s in ("brute-force", "cpsat")]
     assert fronts[0] == fronts[1] and len(fronts[0]) == 8, fronts
+
+
+def test_auto_under_a_short_limit_is_never_worse_than_a_hint_baseline():
+    """The probe's 5 % slice was too short for the hint baselines: on a 3 s run of the peer
+    BERT-L-12 training graph auto returned 944 ms where the hint group-moves gives 442.6 ms.
+    The hints now run first, on the whole budget."""
+    peer = ROOT.parent / "shared" / "peer-instances" / "dnn-partitioning" / "throughput-inputs" / "OperatorGraphs"
+    if not peer.exists():
+        pytest.skip("peer instances not beside the checkout")
+    path = peer / "bert_L-12_training.json"
+    hint = solve(load_instance(path), "group-moves").objective
+    r = solve(load_instance(path), "auto", time_limit=4)
+    assert r.status.has_plan and r.objective <= hint * (1 + 1e-9), (r.objective, hint, r.message)
