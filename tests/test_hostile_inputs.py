@@ -770,3 +770,11 @@ def test_a_fifo_or_a_device_is_not_read(tmp_path):
     os.mkfifo(fifo)
     raises_one_line(InvalidInstance, lambda: load_instance(fifo), "not a regular file")
     raises_one_line(InvalidInstance, lambda: load_instance("/dev/zero"), "not a regular file")
+
+
+def test_an_unknown_key_of_a_keyed_table_is_named_not_a_valid_one():
+    """The error tables are keyed by bit-width ('^[0-9]+$'): an extra key 'x' beside '2',
+    '4', ... was reported as 'weight_error.2' (the first key in sorted order)."""
+    data = toy()
+    data["graph"]["layers"][0]["weight_error"]["x"] = 0.1
+    raises_one_line(InvalidInstance, lambda: splitopt.api.parse_instance(data), "weight_error.x", "^[0-9]+$")

@@ -7,6 +7,7 @@ the family's checks; this module knows only the core model (``splitopt.core.inst
 from __future__ import annotations
 
 import json
+import re
 import math
 from importlib import resources
 from pathlib import Path
@@ -96,10 +97,12 @@ def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
         err = _narrowest(errors[0])
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             known = sorted(err.schema.get("properties", {}))
-            extra = sorted(k for k in err.instance if k not in known)
+            patterns = list(err.schema.get("patternProperties", {}))
+            extra = sorted(k for k in err.instance if k not in known and not any(re.search(p, k) for p in patterns))
             if extra:
+                allowed = ", ".join(known + [f"keys matching {p}" for p in patterns])
                 raise InvalidInstance(f"{_json_path(list(err.absolute_path) + [cut(str(extra[0]))])}: unknown field "
-                                      f"(fields: {', '.join(known)})")
+                                      f"(fields: {allowed})")
         if err.validator in _BOUNDS:
             raise InvalidInstance(f"{_json_path(err.absolute_path)}: must be {_BOUNDS[err.validator]} "
                                   f"{err.validator_value:.17g}, got {shown(err.instance)} (README 'Ranges')")
