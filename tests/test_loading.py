@@ -165,13 +165,18 @@ def one_line(proc, code, *needles):
     (lambda o: o.update(thread_bytes_per_s=0), ("thread_bytes_per_s", "0")),
     (lambda o: o.update(children={"min": 3, "max": 2}), ("children.min", "3")),
     (lambda o: o.update(speed=1), ("speed",)),
+    # reference plans are checked with the instance (validate had accepted these)
+    (lambda o: o.update(reference_plans={"a": ["b2", "b0"]}), ("reference_plans.a", "first block 'b0'", "'b2'")),
+    (lambda o: o.update(reference_plans={"a": ["b0", "b2", "b2"]}), ("reference_plans.a[2]", "'b2' does not come")),
+    (lambda o: o.update(reference_plans={"a": ["b0", "b3", "b1"]}), ("reference_plans.a[2]", "'b1' does not come")),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, change, needles):
     raw = four_blocks()
     change(raw["settings"]["loading"])
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(raw))
-    one_line(run_cli("solve", str(path)), 2, *needles)
+    for verb in ("validate", "solve"):
+        one_line(run_cli(verb, str(path)), 2, *needles)
     with pytest.raises(InvalidInstance):
         parse_instance(copy.deepcopy(raw))
 
@@ -434,18 +439,6 @@ def test_polish_proposes_valid_plans_no_worse():
 
 
 # ----- hostile input found by a sweep (2026-11-27) --------------------------------------------------
-
-@pytest.mark.parametrize("change, needles", [
-    (lambda o: o.update(reference_plans={"a": ["b2", "b0"]}), ("reference_plans.a", "first block 'b0'", "'b2'")),
-    (lambda o: o.update(reference_plans={"a": ["b0", "b2", "b2"]}), ("reference_plans.a[2]", "'b2' does not come")),
-    (lambda o: o.update(reference_plans={"a": ["b0", "b3", "b1"]}), ("reference_plans.a[2]", "'b1' does not come")),
-])
-def test_reference_plans_are_checked_with_the_instance(tmp_path, change, needles):
-    raw = four_blocks()
-    change(raw["settings"]["loading"])
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(raw))
-    one_line(run_cli("validate", str(path)), 2, *needles)
 
 
 def test_markup_in_names_is_printed_literally(tmp_path):
