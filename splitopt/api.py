@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -128,8 +129,8 @@ def load_instance(path: str | Path, overrides: Overrides = None) -> Any:
     grammar in ``splitopt.core.overrides``) applied to the file's JSON data before any
     check, so an edited value is checked like the file's own; InvalidOption (one line) on
     an override that does not fit the data."""
+    data = read_json(path, InvalidInstance)  # first: it refuses a path that is not one
     path = Path(path)
-    data = read_json(path, InvalidInstance)
     if not isinstance(data, dict):
         raise InvalidInstance(f"{path}: the top level must be a JSON object (an instance), got {json_type(data)}")
     data = with_overrides(data, overrides)
@@ -155,8 +156,8 @@ def plan_from_dict(inst: Any, data: Any, where: str = "plan") -> Any:
 
 def load_plan(inst: Any, path: str | Path) -> Any:
     """Read a plan file for ``inst`` (or the output of ``splitopt solve --json``)."""
-    path = Path(path)
-    return plan_from_dict(inst, read_json(path, InvalidPlan), where=str(path))
+    data = read_json(path, InvalidPlan)
+    return plan_from_dict(inst, data, where=str(path))
 
 
 def plan_to_dict(inst: Any, plan: Any) -> dict[str, Any]:
@@ -167,8 +168,17 @@ def plan_to_dict(inst: Any, plan: Any) -> dict[str, Any]:
 
 
 def save_plan(inst: Any, plan: Any, path: str | Path) -> None:
-    """Write a plan as JSON."""
-    Path(path).write_text(json.dumps(plan_to_dict(inst, plan), indent=1) + "\n")
+    """Write a plan as JSON. InvalidOption (one line naming the path) where ``path`` is not
+    a path or cannot be written (a directory, a missing folder, no permission)."""
+    from splitopt.core.errors import InvalidOption
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidOption(f"save_plan: the path must be a str or a path, got {type(path).__name__}")
+    text = json.dumps(plan_to_dict(inst, plan), indent=1) + "\n"
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise InvalidOption(f"save_plan {path}: cannot write the file ({e.strerror or type(e).__name__})") from None
 
 
 def evaluate(inst: Any, plan: Any) -> Any:

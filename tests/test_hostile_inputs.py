@@ -155,6 +155,8 @@ def _line_instance(n_layers: int, latency_ms: float | None = None, shape=(1, 8))
     # one tensor over a 1 bit/s link
     (edited(_line_instance(1, shape=(1, 2**30)), "links.0.bandwidth_bits_per_s", 1.0),
      ["instance.links[0].bandwidth_bits_per_s", "the largest tensor"]),
+    # a fixed link latency at the limit, plus the send: the latency is named, not the bandwidth
+    (edited(toy(), "links.0.latency_ms", 1e8), ["instance.links[0].latency_ms", "1e+08 ms fixed latency"]),
     # every value in range, the slowest conceivable plan beyond 1e9 ms
     (_line_instance(12, latency_ms=1e8), ["instance:", "slowest conceivable plan", "layer latencies"]),
 ])
@@ -778,3 +780,33 @@ def test_an_unknown_key_of_a_keyed_table_is_named_not_a_valid_one():
     data = toy()
     data["graph"]["layers"][0]["weight_error"]["x"] = 0.1
     raises_one_line(InvalidInstance, lambda: splitopt.api.parse_instance(data), "weight_error.x", "^[0-9]+$")
+
+
+def test_library_calls_with_values_json_has_no_form_for_are_one_line(tmp_path):
+    """Through the API (no JSON file on the way) a path that is not one, a complex
+    number in the data and a plan written where no file can be are splitopt's one-line
+    errors naming the value, not Python's TypeError or OSError."""
+    from splitopt.core.errors import InvalidOption
+
+    raises_one_line(InvalidInstance, lambda: load_instance(None), "file path must be a str or a path", "NoneType")
+    raises_one_line(InvalidInstance, lambda: load_instance(3), "file path", "int")
+    raises_one_line(InvalidInstance, lambda: parse_instance(edited(toy(), "devices.0.memory_bytes", 1j)),
+                    "instance.devices[0].memory_bytes", "must be a JSON value", "complex")
+    raises_one_line(InvalidInstance, lambda: parse_instance(edited(toy(), "graph.layers.0.inputs", {"x"})),
+                    "instance.graph.layers[0].inputs", "set")
+    inst = parse_instance(toy())
+    plan = solve(inst, "brute-force").plan
+    raises_one_line(InvalidPlan, lambda: load_plan(inst, None), "file path", "NoneType")
+    raises_one_line(InvalidOption, lambda: splitopt.api.save_plan(inst, plan, tmp_path), "save_plan", "cannot write")
+    raises_one_line(InvalidOption, lambda: splitopt.api.save_plan(inst, plan, tmp_path / "no" / "p.json"),
+                    "cannot write", "No such file")
+    raises_one_line(InvalidOption, lambda: splitopt.api.save_plan(inst, plan, None), "save_plan", "NoneType")
+    splitopt.api.save_plan(inst, plan, tmp_path / "p.json")
+    assert load_plan(inst, tmp_path / "p.json") == plan
+
+
+def test_byte_counts_in_messages_are_not_rounded_to_a_whole_byte():
+    from splitopt.core.jsonfile import byte_count
+
+    assert byte_count(1.5) == "1.5" and byte_count(2.0) == "2" and byte_count(1234567) == "1,234,567"
+    assert byte_count(0.125) == "0.125" and byte_count(1e6 + 0.25) == "1,000,000.25"

@@ -193,6 +193,11 @@ def test_bad_plans_are_one_line(tmp_path):
     inst = parse_instance(four_blocks(threads=1))
     with pytest.raises(InvalidPlan, match="threads"):
         plan_from_dict(inst, {"children": ["b0", "b2"], "threads": [[0], [1]]})
+    # the informational fields are typed (the evaluator recomputes the objective)
+    for field, value in (("objective_ms", "fast"), ("objective_ms", True), ("note", 3)):
+        with pytest.raises(InvalidPlan, match=rf"plan\.{field}: must be"):
+            plan_from_dict(inst, {"children": ["b0"], field: value})
+    assert plan_from_dict(inst, {"children": ["b0"], "objective_ms": 1.5, "note": "by hand"}).starts == (0,)
 
 
 def test_infeasible_names_the_binding_limit(tmp_path):
@@ -516,3 +521,25 @@ def test_tiny_times_are_never_proven_by_an_absolute_tolerance():
     for solver in ("milp-highs", "milp-cbc"):
         with pytest.raises(NotApplicable, match="where the MILP solvers' absolute tolerances"):
             solve(inst, solver)
+
+
+def test_brute_force_lists_only_plans_whose_last_child_holds_the_trainable_tail():
+    """A tail of all but one block leaves two cut sets (k = 1, or a cut at block 1: 3 thread
+    layouts of 2 children on 2 threads), so
+    brute force takes 40 blocks x 16 children (it had counted every cut set, 6e10 plans
+    times their thread layouts, and refused); the count is the number listed."""
+    from splitopt.families.loading.enumerate import count_plans, enumerate_plans
+
+    raw = random_loading_data(3, 40, threads=2, k_max=16, objective="latency")
+    raw["settings"]["loading"]["trainable_tail"] = 39
+    raw["settings"]["loading"]["children"] = {"min": 1, "max": 16}
+    inst = family("loading").instance_from_data(raw)
+    d = data(inst)
+    listed = list(enumerate_plans(inst, 10**6))
+    assert len(listed) == count_plans(d.n, d.k_max, d.threads, True, d.last_start_max) == 1 + 3
+    assert all(p.starts[-1] <= d.last_start_max for p in listed)
+    bf = solve(inst, "brute-force")
+    assert bf.status is Status.OPTIMAL
+    assert bf.objective == pytest.approx(solve(inst, "cpsat").objective, rel=1e-6)
+    # without a tail: every cut set, as before
+    assert count_plans(6, 3, 2, False) == 1 + 5 + 10

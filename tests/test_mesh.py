@@ -166,7 +166,8 @@ def test_serial_bus_contention_and_orders():
     assert m3.makespan_ms == pytest.approx(max(1 + 2 * ta, 2) + 2 * tb + 0.5)
     assert {t.resource for t in m3.schedule if t.kind == "transfer"} == {"s->t"}
     # an order that contradicts the data flow deadlocks
-    with pytest.raises(InvalidPlan, match="deadlock"):
+    # (the message names the cycle of waits: c first on s reads a, which comes after c)
+    with pytest.raises(InvalidPlan, match="deadlock.*layer 'c' on 's' waits for layer 'a' on 's' waits for layer 'c'"):
         evaluate(inst, MeshPlan({"a": "s", "b": "s", "c": "s"}, {"s": ["c", "a", "b"]}))
 
 

@@ -28,13 +28,24 @@ def _json_path(path) -> str:
     return out
 
 
+#: the Python types of JSON values (tuples: what a caller may build for an array)
+_JSON_TYPES = (dict, list, tuple, str, int, float, bool, type(None))
+
+
 def _reject_non_finite(value: Any, path: str) -> None:
+    """InvalidInstance naming the field of the first value that is not a finite JSON
+    value: NaN, infinity, or a Python object JSON has no form for (a complex number, a
+    set, bytes: reachable through the API, where the schema's number type would take a
+    complex number and a later comparison would fail)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidInstance(f"{path}: must be a finite number, got {value}")
+    if not isinstance(value, _JSON_TYPES):
+        raise InvalidInstance(f"{path}: must be a JSON value (number, string, boolean, null, array or object), "
+                              f"got a Python {type(value).__name__}")
     if isinstance(value, dict):
         for k, v in value.items():
             _reject_non_finite(v, f"{path}.{k}")
-    elif isinstance(value, list):
+    elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             _reject_non_finite(v, f"{path}[{i}]")
 

@@ -15,6 +15,7 @@ parsed, so that the format's own checks refuse them naming the field.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,15 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
     """A parsed JSON value for a one-line message (its Python repr: strings quoted), cut
     to ``limit`` characters."""
     return cut(repr(value), limit)
+
+
+def byte_count(n: float) -> str:
+    """A byte count for a message, with thousands separators: whole where it is whole,
+    else to 3 decimals (so that a need of 1.5 B does not read "2 B" beside a limit of
+    "2 B"; sizes at odd bit-widths are fractional bytes)."""
+    if n == round(n):
+        return f"{n:,.0f}"
+    return f"{n:,.3f}".rstrip("0").rstrip(".")
 
 
 def nesting_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
@@ -114,7 +124,9 @@ def parse_json_text(text: str, where: str, error: type[Exception]) -> Any:
 def read_json(path: str | Path, error: type[Exception]) -> Any:
     """Read and parse the JSON file ``path``; raise ``error`` (an exception class taking
     one message) naming the file and the defect: unreadable, not UTF-8, malformed, too
-    deeply nested (see the module docstring)."""
+    deeply nested (see the module docstring); ``path`` not a path (None, a number)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise error(f"the file path must be a str or a path, got {type(path).__name__} {cut(repr(path))}")
     path = Path(path)
     if path.is_dir():
         raise error(f"{path}: is a directory, not a JSON file")

@@ -14,6 +14,8 @@ Each family parses and checks it (which devices and bit-widths are allowed).
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -99,6 +101,14 @@ def check_plan_header(data: Any, instance_name: str, where: str, fmt: str,
             if key not in fields:
                 raise InvalidPlan(f"{where}.{cut(key)}: not a field of this problem's plans "
                                   f"(fields: {', '.join(fields)})")
+    # informational fields (the evaluator recomputes the objective): typed, not compared
+    value = data.get("objective_ms")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value)):
+        raise InvalidPlan(f"{where}.objective_ms: must be a finite number or null (informational; the "
+                          f"evaluator recomputes it), got {shown(value)}")
+    if data.get("note") is not None and not isinstance(data["note"], str):
+        raise InvalidPlan(f"{where}.note: must be a string or null, got {shown(data['note'])}")
 
 
 def plan_layers(inst: Instance, data: Any, where: str = "plan", fmt: str = FORMAT,

@@ -112,12 +112,18 @@ def _times(inst: Instance) -> None:
     transfers = 0.0
     for i, link in enumerate(inst.links):
         rate = inst.link_rate_bits_per_s(link)
-        one = link.latency_ms + 1000.0 * largest / rate
+        sending = 1000.0 * largest / rate
+        one = link.latency_ms + sending
         if not one <= MAX_MS:
-            field = f"instance.links[{i}].bandwidth_bits_per_s" if link.bus is None else \
-                f"instance.buses[{[b.name for b in inst.buses].index(link.bus)}].bandwidth_bits_per_s"
+            if link.latency_ms >= sending:  # the fixed latency is the larger part: name it
+                field = f"instance.links[{i}].latency_ms"
+            elif link.bus is None:
+                field = f"instance.links[{i}].bandwidth_bits_per_s"
+            else:
+                field = f"instance.buses[{[b.name for b in inst.buses].index(link.bus)}].bandwidth_bits_per_s"
             raise InvalidInstance(f"{field}: the largest tensor ({largest:.3g} bits) takes {one:.3g} ms over link "
-                                  f"'{link.source}' -> '{link.target}' ({rate:.3g} bits/s), more than {MAX_MS:g} ms")
+                                  f"'{link.source}' -> '{link.target}' ({link.latency_ms:.3g} ms fixed latency + "
+                                  f"{sending:.3g} ms at {rate:.3g} bits/s), more than {MAX_MS:g} ms")
         transfers += len(inst.inputs + inst.layers) * link.latency_ms + 1000.0 * tensor_bits / rate
     if not compute + transfers <= MAX_TOTAL_MS:
         what = ("layer latencies (every layer on its slowest device)" if compute >= transfers else

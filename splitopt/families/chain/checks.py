@@ -7,6 +7,7 @@ from splitopt.core.errors import InvalidInstance
 from splitopt.core.instance import Instance
 from splitopt.families.chain.data import compute_table
 from splitopt.families.chain.evaluate import MEMORY_RTOL
+from splitopt.core.jsonfile import byte_count
 
 
 def check_chain(inst: Instance) -> None:
@@ -53,6 +54,6 @@ def check_chain(inst: Instance) -> None:
         if all(need > inst.device_by_name[m].memory_bytes * (1 + MEMORY_RTOL) for m in chain):
             raise InvalidInstance(
                 f"instance.graph.layers[{i}]: layer '{layer.name}' fits on no chain device: its weights and "
-                f"output need {need:,.0f} B, the largest device memory is "
-                f"{max(inst.device_by_name[m].memory_bytes for m in chain):,.0f} B"
+                f"output need {byte_count(need)} B, the largest device memory is "
+                f"{byte_count(max(inst.device_by_name[m].memory_bytes for m in chain))} B"
             )

@@ -29,6 +29,7 @@ from splitopt.core.plan import Plan
 from splitopt.core.schedule import Task
 from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
 from splitopt.families.chain.plan import check_plan
+from splitopt.core.jsonfile import byte_count
 
 #: relative tolerance of the memory check (memory rows are exact integers in bits)
 MEMORY_RTOL = 1e-9
@@ -198,8 +199,9 @@ def evaluate(inst: Instance, plan: Plan) -> ChainMetrics:
     for d in loads:
         if d.memory_bytes > d.memory_limit * (1 + MEMORY_RTOL):
             violations.append(
-                f"device '{d.device}' memory {d.memory_bytes:,.0f} B (weights {d.weight_bytes:,.0f} + activations "
-                f"{d.peak_activation_bytes:,.0f} at step '{d.peak_step}') exceeds its limit {d.memory_limit:,.0f} B"
+                f"device '{d.device}' memory {byte_count(d.memory_bytes)} B (weights {byte_count(d.weight_bytes)} "
+                f"+ activations {byte_count(d.peak_activation_bytes)} at step '{d.peak_step}') exceeds its limit "
+                f"{byte_count(d.memory_limit)} B"
             )
     bottleneck = max(loads, key=lambda d: d.stage_ms)
     return ChainMetrics(

@@ -7,6 +7,7 @@ from splitopt.core.plan import Plan
 from splitopt.families.chain.data import chain_tensors
 from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
+from splitopt.core.jsonfile import byte_count
 
 
 def start_plan(inst: Instance) -> Plan:
@@ -72,7 +73,7 @@ def diagnose(inst: Instance) -> str:
     raw = max((tensors.held_bytes[t.name] for t in inst.inputs), default=0.0)
     limit = inst.device_by_name[first].memory_bytes
     if raw > limit:
-        return (f"infeasible: the raw input ({raw:,.0f} B) does not fit the memory of the first chain device "
-                f"'{first}' ({limit:,.0f} B), where it arrives")
+        return (f"infeasible: the raw input ({byte_count(raw)} B) does not fit the memory of the first chain device "
+                f"'{first}' ({byte_count(limit)} B), where it arrives")
     return ("infeasible: no placement meets every device memory limit "
-            f"({', '.join(f'{m} {inst.device_by_name[m].memory_bytes:,.0f} B' for m in inst.settings.chain)})")
+            f"({', '.join(f'{m} {byte_count(inst.device_by_name[m].memory_bytes)} B' for m in inst.settings.chain)})")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from splitopt.core.instance import Instance
+from splitopt.core.jsonfile import byte_count
 
 #: an edge memory limit no plan can reach (bytes): "no memory limit" for the re-solve
 LIFTED_MEMORY_BYTES = 1e30
@@ -26,15 +27,15 @@ def diagnose(inst: Instance, resolve: Callable[[Instance], bool]) -> str:
         )
     if ok_without_memory and not ok_without_error:
         return (
-            f"infeasible: edge memory limit {s.edge_memory_bytes:,.0f} B is below what the required edge "
+            f"infeasible: edge memory limit {byte_count(s.edge_memory_bytes)} B is below what the required edge "
             f"layers ({required}) need at any bit-width"
         )
     if ok_without_error and ok_without_memory:
         return (
-            f"infeasible: edge memory limit {s.edge_memory_bytes:,.0f} B and error budget {s.error_budget:.6g} "
+            f"infeasible: edge memory limit {byte_count(s.edge_memory_bytes)} B and error budget {s.error_budget:.6g} "
             "cannot be met together (each alone can)"
         )
     return (
-        f"infeasible: neither the edge memory limit {s.edge_memory_bytes:,.0f} B nor the error budget "
+        f"infeasible: neither the edge memory limit {byte_count(s.edge_memory_bytes)} B nor the error budget "
         f"{s.error_budget} can be met by the required edge layers ({required})"
     )

@@ -25,6 +25,7 @@ from splitopt.core.latency import layer_latency_ms
 from splitopt.core.memory import edge_set_use
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.plan import check_plan
+from splitopt.core.jsonfile import byte_count
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ def evaluate(inst: Instance, plan: Plan) -> Metrics:
     violations = []
     if memory > s.edge_memory_bytes * (1 + MEMORY_RTOL):
         violations.append(
-            f"edge memory {memory:,.0f} B (weights {weight_bytes:,.0f} + activations {peak:,.0f}) "
-            f"exceeds limit {s.edge_memory_bytes:,.0f} B"
+            f"edge memory {byte_count(memory)} B (weights {byte_count(weight_bytes)} + activations {byte_count(peak)}) "
+            f"exceeds limit {byte_count(s.edge_memory_bytes)} B"
         )
     missing = [n for n in s.edge_required if n not in on_edge]
     if missing:

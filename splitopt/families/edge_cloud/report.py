@@ -7,10 +7,11 @@ from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.evaluate import Metrics
+from splitopt.core.jsonfile import byte_count
 
 
 def _fmt_bytes(b: float) -> str:
-    return f"{b:,.0f} B"
+    return f"{byte_count(b)} B"
 
 
 def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = True) -> None:
@@ -27,7 +28,7 @@ def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = 
         where = f"split: {len(edge_layers)} of {n} layers on edge '{s.edge}', {n - len(edge_layers)} on cloud '{s.cloud}'"
     console.print(f"[bold]Cut[/bold]      {esc(where)}")
     if m.sent_tensors:
-        sent = ", ".join(f"{esc(t)} ({b:,.0f} B)" for t, b in m.sent_tensors[:8])
+        sent = ", ".join(f"{esc(t)} ({byte_count(b)} B)" for t, b in m.sent_tensors[:8])
         more = f" and {len(m.sent_tensors) - 8} more" if len(m.sent_tensors) > 8 else ""
         console.print(f"[bold]Sent[/bold]     {sent}{more}; total {_fmt_bytes(m.transmitted_bytes)}")
     console.print(

@@ -1,5 +1,8 @@
 """Every loading plan, for the brute-force backend: every set of child starts with
-``1 <= k <= min(N, children.max)`` children, and (for the latency objective) every way
+``1 <= k <= min(N, children.max)`` children whose last child holds the trainable tail
+(every start at or before block ``N - m``: the others break that limit whatever else
+they do, and skipping them lets brute force take an instance whose tail leaves few
+plans), and (for the latency objective) every way
 to load the ``k`` children on at most ``T`` identical threads, each thread in some order.
 The balance objective does not depend on the load order: one order per partition."""
 
@@ -41,11 +44,14 @@ def thread_layouts(k: int, threads: int) -> Iterator[tuple[tuple[int, ...], ...]
     yield from place(0, [])
 
 
-def count_plans(n: int, k_max: int, threads: int, orders: bool) -> int:
+def count_plans(n: int, k_max: int, threads: int, orders: bool, last_start: int | None = None) -> int:
+    """How many plans :func:`enumerate_plans` lists: ``k - 1`` cuts among the blocks
+    ``1 .. last_start`` (default ``N - 1``: any), times the thread layouts (latency)."""
+    cuts = n - 1 if last_start is None else last_start
     total = 0
     for k in range(1, min(n, k_max) + 1):
         layouts = sum(lah(k, j) for j in range(1, min(k, threads) + 1)) if orders else 1
-        total += math.comb(n - 1, k - 1) * layouts
+        total += math.comb(cuts, k - 1) * layouts
     return total
 
 
@@ -54,13 +60,13 @@ def enumerate_plans(inst: Instance, limit: int) -> Iterator[LoadingPlan]:
     ``limit``."""
     d = data(inst)
     orders = inst.settings.objective == "latency"
-    count = count_plans(d.n, d.k_max, d.threads, orders)
+    count = count_plans(d.n, d.k_max, d.threads, orders, d.last_start_max)
     if count > limit:
         raise NotApplicable(f"brute-force: {count:,} loading plans is too many (limit {limit:,})")
 
     def walk() -> Iterator[LoadingPlan]:
         for k in range(1, min(d.n, d.k_max) + 1):
-            for cuts in itertools.combinations(range(1, d.n), k - 1):
+            for cuts in itertools.combinations(range(1, d.last_start_max + 1), k - 1):
                 starts = (0,) + cuts
                 if not orders:
                     yield plan_from_starts(d, starts)

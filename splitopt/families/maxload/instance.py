@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 from splitopt.core.errors import InvalidInstance, InvalidOption
 from splitopt.core.jsonfile import read_json
 from splitopt.core.toposort import least_first_order
+from splitopt.core.jsonfile import byte_count
 
 PROBLEM = "maxload"
 #: "throughput": the max-load (time per sample of the pipeline); "latency": one sample
@@ -116,7 +117,7 @@ class MaxloadInstance:
         kind = "training" if self.is_training else "inference"
         rule = "" if self.contiguity == "splitopt" else f", contiguity {self.contiguity}"
         return (f"{self.name}: {len(self.nodes)} nodes, {len(self.edges)} edges ({kind}), problem maxload "
-                f"({self.objective}{rule}), {self.max_fpgas} accelerators of {self.max_size_per_fpga:,.0f} B, "
+                f"({self.objective}{rule}), {self.max_fpgas} accelerators of {byte_count(self.max_size_per_fpga)} B, "
                 f"{self.max_cpus} CPU cores")
 
     # ----- lookups -------------------------------------------------------------------

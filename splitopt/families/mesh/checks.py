@@ -6,6 +6,7 @@ from __future__ import annotations
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.instance import Instance
 from splitopt.families.mesh.data import MEMORY_RTOL, mesh_data, mesh_options
+from splitopt.core.jsonfile import byte_count
 
 
 def check_mesh(inst: Instance) -> None:
@@ -49,6 +50,7 @@ def check_mesh(inst: Instance) -> None:
     for k, n in enumerate(data.layers):
         if data.weight_bytes[n] > data.limit[biggest] * (1 + MEMORY_RTOL):
             raise InvalidInstance(
-                f"instance.graph.layers[{k}]: layer '{n}' has {data.weight_bytes[n]:,.0f} B of weights, more than "
-                f"any device's memory (largest: '{biggest}', {data.limit[biggest]:,.0f} B)"
+                f"instance.graph.layers[{k}]: layer '{n}' has {byte_count(data.weight_bytes[n])} B of weights, "
+                "more than "
+                f"any device's memory (largest: '{biggest}', {byte_count(data.limit[biggest])} B)"
             )

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
 from splitopt.core.schedule import Task
 from splitopt.families.mesh.data import MEMORY_RTOL, MeshData, mesh_data
 from splitopt.families.mesh.plan import MeshPlan, check_plan
-from splitopt.families.mesh.tasks import build_tasks, semi_active_times
+from splitopt.families.mesh.tasks import build_tasks, deadlock_error, semi_active_times
+from splitopt.core.jsonfile import byte_count
 
 
 @dataclass(frozen=True)
@@ -121,8 +121,9 @@ def memory_violations(data: MeshData, device_map: Mapping[str, str]) -> list[str
     for d, (w, p, layer) in memory_use(data, device_map).items():
         if w + p > data.limit[d] * (1 + MEMORY_RTOL):
             out.append(
-                f"device '{d}' memory {w + p:,.0f} B (weights {w:,.0f} + working set {p:,.0f} of '{layer}') "
-                f"exceeds its limit {data.limit[d]:,.0f} B"
+                f"device '{d}' memory {byte_count(w + p)} B (weights {byte_count(w)} + working set "
+                f"{byte_count(p)} of '{layer}') "
+                f"exceeds its limit {byte_count(data.limit[d])} B"
             )
     return out
 
@@ -136,8 +137,7 @@ def evaluate(inst: Instance, plan: MeshPlan, data: MeshData | None = None) -> Me
     tasks = build_tasks(data, plan.device)
     times = semi_active_times(tasks, plan.order)
     if times is None:
-        raise InvalidPlan("plan.order: the orders contradict the data dependencies (deadlock); "
-                          "every resource's order must follow the data flow")
+        raise deadlock_error(tasks, plan.order, semi_active_times(tasks, plan.order, partial=True))
     schedule = []
     for tid, task in sorted(tasks.items(), key=lambda kv: (times[kv[0]][0], kv[1].key)):
         start, end = times[tid]

@@ -10,6 +10,7 @@ from splitopt.families.mesh.evaluate import evaluate
 from splitopt.families.mesh.methods import heft_plan
 from splitopt.families.mesh.plan import MeshPlan, check_routes, single_device_plan
 from splitopt.families.mesh.structure import assignment_feasible
+from splitopt.core.jsonfile import byte_count
 
 
 def start_plan(inst: Instance, data: MeshData | None = None) -> MeshPlan | None:
@@ -45,9 +46,10 @@ def diagnose(inst: Instance) -> str:
         if not fits:
             biggest = max(data.devices, key=lambda d: data.limit[d])
             return (
-                f"infeasible: layer '{n}' needs {need:,.0f} B (weights {data.weight_bytes[n]:,.0f} + working set "
-                f"{data.working_bytes[n]:,.0f}), more than any device's memory limit (largest: '{biggest}', "
-                f"{data.limit[biggest]:,.0f} B)"
+                f"infeasible: layer '{n}' needs {byte_count(need)} B (weights {byte_count(data.weight_bytes[n])} "
+                "+ working set "
+                f"{byte_count(data.working_bytes[n])}), more than any device's memory limit (largest: '{biggest}', "
+                f"{byte_count(data.limit[biggest])} B)"
             )
     if assignment_feasible(data):
         return "feasible: a plan meets every memory limit"
@@ -60,13 +62,14 @@ def diagnose(inst: Instance) -> str:
     alone = [d for d in data.devices if assignment_feasible(data, lifted={d})]
     total = sum(data.weight_bytes.values())
     if alone:
-        names = ", ".join(f"'{d}' ({data.limit[d]:,.0f} B)" for d in alone)
+        names = ", ".join(f"'{d}' ({byte_count(data.limit[d])} B)" for d in alone)
         return (
             f"infeasible: device memory limits bind; lifting any one of these alone would allow a plan: {names} "
-            f"(the model has {total:,.0f} B of weights; routes restrict where layers may go)"
+            f"(the model has {byte_count(total)} B of weights; routes restrict where layers may go)"
         )
-    limits = ", ".join(f"'{d}' {data.limit[d]:,.0f} B" for d in data.devices)
+    limits = ", ".join(f"'{d}' {byte_count(data.limit[d])} B" for d in data.devices)
     return (
         f"infeasible: the device memory limits together ({limits}) cannot hold the model's "
-        f"{total:,.0f} B of weights plus working sets under the routing constraints; no single limit lifted helps"
+        f"{byte_count(total)} B of weights plus working sets under the routing constraints; no single limit "
+        "lifted helps"
     )

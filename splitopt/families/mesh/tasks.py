@@ -53,24 +53,13 @@ def build_tasks(data: MeshData, device_map: Mapping[str, str], durations: Mappin
     return tasks
 
 
-def semi_active_times(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequence[str]]) -> dict[str, tuple[float, float]] | None:
+def semi_active_times(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequence[str]],
+                      partial: bool = False) -> dict[str, tuple[float, float]] | None:
     """Start and end of every task in the semi-active schedule of the per-resource
     orders (listed tasks first, the rest in default order); None if the orders and the
-    data dependencies form a cycle. Zero-duration tasks occupy no resource."""
-    chains: dict[str, list[str]] = {}
-    for res, ids in order.items():
-        chains[res] = [tid for tid in ids if tasks[tid].duration > 0]
-    rest: dict[str, list[TaskSpec]] = {}
-    for task in tasks.values():
-        if task.duration > 0:
-            rest.setdefault(task.resource, []).append(task)
-    for res, items in rest.items():
-        listed = set(chains.get(res, ()))
-        chains[res] = chains.get(res, []) + [t.id for t in sorted(items, key=lambda t: t.key) if t.id not in listed]
-    prev: dict[str, str] = {}
-    for ids in chains.values():
-        for a, b in zip(ids, ids[1:]):
-            prev[b] = a
+    data dependencies form a cycle (``partial``: the tasks placed before the cycle stopped
+    the schedule, for :func:`deadlock_error`). Zero-duration tasks occupy no resource."""
+    prev = _resource_predecessors(tasks, order)
     indegree = {tid: len(t.preds) + (1 if tid in prev else 0) for tid, t in tasks.items()}
     succ: dict[str, list[str]] = {tid: [] for tid in tasks}
     for tid, t in tasks.items():
@@ -94,16 +83,78 @@ def semi_active_times(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequenc
             indegree[s] -= 1
             if indegree[s] == 0:
                 heapq.heappush(heap, (tasks[s].key, s))
-    if len(times) < len(tasks):
+    if len(times) < len(tasks) and not partial:
         return None
     return times
+
+
+def _resource_predecessors(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Per task, the task just before it on its resource (listed tasks first, the rest in
+    default order; zero-duration tasks occupy no resource)."""
+    chains: dict[str, list[str]] = {}
+    for res, ids in order.items():
+        chains[res] = [tid for tid in ids if tasks[tid].duration > 0]
+    rest: dict[str, list[TaskSpec]] = {}
+    for task in tasks.values():
+        if task.duration > 0:
+            rest.setdefault(task.resource, []).append(task)
+    for res, items in rest.items():
+        listed = set(chains.get(res, ()))
+        chains[res] = chains.get(res, []) + [t.id for t in sorted(items, key=lambda t: t.key) if t.id not in listed]
+    prev: dict[str, str] = {}
+    for ids in chains.values():
+        for a, b in zip(ids, ids[1:]):
+            prev[b] = a
+    return prev
+
+
+#: tasks of a deadlock's cycle named in its message at most
+NAMED_IN_DEADLOCK = 6
+
+
+def deadlock_error(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequence[str]],
+                   scheduled: Mapping[str, object]) -> InvalidPlan:
+    """The one-line error of a deadlock (``semi_active_times`` returned None; ``scheduled``:
+    the tasks it could place, none of a cycle), naming the tasks of one cycle of waits:
+    each waits for the next, as an input (data) or as the task before it on its device
+    or link (the plan's order)."""
+    prev = _resource_predecessors(tasks, order)
+
+    def waits_for(tid: str) -> str:
+        """An unscheduled task ``tid`` waits for (one exists: else it had been placed)."""
+        t = tasks[tid]
+        for p in t.preds + ([prev[tid]] if tid in prev else []):
+            if p not in scheduled:
+                return p
+        raise AssertionError(f"task {tid} waits for nothing")
+
+    def named(tid: str) -> str:
+        t = tasks[tid]
+        if t.kind == "compute":
+            return f"layer '{t.label}' on '{t.resource}'"
+        return f"tensor '{t.tensor}' {t.pair[0]}->{t.pair[1]}"
+
+    walk: list[str] = [next(tid for tid in tasks if tid not in scheduled)]
+    seen = {walk[0]: 0}
+    while True:
+        nxt = waits_for(walk[-1])
+        if nxt in seen:
+            cycle = walk[seen[nxt]:]
+            break
+        seen[nxt] = len(walk)
+        walk.append(nxt)
+    shown = " waits for ".join(named(tid) for tid in cycle[:NAMED_IN_DEADLOCK])
+    more = f" ... ({len(cycle)} tasks)" if len(cycle) > NAMED_IN_DEADLOCK else ""
+    return InvalidPlan(f"plan.order: the orders contradict the data dependencies (deadlock): {shown}"
+                       f"{more} waits for {named(cycle[0])}; every resource's order must follow the data flow")
 
 
 def schedule_makespan(data: MeshData, device_map: Mapping[str, str], order: Mapping[str, Sequence[str]],
                       durations: Mapping | None = None) -> float:
     """Makespan of the semi-active schedule (ms, or the units of ``durations``); raises
     InvalidPlan on a deadlock."""
-    times = semi_active_times(build_tasks(data, device_map, durations), order)
+    tasks = build_tasks(data, device_map, durations)
+    times = semi_active_times(tasks, order)
     if times is None:
-        raise InvalidPlan("plan.order: the orders contradict the data dependencies (deadlock)")
+        raise deadlock_error(tasks, order, semi_active_times(tasks, order, partial=True))
     return max((e for _, e in times.values()), default=0.0)

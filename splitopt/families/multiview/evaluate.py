@@ -13,6 +13,7 @@ from splitopt.core.schedule import Task
 from splitopt.families.multiview.architecture import arch_layers, layer_ms, edge_cloud_view
 from splitopt.families.multiview.data import MEMORY_RTOL, data, derived
 from splitopt.families.multiview.plan import MultiviewPlan, check_plan
+from splitopt.core.jsonfile import byte_count
 
 
 @dataclass(frozen=True)
@@ -184,8 +185,9 @@ def evaluate(inst: Instance, plan: MultiviewPlan) -> MultiviewMetrics:
         violations.append(accuracy_problem)
     for c in costs:
         if c.memory_bytes > c.memory_limit * (1 + MEMORY_RTOL):
-            violations.append(f"sensor '{c.sensor}' memory {c.memory_bytes:,.0f} B (weights {c.weight_bytes:,.0f} + "
-                              f"activations {c.activation_bytes:,.0f}) exceeds limit {c.memory_limit:,.0f} B")
+            violations.append(f"sensor '{c.sensor}' memory {byte_count(c.memory_bytes)} B (weights "
+                              f"{byte_count(c.weight_bytes)} + activations {byte_count(c.activation_bytes)}) exceeds "
+                              f"limit {byte_count(c.memory_limit)} B")
         if c.missing_required:
             violations.append(f"sensor '{c.sensor}' does not run required layer '{c.missing_required[0]}' "
                               "(settings.edge_required)")

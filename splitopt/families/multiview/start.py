@@ -9,6 +9,7 @@ from splitopt.core.instance import Instance
 from splitopt.families.multiview.data import MEMORY_RTOL, data
 from splitopt.families.multiview.evaluate import view_costs
 from splitopt.families.multiview.plan import MultiviewPlan
+from splitopt.core.jsonfile import byte_count
 
 
 def allowed_cut(inst: Instance, fusion: str, width: int | None, sensor: str, cut: str) -> bool:
@@ -76,7 +77,8 @@ def diagnose(inst: Instance) -> str:
         if best is None:
             return f"infeasible: no cut point of sensor '{s}' runs the required layers ({required})"
         if best.memory_bytes > best.memory_limit * (1 + MEMORY_RTOL):
-            return (f"infeasible: sensor memory limit {best.memory_limit:,.0f} B of sensor '{s}' "
-                    f"(settings.edge_memory_bytes / device memory_bytes) is below the {best.memory_bytes:,.0f} B "
+            return (f"infeasible: sensor memory limit {byte_count(best.memory_limit)} B of sensor '{s}' "
+                    "(settings.edge_memory_bytes / device memory_bytes) is below the "
+                    f"{byte_count(best.memory_bytes)} B "
                     f"that the smallest allowed sensor part needs (cut '{best.cut}', required layers: {required})")
     return "infeasible: no plan meets the sensor memory limits and required layers together"

@@ -34,6 +34,7 @@ from splitopt.core.instance import Instance
 from splitopt.core.schedule import Task
 from splitopt.families.separable.data import AccuracyRecord, SeparableData, data
 from splitopt.families.separable.plan import SeparablePlan, Step, check_plan
+from splitopt.core.jsonfile import byte_count
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ def evaluate(inst: Instance, plan: SeparablePlan) -> SeparableMetrics:
         violations.append(f"min_intensive_steps: {intensive} intensive steps, at least {d.min_intensive_steps} "
                           f"required")
     if d.byte_budget is not None and total > d.byte_budget * (1 + 1e-9):
-        violations.append(f"byte_budget_bytes: {total:,.0f} bytes sent, budget {d.byte_budget:,.0f}")
+        violations.append(f"byte_budget_bytes: {byte_count(total)} bytes sent, budget {byte_count(d.byte_budget)}")
     if d.latency_budget is not None and latency > d.latency_budget * (1 + 1e-9):
         violations.append(f"latency_budget_ms: {latency:.6g} ms, budget {d.latency_budget:.6g} ms")
     if d.min_accuracy is not None and (accuracy is None or accuracy < d.min_accuracy - 1e-12):
