@@ -181,8 +181,12 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
-@pytest.mark.parametrize("solver, path", [("milp-cbc", MESH), ("milp-highs", MESH), ("cpsat", CHAIN)])
-def test_ctrl_c_returns_the_incumbent_and_leaves_no_child(solver, path):
+@pytest.mark.parametrize("solver, path, sig", [("milp-cbc", MESH, signal.SIGINT), ("milp-highs", MESH, signal.SIGINT),
+                                              ("cpsat", CHAIN, signal.SIGINT), ("milp-cbc", MESH, signal.SIGTERM)])
+def test_ctrl_c_returns_the_incumbent_and_leaves_no_child(solver, path, sig):
+    """Ctrl-C, and SIGTERM as ``kill`` or ``timeout`` send it (which had ended splitopt at
+    once and left CBC running for ever when no time limit was given), stop the solve with
+    its incumbent and no child left."""
     proc = subprocess.Popen([sys.executable, "-m", "splitopt", "solve", str(path), "--solver", solver, "--json",
                              "--verbose"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log: list[str] = []
@@ -198,7 +202,7 @@ def test_ctrl_c_returns_the_incumbent_and_leaves_no_child(solver, path):
         time.sleep(0.05)
     assert proc.poll() is None, "the solve ended before it could be interrupted"
     time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     reader.join(timeout=10)
     assert proc.returncode == 0, "".join(log[-5:])
@@ -206,6 +210,27 @@ def test_ctrl_c_returns_the_incumbent_and_leaves_no_child(solver, path):
     assert result["status"] == "FEASIBLE", result["message"]
     assert result["interrupted"] is True, result["message"]
     assert result["bound_ms"] is None or result["bound_ms"] <= result["objective_ms"]
+    assert not any(alive(pid) for pid in children), children
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
+@pytest.mark.parametrize("solver", ["milp-cbc", "milp-highs"])
+def test_a_solver_child_dies_with_a_killed_splitopt(solver):
+    """SIGKILL (an out-of-memory kill, a runner's hard kill) gives splitopt no chance to
+    stop its solver; the kernel kills the solver child with it (PR_SET_PDEATHSIG)."""
+    proc = subprocess.Popen([sys.executable, "-m", "splitopt", "solve", str(MESH), "--solver", solver],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children: list[int] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and not children:
+        children = _children(proc.pid)
+        time.sleep(0.05)
+    assert children and proc.poll() is None, "the solver child never started"
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(pid) for pid in children):
+        time.sleep(0.1)
     assert not any(alive(pid) for pid in children), children
 
 

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from splitopt.core.child_processes import killed_with_parent
 from splitopt.core.options import SolveOptions
 
 #: emitters check the deadline once per this many rows
@@ -76,8 +77,10 @@ def run_child(args: Sequence[str], log_path: str, options: SolveOptions, poll_s:
     run = ChildRun(returncode=0)
     asked_at: float | None = None  # when SIGINT was sent
     with open(log_path, "w") as log:
+        # its own session (a terminal's Ctrl-C reaches splitopt only); killed by the kernel
+        # if splitopt itself is killed (SIGKILL, an out-of-memory kill), which no handler sees
         proc = subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=killed_with_parent())
     run.pid = proc.pid
     try:
         while True:

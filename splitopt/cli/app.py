@@ -19,6 +19,7 @@ from splitopt.cli.common import (
     EXIT_NO_PLAN,
     OneLineErrorsGroup,
     PLOT_SUFFIXES,
+    check_distinct_outputs,
     check_output_path,
     check_positive_count,
     console,
@@ -183,6 +184,8 @@ def solve(
         check_output_path(output, "--output", inputs=[instance])
         check_output_path(export_model, "--export-model", EXPORT_SUFFIXES, inputs=[instance])
         _check_plot_options(gantt, breakdown)
+        check_distinct_outputs((("--output", output), ("--export-model", export_model), ("--gantt", gantt),
+                                ("--breakdown", breakdown)))
         if solver is not None or options:
             default = solver or default_backend_of(instance, sets)
             if default is not None:
@@ -488,4 +491,7 @@ app.command("devices")(devices_command)
 
 
 def main() -> None:
+    from splitopt.core.child_processes import sigterm_interrupts
+
+    sigterm_interrupts()  # SIGTERM (kill, timeout) stops a solve as Ctrl-C does: incumbent kept, no child left
     app()

@@ -39,6 +39,33 @@ def exit_with_parent(thread_name: str = "parent-watch") -> None:
     threading.Thread(target=watch, daemon=True, name=thread_name).start()
 
 
+def killed_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for ``subprocess.Popen`` that has the kernel kill the child
+    (SIGKILL) when the thread that started it ends, the process killed by SIGKILL
+    included (Linux's ``PR_SET_PDEATHSIG``; it survives ``exec`` of a solver binary such as
+    CBC); None where the platform has no such call. Written with ctypes because the
+    standard library offers no parent-death signal; the function is looked up here, so the
+    child only makes the one system call (``preexec_fn`` runs between fork and exec)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+    PR_SET_PDEATHSIG = 1
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the call: no signal will come
+            os._exit(3)
+
+    return preexec
+
+
 def sigterm_interrupts() -> Any:
     """In the main thread: make SIGTERM raise KeyboardInterrupt (as Ctrl-C does); returns
     the handler to restore with ``signal.signal(signal.SIGTERM, ...)`` (None: unchanged,
