@@ -130,3 +130,24 @@ def test_suite_sources_with_solvers(tmp_path):
     chosen = solvers_for(scale, ["cloud-only", "cpsat"])
     assert [(s.family, names) for s, names in chosen] == [("edge_cloud", ("cloud-only", "cpsat")),
                                                         ("chain", ("cpsat",))]
+
+
+def test_the_shipped_suite_skips_files_that_are_not_instances(tmp_path):
+    """A JSON file whose settings are not an object (or that is not JSON) is not an
+    instance of the suite: skipped, where it had raised AttributeError."""
+    from splitopt.families.edge_cloud.examples import random_instance_data
+    from splitopt.sweep.suites import SuiteOptions, shipped_sources
+
+    (tmp_path / "a.json").write_text(json.dumps({"settings": []}))
+    (tmp_path / "b.json").write_text("{not json")
+    (tmp_path / "c.json").write_text(json.dumps(random_instance_data(0, 4, edge_required=False)))
+    sources = shipped_sources(SuiteOptions(cache_dir=tmp_path / "cache", instances_dir=tmp_path))
+    assert [s.path.name for s in sources] == ["c.json"]
+
+
+def test_bench_refuses_a_plot_whose_second_image_cannot_be_written(tmp_path):
+    (tmp_path / "p_objective_vs_time.png").mkdir()
+    result = CliRunner().invoke(app, ["bench", "shipped", "--plot", str(tmp_path / "p.png"),
+                                      "--out", str(tmp_path / "b.jsonl")])
+    assert result.exit_code == 2 and "p_objective_vs_time.png" in result.output, result.output
+    assert not (tmp_path / "b.jsonl").exists()  # refused before any job ran

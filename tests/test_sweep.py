@@ -65,6 +65,26 @@ def test_a_store_line_cut_short_by_a_kill_is_run_again(files, tmp_path):
     records = run_sweep(jobs, store, workers=1, progress=lambda r, done, total: ran.append(r["key"]))
     assert ran == [jobs[1].key]
     assert len(records) == 2 and len(read_records(store)) == 2
+    # cut short with its newline kept: skipped, removed, and the store reads again after
+    # the rerun (the rerun's record had followed the bad line, which then broke the store)
+    text = store.read_text().splitlines()
+    store.write_text(text[0] + "\n" + text[1][: len(text[1]) // 2] + "\n")
+    ran.clear()
+    run_sweep(jobs, store, workers=1, progress=lambda r, done, total: ran.append(r["key"]))
+    assert ran == [jobs[1].key]
+    assert len(run_sweep(jobs, store, workers=1)) == 2 and len(store.read_text().splitlines()) == 2
+
+
+def test_a_store_resumes_however_the_paths_are_spelled_and_a_file_named_twice_is_one_job(files, tmp_path,
+                                                                                         monkeypatch):
+    store = tmp_path / "runs.jsonl"
+    monkeypatch.chdir(files[0].parent)
+    jobs = expand([files[0].name, files[0], f"./{files[0].name}"], ["cpsat", "cpsat"], [0, 0], 20.0, 1)
+    assert len(jobs) == 1
+    run_sweep(jobs, store, workers=1)
+    ran = []
+    run_sweep(expand([files[0]], ["cpsat"], [0], 20.0, 1), store, progress=lambda r, done, total: ran.append(r))
+    assert ran == []
 
 
 def test_a_job_past_its_limit_is_killed(files, tmp_path):
@@ -84,12 +104,25 @@ def test_bad_input_is_one_line_and_exit_2(files, tmp_path):
         [str(files[0]), "--seeds", "0", *out],
         [str(files[0]), "--time-limit", "-1", *out],
         [str(files[0]), "--out", str(tmp_path)],
+        # checked before anything runs: an unknown solver, an output that is another output
+        [str(files[0]), "-s", "bogus", *out],
+        [str(files[0]), *out, "--table", str(tmp_path / "x.jsonl")],
+        [str(files[0]), *out, "--ray-address", "auto"],  # without --executor ray
     ]
+    bad_stores = {"list_key.jsonl": '{"key": [1, 2], "instance": "a", "solver": "s", "seed": 0, "status": "OK"}\n',
+                  "no_instance.jsonl": '{"key": "k", "solver": "s", "seed": 0, "status": "OK"}\n',
+                  "foreign.jsonl": '{"key": "k1", "value": 1}\n{"key": "k2", "value": 2}\n',
+                  "binary.jsonl": b"\xff\xfe\x00garbage\n"}
+    for name, text in bad_stores.items():
+        path = tmp_path / name
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        cases.append([str(files[0]), "-s", "cpsat", "--out", str(path)])
     for args in cases:
         proc = subprocess.run([sys.executable, "-m", "splitopt", "sweep", *args],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr)
+    assert (tmp_path / "foreign.jsonl").read_text().count("\n") == 2  # a foreign file is left as it was
 
 
 def test_the_command_prints_and_writes_the_table(files, tmp_path):

@@ -45,8 +45,8 @@ def bandwidth_command(
     changes, found by parametric re-solving (a plan's latency is a + b / bandwidth; the
     optimum is the lower envelope of these lines, concave in 1/bandwidth), each interval's
     plan proven optimal, as a JSON table an edge runtime can look up (-o)."""
-    from splitopt.cli.common import (EXIT_NO_PLAN, PLOT_SUFFIXES, check_output_path, check_positive_count,
-                                     check_seed, errors, parse_set_options)
+    from splitopt.cli.common import (EXIT_NO_PLAN, PLOT_SUFFIXES, check_distinct_outputs, check_output_path,
+                                     check_positive_count, check_seed, errors, parse_set_options)
     from splitopt.core.errors import InvalidOption
     from splitopt.core.options import SolveOptions
 
@@ -67,6 +67,7 @@ def bandwidth_command(
         check_seed(seed)
         check_output_path(output, "--output", inputs=[instance])
         check_output_path(plot, "--plot", PLOT_SUFFIXES)
+        check_distinct_outputs((("--output", output), ("--plot", plot)))
         if solver is not None:
             from splitopt.backends.registry import check_backend
 

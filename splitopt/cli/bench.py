@@ -17,7 +17,8 @@ from typing import Optional
 
 import typer
 
-from splitopt.cli.common import PLOT_SUFFIXES, check_output_path, console, errors, write_output, writing
+from splitopt.cli.common import (PLOT_SUFFIXES, check_distinct_outputs, check_output_path, console, errors,
+                                 write_output, writing)
 from splitopt.cli.sweep import default_workers, progress_printer
 
 
@@ -90,6 +91,10 @@ def bench_command(
         for path, option in ((out, "--out"), (table, "--table"), (csv_path, "--csv")):
             check_output_path(path, option)
         check_output_path(plot, "--plot", PLOT_SUFFIXES)
+        second_plot = None if plot is None else objective_plot_path(plot)
+        check_output_path(second_plot, "--plot (objective vs time beside it)", PLOT_SUFFIXES)
+        check_distinct_outputs((("--out", out), ("--table", table), ("--csv", csv_path), ("--plot", plot),
+                                ("--plot (objective vs time beside it)", second_plot)))
         options = SuiteOptions(cache_dir=out.parent / f"{out.stem}-instances")
         if sizes is not None:
             options = replace(options, sizes=parse_sizes(sizes))

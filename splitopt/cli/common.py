@@ -140,6 +140,20 @@ def require_torch(command: str) -> None:
 _PROBED_FIFOS: list[int] = []
 
 
+def check_distinct_outputs(outputs: Iterable[tuple[str, Optional[Path]]]) -> None:
+    """Refuse two options of one command that name the same output file (one would
+    overwrite the other: a sweep's ``--table`` over its ``--out`` store destroyed the store):
+    InvalidOption naming both."""
+    seen: dict[str, str] = {}
+    for option, path in outputs:
+        if path is None:
+            continue
+        where = os.path.abspath(path)
+        if where in seen:
+            raise InvalidOption(f"{option} {path}: is also the file of {seen[where]}; one would overwrite the other")
+        seen[where] = option
+
+
 def check_output_path(path: Optional[Path], option: str, suffixes: Iterable[str] | None = None,
                       inputs: Iterable[Path] = ()) -> None:
     """Refuse, before any work, an output path that cannot be written: a directory, a

@@ -66,13 +66,15 @@ def retrain_command(
     retraining) and bytes sent per sample."""
     from rich.table import Table
 
-    from splitopt.cli.common import (check_number, check_output_dir, check_output_path, check_positive_count,
-                                     check_seed, console, errors, print_json, require_torch, write_output)
+    from splitopt.cli.common import (check_distinct_outputs, check_number, check_output_dir, check_output_path,
+                                     check_positive_count, check_seed, console, errors, print_json, require_torch,
+                                     write_output)
 
     with errors():
         # every option and output path before torch is imported (seconds) and training starts
         check_output_path(output, "--output")
         check_output_path(instance_out, "--instance-out")
+        check_distinct_outputs((("--output", output), ("--instance-out", instance_out)))
         check_output_dir(save, "--save")
         from splitopt.core.errors import InvalidModel
 

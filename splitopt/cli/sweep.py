@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from splitopt.cli.common import check_output_path, console, errors, write_output
+from splitopt.cli.common import check_distinct_outputs, check_output_path, console, errors, write_output
 
 
 def default_workers(threads: int) -> int:
@@ -61,8 +61,12 @@ def sweep_command(
             check_int(workers, "--workers", 1, 4096)
         if not (0 <= grace <= 3600):
             raise InvalidOption(f"--grace: must be in [0, 3600] seconds, got {grace!r}")
+        if ray_address is not None and executor != "ray":
+            raise InvalidOption(f"--ray-address {ray_address}: applies to --executor ray only (the executor is "
+                                f"{executor!r})")
         for path, option in ((out, "--out"), (table, "--table"), (csv_path, "--csv")):
             check_output_path(path, option, inputs=[Path(i) for i in instances])
+        check_distinct_outputs((("--out", out), ("--table", table), ("--csv", csv_path)))
         jobs = expand(instances, solver or ["auto"], range(seeds), time_limit, threads)
         records = run_sweep(jobs, out, executor, workers or default_workers(threads), ray_address, grace,
                             None if quiet else progress_printer(console))

@@ -42,10 +42,16 @@ class Job:
 
 def expand(instances: Iterable[str | Path], solvers: Iterable[str], seeds: Iterable[int],
            time_limit_s: float | None, threads: int) -> list[Job]:
-    """Every (instance, solver, seed) in that nesting order; a missing file or an empty
-    list is InvalidOption (one line) before anything runs."""
-    paths = [str(p) for p in instances]
-    solvers, seeds = list(solvers), list(seeds)
+    """Every (instance, solver, seed) in that nesting order, each instance by its absolute
+    path (so that a store resumes however the paths are spelled) and once (a file named
+    twice, or two solvers' same name, is one job); a missing file, an unknown solver or an
+    empty list is one line (InvalidOption, UnknownSolver) before anything runs."""
+    from splitopt.backends.registry import check_backend
+
+    paths = list(dict.fromkeys(str(Path(p).absolute()) for p in instances))
+    solvers, seeds = list(dict.fromkeys(solvers)), list(dict.fromkeys(seeds))
+    for name in solvers:
+        check_backend(name, {})
     for p in paths:
         if not Path(p).is_file():
             why = "is not a regular file (a directory, FIFO, device or socket)" if Path(p).exists() else "does not exist"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
-from splitopt.core.errors import MissingDependency
+from splitopt.core.errors import InvalidOption, MissingDependency
+from splitopt.core.jsonfile import cut
 from splitopt.sweep.jobs import Job
 from splitopt.sweep.process import GRACE_S, run_job
 
@@ -31,8 +32,12 @@ def run_ray(jobs: Sequence[Job], on_record: Callable[[dict[str, Any]], None], ad
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # else Ray writes a token under $HOME
     started = False
     if not ray.is_initialized():
-        ray.init(address=address, num_cpus=num_cpus if address is None else None, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+        try:
+            ray.init(address=address, num_cpus=num_cpus if address is None else None, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        except (ValueError, ConnectionError, RuntimeError, TimeoutError) as e:  # a bad or unreachable address
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise InvalidOption(f"--ray-address {address}: Ray cannot connect ({cut(first, 200)})") from None
         started = True
     try:
         task = ray.remote(lambda raw, grace: run_job(Job.from_dict(raw), None, grace))

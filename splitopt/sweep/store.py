@@ -8,26 +8,44 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from splitopt.core.errors import InvalidOption
+from splitopt.core.jsonfile import cut
+
+
+#: the fields every record has, and their JSON types (what a sweep's records are)
+RECORD_FIELDS = {"key": str, "instance": str, "solver": str, "seed": int, "status": str}
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """The records stored in ``path`` (none if it does not exist). A last line cut short
-    by a kill is skipped (its job runs again); any other bad line is InvalidOption."""
+    by a kill is skipped (its job runs again); any other line that is not a record (bad
+    JSON, not an object, a field of :data:`RECORD_FIELDS` missing or of another type: a
+    file that is not a sweep's store) is InvalidOption naming the line."""
     if not path.exists():
         return []
-    lines = path.read_text().splitlines()
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise InvalidOption(f"{path}: not a sweep store (not UTF-8 text: byte {e.start})") from None
+    except OSError as e:
+        raise InvalidOption(f"{path}: cannot read the store ({e.strerror or type(e).__name__})") from None
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     out = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
+        except (json.JSONDecodeError, RecursionError):
+            if i == last:
                 break
             raise InvalidOption(f"{path}: line {i + 1} is not a JSON record") from None
-        if not isinstance(record, dict) or "key" not in record:
-            raise InvalidOption(f"{path}: line {i + 1} is not a sweep record (no 'key')")
+        if not isinstance(record, dict):
+            raise InvalidOption(f"{path}: line {i + 1} is not a sweep record (a JSON object)")
+        for name, kind in RECORD_FIELDS.items():
+            value = record.get(name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise InvalidOption(f"{path}: line {i + 1} is not a sweep record ('{name}' must be a JSON "
+                                    f"{'string' if kind is str else 'integer'}, got {cut(repr(value))})")
         out.append(record)
     return out
 
@@ -39,10 +57,11 @@ class Store:
         self.path = Path(path)
         self.records = read_records(self.path)
         self.done = {r["key"] for r in self.records}
-        if self.path.exists():
+        if self.path.exists():  # drop a last line cut short by a kill (newline or not) before appending
             text = self.path.read_text()
-            if text and not text.endswith("\n"):  # drop a line cut short by a kill
-                self.path.write_text(text[: text.rfind("\n") + 1])
+            stored = sum(1 for line in text.splitlines() if line.strip())
+            if stored != len(self.records) or (text and not text.endswith("\n")):
+                self.path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in self.records))
 
     def add(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as f:

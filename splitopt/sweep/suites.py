@@ -116,7 +116,8 @@ def shipped_sources(options: SuiteOptions) -> list[Source]:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        problem = data.get("settings", {}).get("problem") if isinstance(data, dict) else None
+        settings = data.get("settings") if isinstance(data, dict) else None
+        problem = settings.get("problem") if isinstance(settings, dict) else None
         if not isinstance(problem, str) or problem not in DEFAULT_SOLVERS:
             continue
         out.append(Source(path, _family_of_problem(problem), problem, DEFAULT_SOLVERS[problem]))
