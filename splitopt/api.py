@@ -161,9 +161,13 @@ def load_plan(inst: Any, path: str | Path) -> Any:
 
 
 def plan_to_dict(inst: Any, plan: Any) -> dict[str, Any]:
-    """The JSON form of a plan (what :func:`plan_from_dict` reads back)."""
+    """The JSON form of a plan (what :func:`plan_from_dict` reads back); InvalidPlan
+    (one line) where the plan does not fit ``inst`` (another instance's plan, an unknown
+    device): the evaluator's checks run first, so nothing is written that would not be
+    read back."""
     family = family_of(inst)
     family.check_plan_type(plan)
+    family.evaluate(inst, plan)
     return family.plan_to_dict(inst, plan)
 
 
@@ -191,6 +195,11 @@ def evaluate(inst: Any, plan: Any) -> Any:
 
 def result_to_dict(inst: Any, result: SolveResult) -> dict[str, Any]:
     """JSON form of a solve; ``plan`` is in the format ``splitopt evaluate`` reads."""
+    if not isinstance(result, SolveResult):
+        from splitopt.core.errors import InvalidOption
+
+        raise InvalidOption(f"result_to_dict: a SolveResult (what splitopt.solve returns) is expected, got "
+                            f"{type(result).__name__}")
     return {
         "instance": inst.name,
         "problem": result.problem,

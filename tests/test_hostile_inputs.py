@@ -810,3 +810,62 @@ def test_byte_counts_in_messages_are_not_rounded_to_a_whole_byte():
 
     assert byte_count(1.5) == "1.5" and byte_count(2.0) == "2" and byte_count(1234567) == "1,234,567"
     assert byte_count(0.125) == "0.125" and byte_count(1e6 + 0.25) == "1,000,000.25"
+
+
+@pytest.mark.parametrize("name", ["chain", "edge_cloud", "mesh", "multiview"])
+def test_a_plan_object_of_another_instance_is_refused_by_evaluate_and_plan_to_dict(name):
+    """A plan built in code for another instance of the family (more layers, or fewer) is
+    one InvalidPlan: evaluate had scored the layers the two share (chain, edge/cloud) and
+    plan_to_dict had raised KeyError or written a plan that plan_from_dict refuses."""
+    from splitopt.families.registry import family
+
+    fam = family(name)
+    small, large = fam.random_instance(0), fam.random_instance(1)
+    for inst, other in ((small, large), (large, small)):
+        plan = solve(other, "brute-force").plan
+        with pytest.raises(InvalidPlan):
+            splitopt.api.evaluate(inst, plan)
+        with pytest.raises(InvalidPlan):
+            plan_to_dict(inst, plan)
+
+
+def test_plan_to_dict_refuses_what_plan_from_dict_would_refuse():
+    import dataclasses
+
+    from splitopt.families.registry import family
+
+    inst = family("chain").random_instance(0)
+    plan = solve(inst, "brute-force").plan
+    bad = dataclasses.replace(plan, device={**plan.device, "l0": "nope"})
+    raises_one_line(InvalidPlan, lambda: plan_to_dict(inst, bad), "plan.layers.l0.device", "'nope'")
+    from splitopt.core.errors import InvalidOption
+
+    raises_one_line(InvalidOption, lambda: splitopt.api.result_to_dict(inst, None), "result_to_dict", "NoneType")
+
+
+def test_a_peer_file_has_one_name_however_its_path_is_spelled(tmp_path, monkeypatch):
+    """Named from its own folder, a peer file had been called '/stem' (an empty folder
+    name), so its plans were refused when the file was named by another path; and a file
+    under latency-inputs named from inside that folder was read as throughput."""
+    folder = tmp_path / "latency-inputs" / "LayerGraphs"
+    folder.mkdir(parents=True)
+    data = random_maxload_data(3, latency=True)
+    (folder / "g.json").write_text(json.dumps(data))
+    monkeypatch.chdir(folder)
+    here, there = load_instance("g.json"), load_instance(folder / "g.json")
+    assert here.name == there.name == "LayerGraphs/g"
+    assert here.objective == there.objective == "latency"
+    plan = solve(here, "brute-force").plan
+    splitopt.api.evaluate(there, plan_from_dict(there, plan_to_dict(here, plan)))  # its own plan: accepted
+
+
+def test_two_outputs_of_one_command_may_not_be_the_same_file(tmp_path):
+    """One would overwrite the other (solve's plan over its exported model; a gantt over
+    the breakdown): refused in one line before the solve."""
+    instance = str(Path(__file__).parent.parent / "instances" / "resnet50_eyeriss.json")
+    same = str(tmp_path / "x.png")
+    for args in (["-o", str(tmp_path / "f.lp"), "--export-model", str(tmp_path / "f.lp")],
+                 ["--gantt", same, "--breakdown", same]):
+        result = CliRunner().invoke(app, ["solve", instance, *args])
+        assert result.exit_code == 2, result.output
+        assert "one would overwrite the other" in result.output and "Traceback" not in result.output

@@ -5,6 +5,8 @@ random small DAG x topology instances (formulations/mesh_schedule.md)."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -327,3 +329,22 @@ def test_optimal_schedules_never_overlap_on_a_resource(args):
         if result.plan is not None:
             assert result.metrics.feasible
             assert not overlaps(result.metrics.schedule), backend
+
+
+def test_the_mesh_milp_is_the_same_program_whatever_the_hash_seed(tmp_path):
+    """Its rows had followed a frozenset's order (the devices below a tree link), which
+    Python's string hashing changes from run to run: HiGHS then returned one of several
+    optimal plans for the same seed."""
+    import subprocess
+    import sys
+
+    instance = Path(__file__).parent.parent / "instances" / "jmsnas_mesh_threebranch_tight.json"
+    texts = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"m{seed}.lp"
+        proc = subprocess.run([sys.executable, "-m", "splitopt", "solve", str(instance), "--solver", "milp-highs",
+                               "-t", "30", "-q", "--export-model", str(out)],
+                              env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        texts.append(out.read_text())
+    assert texts[0] == texts[1]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
@@ -136,6 +136,16 @@ def plan_layers(inst: Instance, data: Any, where: str = "plan", fmt: str = FORMA
         if layer.name not in out:
             raise InvalidPlan(f"{where}.layers: layer '{layer.name}' is missing")
     return out
+
+
+def check_known_layers(inst: Instance, names: Iterable[str], where: str = "plan") -> None:
+    """InvalidPlan naming the first of ``names`` (a plan object's layer keys) that is not
+    a layer of ``inst``: a plan built for another instance is refused, not evaluated on
+    the layers the two share."""
+    for name in names:
+        if name not in inst.layer_by_name:
+            raise InvalidPlan(f"{where}.layers.{cut(str(name))}: unknown layer (instance '{inst.name}' has no "
+                              "such layer)")
 
 
 def check_plan_fields(entry: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, shown
-from splitopt.core.plan import Plan, check_plan_fields, plan_layers
+from splitopt.core.plan import Plan, check_known_layers, check_plan_fields, plan_layers
 
 #: the fields of a layer's entry (bit-widths optional, equal to cloud_bits if given)
 FIELDS = ("device", "weight_bits", "activation_bits")
@@ -31,6 +31,8 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
     precision and no DAG edge goes back along the chain."""
     s = inst.settings
     index = {name: i for i, name in enumerate(s.chain)}
+    for names in (plan.device, plan.weight_bits, plan.activation_bits):
+        check_known_layers(inst, names, where)
     for layer in inst.layers:
         n = layer.name
         if n not in plan.device:

@@ -10,7 +10,7 @@ from typing import Any
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, shown
-from splitopt.core.plan import Plan, check_plan_fields, plan_layers
+from splitopt.core.plan import Plan, check_known_layers, check_plan_fields, plan_layers
 
 #: the fields of a layer's entry
 FIELDS = ("device", "weight_bits", "activation_bits")
@@ -49,6 +49,8 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
     only). Budgets (memory, error) are not checked here: the evaluator reports them."""
     s = inst.settings
     allowed = inst.candidate_bits()
+    for names in (plan.device, plan.weight_bits, plan.activation_bits):
+        check_known_layers(inst, names, where)
     missing = [l.name for l in inst.layers if l.name not in plan.device]
     if missing:
         raise InvalidPlan(f"{where}.layers: layer '{missing[0]}' is missing")

@@ -30,7 +30,7 @@ from splitopt.families.maxload.latency_milp import (build_latency_program, decod
                                                   milp_bound_tolerance_ms, milp_tolerance_ms)
 from splitopt.families.maxload.latency_start import start_placement
 from splitopt.families.maxload.instance import (OBJECTIVES, PROBLEM, MaxloadInstance, is_peer_data,
-                                              objective_of_path, parse_peer_instance)
+                                              objective_of_path, parse_peer_instance, peer_name)
 from splitopt.families.maxload.plan import PLAN_FORMAT, MaxloadPlacement, parse_expert
 from splitopt.families.maxload.program import (MILP_REL_TOL, build_max_load_program, decode_placement,
                                              simple_infeasibility)
@@ -78,7 +78,7 @@ class MaxloadFamily(Family):
         if path is None:
             return parse_peer_instance(data, name="peer-instance")
         path = Path(path)
-        return parse_peer_instance(data, name=f"{path.parent.name}/{path.stem}", source=str(path),
+        return parse_peer_instance(data, name=peer_name(path), source=str(path),
                                    objective=objective_of_path(path))
 
     # ----- the protocol -----------------------------------------------------------------------

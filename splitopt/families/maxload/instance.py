@@ -346,8 +346,18 @@ def is_peer_data(data: Any) -> bool:
 
 def objective_of_path(path: str | Path) -> str:
     """The objective a peer file asks for: "latency" under a ``latency-inputs`` folder,
-    "throughput" otherwise (the peer repository's layout)."""
-    return "latency" if "latency-inputs" in Path(path).parts else "throughput"
+    "throughput" otherwise (the peer repository's layout); the folders of the absolute
+    path, so that a file named from inside the folder reads the same."""
+    return "latency" if "latency-inputs" in Path(path).absolute().parts else "throughput"
+
+
+def peer_name(path: str | Path) -> str:
+    """A peer file's instance name, ``<granularity>/<file stem>`` (e.g.
+    ``LayerGraphs/bert24_inference``), from the absolute path: the same however the path is
+    spelled (a file named from its own folder had read ``/bert24_inference``, and its plans
+    were refused when it was named otherwise)."""
+    path = Path(path).absolute()
+    return f"{path.parent.name}/{path.stem}"
 
 
 def read_peer_instance(path: str | Path, objective: str | None = None, contiguity: str = "splitopt") -> MaxloadInstance:
@@ -357,5 +367,5 @@ def read_peer_instance(path: str | Path, objective: str | None = None, contiguit
     check_contiguity(contiguity, "contiguity")
     path = Path(path)
     data = read_json(path, InvalidInstance)
-    return parse_peer_instance(data, name=f"{path.parent.name}/{path.stem}", source=str(path),
+    return parse_peer_instance(data, name=peer_name(path), source=str(path),
                                objective=objective or objective_of_path(path), contiguity=contiguity)

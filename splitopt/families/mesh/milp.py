@@ -88,7 +88,7 @@ def build_milp(inst: Instance, data: MeshData, start: MeshPlan | None) -> Progra
                     lp.add({var: 1.0, x[(r, b)]: -1.0}, ">=", 0.0, name=f"need[{t},{r},{b}]")
     for t, a, v in st.g:
         g[(t, a, v)] = lp.var(f"g[{t},{a},{v}]", binary=False)
-        for b in data.subtree[a][v]:
+        for b in sorted(data.subtree[a][v], key=data.dev_index.__getitem__):  # a set: rows in device order
             if (t, b) not in w:
                 continue
             form = {g[(t, a, v)]: 1.0}

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, json_type, shown
-from splitopt.core.plan import check_plan_fields, plan_layers
+from splitopt.core.plan import check_known_layers, check_plan_fields, plan_layers
 from splitopt.families.mesh.data import MeshData, mesh_data
 from splitopt.families.mesh.tasks import build_tasks
 
@@ -95,6 +95,7 @@ def check_plan(inst: Instance, plan: MeshPlan, where: str = "plan", data: MeshDa
     known resources and existing tasks, each once. Memory is not checked here: the
     evaluator reports it."""
     data = data or mesh_data(inst)
+    check_known_layers(inst, plan.device, where)
     for n in data.layers:
         if n not in plan.device:
             raise InvalidPlan(f"{where}.layers: layer '{n}' is missing")
