@@ -38,7 +38,7 @@ from splitopt.families.chain.plan import plan_on_devices  # noqa: E402
 from splitopt.families.mesh.plan import MeshPlan  # noqa: E402
 from splitopt.torch import architectures as arch  # noqa: E402
 from splitopt.torch.capture import capture  # noqa: E402
-from splitopt.torch.export_manifest import MANIFEST, read_manifest  # noqa: E402
+from splitopt.torch.export_manifest import MANIFEST, onnx_graph_name, read_manifest  # noqa: E402
 from splitopt.torch.export_parts import check_exported, check_format, export_split  # noqa: E402
 from splitopt.torch.exported_run import run_exported  # noqa: E402
 from splitopt.torch.packing import activation_qparams  # noqa: E402
@@ -178,11 +178,11 @@ def run_each_part_alone(manifest):
         args = [torch.zeros(t["shape"], dtype=getattr(torch, t["dtype"])) for t in p["inputs"]]
         if manifest.part_format == "onnx":
             session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-            assert [o.name for o in session.get_outputs()] == [t["name"] for t in p["outputs"]]
+            assert [o.name for o in session.get_outputs()] == [onnx_graph_name(t["name"]) for t in p["outputs"]]
             declared = {i.name for i in session.get_inputs()}
-            assert declared <= {t["name"] for t in p["inputs"]}
-            outs = session.run(None, {t["name"]: a.numpy() for t, a in zip(p["inputs"], args)
-                                      if t["name"] in declared})
+            assert declared <= {onnx_graph_name(t["name"]) for t in p["inputs"]}
+            outs = session.run(None, {onnx_graph_name(t["name"]): a.numpy() for t, a in zip(p["inputs"], args)
+                                      if onnx_graph_name(t["name"]) in declared})
             outs = [torch.from_numpy(o) for o in outs]
         else:
             outs = torch.export.load(str(path)).module()(*args)
@@ -476,3 +476,23 @@ def test_missing_extras_exit_3(files, cnn, tmp_path, monkeypatch):
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "splitopt export" in lines[0] and "torch extra" in lines[0], lines
+
+
+def test_an_nn_sequential_model_exports_to_onnx(tmp_path):
+    """``nn.Sequential`` names its layers "0", "1", ...: the TorchScript exporter refuses
+    digit-only tensor names ("Invalid name: '2'"), so every user model built as a
+    Sequential had failed to export to ONNX, the default format. The graph names them
+    ``t_2``; the manifest keeps "2", and the parts chain as before."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                 torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                 torch.nn.Flatten(), torch.nn.Linear(8, 10)).eval()
+    example = torch.randn(1, 3, 16, 16)
+    inst = profile(module, example, [presets.eyeriss_edge(), presets.tpu_cloud()], [presets.uplink_3mbps()],
+                   {"problem": "split", "edge": "eyeriss", "cloud": "tpu", "bit_widths": [16], "cloud_bits": 16,
+                    "edge_memory_bytes": 4e6, "error_budget": None}, name="sequential")
+    names = [layer.name for layer in inst.layers]
+    assert names[0].isdigit()
+    setup = Setup(module, example, None, inst, torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(2)))
+    manifest, _ = round_trip(setup, Plan.uniform(inst, names[:3]), inst, "onnx", tmp_path)
+    assert [t["name"] for t in manifest.parts[1]["inputs"]] == [names[2]]

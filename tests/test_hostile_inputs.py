@@ -869,3 +869,20 @@ def test_two_outputs_of_one_command_may_not_be_the_same_file(tmp_path):
         result = CliRunner().invoke(app, ["solve", instance, *args])
         assert result.exit_code == 2, result.output
         assert "one would overwrite the other" in result.output and "Traceback" not in result.output
+
+
+def test_profile_refuses_to_write_over_its_own_model_file(tmp_path):
+    """``-o`` naming the user model's source file had replaced the user's code with the
+    instance JSON; refused in one line before torch is imported."""
+    source = tmp_path / "net.py"
+    source.write_text("def build():\n    raise SystemExit('not reached')\n")
+    result = CliRunner().invoke(app, ["profile", f"{source}:build", "-o", str(source), "--input-shape", "1,3,8,8"])
+    assert result.exit_code == 2 and "is the input" in result.output, result.output
+    assert source.read_text().startswith("def build")
+
+
+def test_profile_separable_refuses_a_link_latency_without_a_bandwidth(tmp_path):
+    """Without --bandwidth-mbps the links are measured and --link-latency-ms was ignored
+    (after a minute of training)."""
+    result = CliRunner().invoke(app, ["profile-separable", "-o", str(tmp_path / "s.json"), "--link-latency-ms", "5"])
+    assert result.exit_code == 2 and "--link-latency-ms" in result.output, result.output

@@ -353,6 +353,9 @@ def test_cli_bad_input_is_one_line(tmp_path):
     one_line_error(res, 2, "--breakpoints", "format")
     res = invoke("run-tcp", inst, plan, "-m", "resnet50", "--host", "no such host!")
     one_line_error(res, 2, "--host no such host!")
+    # TEST-NET-1 (RFC 5737): resolves, but no interface of this host has it
+    res = invoke("run-tcp", inst, plan, "-m", "resnet50", "--host", "192.0.2.1")
+    one_line_error(res, 2, "--host 192.0.2.1: this host cannot listen there")
     res = invoke("run-tcp", inst, plan, "-m", "resnet50", "--timeout", "0")
     one_line_error(res, 2, "--timeout")
     res = invoke("run-tcp", ROOT / "instances" / "jmsnas_mesh_googlenet.json", plan, "-m", "googlenet")

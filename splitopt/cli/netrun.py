@@ -62,9 +62,14 @@ def run_tcp_command(
         import socket
 
         try:
-            socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+            family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
         except (OSError, UnicodeError):
             raise InvalidOption(f"--host {host}: not an address or a name this host can resolve") from None
+        try:  # the device processes listen there: an address of another machine fails now, not after start-up
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(address)
+        except OSError as e:
+            raise InvalidOption(f"--host {host}: this host cannot listen there ({e.strerror or e})") from None
         if (plan is None) == (breakpoints is None):
             raise InvalidOption("run-tcp: give a PLAN file or --breakpoints TABLE (exactly one)")
         from splitopt.netrun.runner import run_tcp

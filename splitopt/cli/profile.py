@@ -140,8 +140,11 @@ def profile_command(
     from splitopt.core.instance_io import instance_json
 
     with errors():
-        # every option and the output path before torch is imported (seconds)
-        check_output_path(output, "--output")
+        # every option and the output path before torch is imported (seconds); a user
+        # model's source file is an input (it had been overwritten with the instance)
+        where = model.rpartition(":")[0] if ":" in model else model
+        source = [Path(where)] if where.endswith((".py", ".onnx", ".pt2")) else []
+        check_output_path(output, "--output", inputs=source)
         check_positive_count(repeats, "--repeats", high=10_000)
         check_positive_count(calibration_images, "--calibration-images", low=0, high=10_000)
         check_seed(seed)

@@ -85,6 +85,9 @@ def profile_separable_command(
         check_number(mac_per_s, "--mac-per-s", 1.0, 1e21)
         check_number(bandwidth_mbps, "--bandwidth-mbps", 0.0, 1e15, low_open=True)
         check_number(link_latency_ms, "--link-latency-ms", 0.0, 1e6)
+        if link_latency_ms and bandwidth_mbps is None:  # the measured links carry their own latency
+            raise InvalidOption(f"--link-latency-ms {link_latency_ms:g}: applies with --bandwidth-mbps (without "
+                                "it the links are measured, latency included)")
         check_seed(seed)
         per_stage = _blocks(blocks_per_stage)
         require_torch("profile-separable")

@@ -25,6 +25,14 @@ INPUT_NAME = "input"
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
+def onnx_graph_name(tensor: str) -> str:
+    """The name a tensor has in an ONNX part: its own, except that a name of digits only
+    (``nn.Sequential`` names its layers "0", "1", ...) gets the prefix ``t_``, since the
+    TorchScript exporter reserves such names ("Invalid name: '2'"). The manifest keeps
+    the tensor's own name; the runner maps it through this function."""
+    return f"t_{tensor}" if tensor.isdigit() else tensor
+
+
 @dataclass(frozen=True)
 class Manifest:
     """A checked manifest (:func:`read_manifest`): the export ``directory`` and the

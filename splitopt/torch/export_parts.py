@@ -49,7 +49,7 @@ from typing import Any, Mapping, Sequence
 
 from splitopt.core.errors import InvalidModel, InvalidOption
 from splitopt.torch.export_manifest import (
-    FORMAT_VERSION, FORMATS, INPUT_NAME, MANIFEST, Manifest, read_manifest,
+    FORMAT_VERSION, FORMATS, INPUT_NAME, MANIFEST, Manifest, onnx_graph_name, read_manifest,
 )
 from splitopt.torch.exported_run import run_exported
 
@@ -228,15 +228,20 @@ def _input_bits(split) -> int:
 def _export_onnx(module, args: tuple, inputs: Sequence[str], outputs: Sequence[str], path: Path) -> None:
     """One part as ONNX (TorchScript exporter, opset :data:`ONNX_OPSET`), its graph inputs
     and outputs named by the tensors; InvalidModel (one line) when an op does not export
-    or the names do not survive."""
+    or the names do not survive. Tensors are named in the graph by
+    :func:`onnx_graph_name`."""
     import onnx
     import torch
 
+    inputs, outputs = [onnx_graph_name(n) for n in inputs], [onnx_graph_name(n) for n in outputs]
+    if len(set(inputs + outputs)) != len(inputs + outputs):
+        raise InvalidModel(f"{path.name}: two of the part's tensors have the same ONNX name "
+                           f"({', '.join(inputs + outputs)}): rename a layer")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=ONNX_OPSET,
-                              input_names=list(inputs), output_names=list(outputs), do_constant_folding=True)
+                              input_names=inputs, output_names=outputs, do_constant_folding=True)
     except OSError:
         raise
     except Exception as e:  # an op the exporter cannot translate: torch's own error type varies

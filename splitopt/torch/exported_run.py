@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from splitopt.core.errors import InvalidModel
-from splitopt.torch.export_manifest import INPUT_NAME, Manifest, read_manifest
+from splitopt.torch.export_manifest import INPUT_NAME, Manifest, onnx_graph_name, read_manifest
 
 
 def _load_parts(manifest: Manifest) -> dict[int, Any]:
@@ -31,11 +31,11 @@ def _load_parts(manifest: Manifest) -> dict[int, Any]:
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
                 raise InvalidModel(f"{path}: onnxruntime cannot load the part: {first}") from None
             declared = [i.name for i in session.get_inputs()]
-            names = [t["name"] for t in p["inputs"]]
+            names = [onnx_graph_name(t["name"]) for t in p["inputs"]]
             unknown = [n for n in declared if n not in names]
             if unknown:
                 raise InvalidModel(f"{path}: graph input '{unknown[0]}' is not an input of the part in the manifest")
-            outs = [t["name"] for t in p["outputs"]]
+            outs = [onnx_graph_name(t["name"]) for t in p["outputs"]]
 
             def run(*args, session=session, names=names, declared=declared, outs=outs):
                 feed = dict(zip(names, args))
