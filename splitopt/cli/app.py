@@ -22,6 +22,7 @@ from splitopt.cli.common import (
     check_distinct_outputs,
     check_output_path,
     check_positive_count,
+    check_solve_options,
     console,
     error_line,
     errors,
@@ -173,12 +174,12 @@ def solve(
     from splitopt.api import default_backend_of, plan_to_dict, result_to_dict
     from splitopt.backends.registry import check_backend
     from splitopt.cli.report import print_result
-    from splitopt.core.options import SolveOptions, solve_time_left
+    from splitopt.core.options import solve_time_left
     from splitopt.solve import solve as run
 
     with errors():
         # every option and path is checked before the instance is read (the slow part)
-        SolveOptions(time_limit_s=time_limit, threads=threads, seed=seed)
+        check_solve_options(time_limit, threads, seed)
         options = parse_solver_options(option)
         sets = parse_set_options(overrides)
         check_output_path(output, "--output", inputs=[instance])
@@ -359,7 +360,7 @@ def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_j
 @app.command()
 def pareto(
     instance: Path = typer.Argument(..., help="Instance JSON file (split/split_bits: latency vs error; multiview with measured accuracies: latency vs accuracy; separable: latency vs bytes)."),
-    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Exact backend (default: milp-cbc for split/split_bits, cpsat for multiview and separable)."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend of each solve of the sweep (default: milp-cbc for split/split_bits, cpsat for multiview and separable); a front is proven only where every solve is OPTIMAL, so a heuristic gives a FEASIBLE front."),
     mode: SweepMode = typer.Option(SweepMode.exact, "--mode", help="exact: every corner of the front; grid: evenly spaced budgets."),
     points: int = typer.Option(50, "--points", help="Most points to compute (at least 1)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds per solve."),

@@ -46,9 +46,9 @@ def bandwidth_command(
     optimum is the lower envelope of these lines, concave in 1/bandwidth), each interval's
     plan proven optimal, as a JSON table an edge runtime can look up (-o)."""
     from splitopt.cli.common import (EXIT_NO_PLAN, PLOT_SUFFIXES, check_distinct_outputs, check_output_path,
-                                     check_positive_count, check_seed, errors, parse_set_options)
+                                     check_positive_count, check_seed, check_solve_options, errors,
+                                     parse_set_options)
     from splitopt.core.errors import InvalidOption
-    from splitopt.core.options import SolveOptions
 
     with errors():
         # every option and path before the instance is read
@@ -63,7 +63,7 @@ def bandwidth_command(
         check_positive_count(count, "--points", low=2, high=10_000)
         if not (math.isfinite(tolerance) and 0 <= tolerance < 1):
             raise InvalidOption(f"--tolerance: must be a number in [0, 1), got {tolerance}")
-        SolveOptions(time_limit_s=time_limit, threads=threads, seed=seed)
+        check_solve_options(time_limit, threads, seed)
         check_seed(seed)
         check_output_path(output, "--output", inputs=[instance])
         check_output_path(plot, "--plot", PLOT_SUFFIXES)

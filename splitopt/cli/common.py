@@ -140,6 +140,16 @@ def require_torch(command: str) -> None:
 _PROBED_FIFOS: list[int] = []
 
 
+def check_solve_options(time_limit: float | None, threads: int, seed: int) -> None:
+    """The solve options of a command, each checked as ``SolveOptions`` checks it, the
+    message naming the command-line option (``--time-limit``, not ``time_limit``)."""
+    from splitopt.core.options import MAX_SEED, MAX_THREADS, check_int, check_time_limit
+
+    check_time_limit(time_limit, "--time-limit")
+    check_int(threads, "--threads", 1, MAX_THREADS)
+    check_int(seed, "--seed", 0, MAX_SEED)
+
+
 def check_distinct_outputs(outputs: Iterable[tuple[str, Optional[Path]]]) -> None:
     """Refuse two options of one command that name the same output file (one would
     overwrite the other: a sweep's ``--table`` over its ``--out`` store destroyed the store):

@@ -76,12 +76,12 @@ def retrain_command(
         check_output_path(instance_out, "--instance-out")
         check_distinct_outputs((("--output", output), ("--instance-out", instance_out)))
         check_output_dir(save, "--save")
-        from splitopt.core.errors import InvalidModel
+        from splitopt.core.errors import InvalidModel, InvalidOption, InvalidPlan
 
         ds = parse_widths(widths)
         check_positive_count(epochs, "--epochs", low=0, high=MAX_EPOCHS)
         check_positive_count(base_epochs, "--base-epochs", high=MAX_EPOCHS)
-        check_positive_count(views, "--views", high=64)
+        check_positive_count(views, "--views", high=4)
         check_number(lr, "--lr", 0.0, 10.0, low_open=True)
         check_seed(seed)
         if min_accuracy is not None and instance_out is None:
@@ -92,7 +92,10 @@ def retrain_command(
         from splitopt.torch.packing import check_bits
         from splitopt.torch.retrain import retrain_table, width_options
 
-        check_bits(bits)
+        try:
+            check_bits(bits)
+        except InvalidPlan as e:
+            raise InvalidOption(f"--bits {bits}: {e}") from None
         if views == 1:
             table = retrain_table(split=split, widths=ds, inits=(init,), loss=loss, epochs=epochs,
                                   base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress,
