@@ -894,3 +894,17 @@ def test_retrain_views_are_checked_against_the_range_its_help_states():
     with a message that named 'views', not the option."""
     result = CliRunner().invoke(app, ["retrain", "--views", "5"])
     assert result.exit_code == 2 and "--views: must be an integer in [1, 4], got 5" in result.output, result.output
+
+
+@pytest.mark.parametrize("command", [["run", "i.json", "p.json", "-m", "m.py:build"],
+                                     ["export", "i.json", "p.json", "-m", "m.py:build", "-o", "out"],
+                                     ["run-tcp", "i.json", "p.json", "-m", "m.py:build"],
+                                     ["profile", "m.py:build", "-o", "x.json"]])
+@pytest.mark.parametrize("option, needle", [(["--input-shape", "abc"], "--input-shape: 'abc'"),
+                                            (["--input-shape", "2,3,8,8"], "batch size 1"),
+                                            (["--input-dtype", "int8"], "--input-dtype: unknown dtype 'int8'")])
+def test_model_input_options_are_checked_before_torch_is_imported(no_long_work, tmp_path, monkeypatch, command,
+                                                                  option, needle):
+    """They had been parsed by the torch bridge, after importing torch (2-3 s)."""
+    monkeypatch.chdir(tmp_path)
+    one_line(cli(*command, *option), needle)

@@ -19,7 +19,8 @@ from splitopt.core.errors import InvalidModel  # noqa: E402
 from splitopt.api import load_instance  # noqa: E402
 from splitopt.core.plan import Plan  # noqa: E402
 from splitopt.torch.models import build_model  # noqa: E402
-from splitopt.torch.user_model import capture_checked, load_user_model, parse_shape  # noqa: E402
+from splitopt.core.input_text import parse_shape  # noqa: E402
+from splitopt.torch.user_model import capture_checked, load_user_model  # noqa: E402
 
 MODEL_FILE = textwrap.dedent('''
     import torch

@@ -68,7 +68,7 @@ def export_command(
     with errors():
         # options, paths, instance and plan before torch is imported
         check_positive_count(samples, "--samples", low=0, high=MAX_SAMPLES)
-        check_model_options(seed, input_high)
+        check_model_options(seed, input_high, input_shape, input_dtype)
         check_output_dir(output, "--output")
         require_torch("export")
         if fmt == "onnx":

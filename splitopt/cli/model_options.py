@@ -28,10 +28,17 @@ def input_high_option() -> Any:
     return typer.Option(None, "--input-high", help="User models with integer inputs: exclusive upper bound of the random ids (default: the factory's example input max + 1).")
 
 
-def check_model_options(seed: int, input_high: Optional[int]) -> None:
-    """One line naming the option (InvalidOption) for a seed or id bound out of range."""
+def check_model_options(seed: int, input_high: Optional[int], input_shape: Optional[str] = None,
+                        input_dtype: Optional[str] = None) -> None:
+    """One line naming the option (InvalidOption, InvalidModel) for a seed or id bound out
+    of range, or an input shape or dtype that does not parse."""
     from splitopt.cli.common import check_positive_count, check_seed
+    from splitopt.core.input_text import dtype_name, parse_shape
 
     check_seed(seed)
     if input_high is not None:
         check_positive_count(input_high, "--input-high", high=MAX_INPUT_HIGH)
+    if input_shape is not None:
+        parse_shape(input_shape)
+    if input_dtype is not None:
+        dtype_name(input_dtype)

@@ -52,7 +52,7 @@ def run_tcp_command(
     with errors():
         check_positive_count(samples, "--samples", high=MAX_SAMPLES)
         check_positive_count(warmup, "--warmup", low=0, high=MAX_SAMPLES)
-        check_model_options(seed, input_high)
+        check_model_options(seed, input_high, input_shape, input_dtype)
         check_number(timeout, "--timeout", 0.0, 86400.0, low_open=True)
         check_number(run_timeout, "--run-timeout", 0.0, 7 * 86400.0, low_open=True)
         check_positive_count(max_frame_bytes, "--max-frame-bytes", high=2**40)

@@ -134,8 +134,9 @@ def profile_command(
     MODEL is a built-in name or any traceable nn.Module of yours, e.g.
     `splitopt profile my_net.py:build --input-shape 1,3,32,32 -o my_net.json`;
     the run and calibration inputs are seeded synthetic ones of that shape and dtype."""
-    from splitopt.cli.common import (check_output_path, check_positive_count, check_seed, console, errors,
+    from splitopt.cli.common import (check_output_path, check_positive_count, console, errors,
                                      require_torch, write_output)
+    from splitopt.cli.model_options import check_model_options
     from splitopt.core.errors import NotApplicable
     from splitopt.core.instance_io import instance_json
 
@@ -147,9 +148,7 @@ def profile_command(
         check_output_path(output, "--output", inputs=source)
         check_positive_count(repeats, "--repeats", high=10_000)
         check_positive_count(calibration_images, "--calibration-images", low=0, high=10_000)
-        check_seed(seed)
-        if input_high is not None:
-            check_positive_count(input_high, "--input-high", high=2**62)
+        check_model_options(seed, input_high, input_shape, input_dtype)
         if edge_host and not measure:
             raise NotApplicable("--edge-host: needs --measure (the host's latencies are measured)")
         # the bits of the error tables (splitopt.torch.profile.DEFAULT_BITS, kept off torch here)
@@ -232,7 +231,8 @@ def _saved_program(model: str, input_shape: Optional[str], input_dtype: Optional
     from splitopt.core.errors import InvalidModel, SplitoptError
     from splitopt.torch.capture import load_exported
     from splitopt.torch.seeds import CALIBRATION_SEED, RUN_INPUT_SEED
-    from splitopt.torch.user_model import one_line, parse_dtype, parse_shape, quiet_torch, synthetic_inputs
+    from splitopt.core.input_text import parse_shape
+    from splitopt.torch.user_model import one_line, parse_dtype, quiet_torch, synthetic_inputs
 
     path = Path(model).expanduser()
     if not path.is_file():

@@ -69,7 +69,7 @@ def run_command(
     with errors():
         # options, instance and plan before torch is imported (seconds)
         check_positive_count(samples, "--samples", high=MAX_SAMPLES)
-        check_model_options(seed, input_high)
+        check_model_options(seed, input_high, input_shape, input_dtype)
         if weights is not None and not weights.is_dir():
             raise InvalidOption(f"--weights {weights}: not a directory (written by `splitopt retrain --save DIR`)")
         require_torch("run")

@@ -45,15 +45,13 @@ from typing import Any, Callable, Iterator
 import torch
 
 from splitopt.core.errors import InvalidModel, SplitoptError
+from splitopt.core.input_text import INPUT_DTYPE_NAMES, dtype_name, parse_shape
 from splitopt.torch.capture import eval_mode
 # the seeds and count of the synthetic run and calibration inputs: those of the built-in models
 from splitopt.torch.seeds import CALIBRATION_IMAGES as CALIBRATION_INPUTS
 from splitopt.torch.seeds import CALIBRATION_SEED, RUN_INPUT_SEED
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-    "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
-}
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in INPUT_DTYPE_NAMES}
 
 
 def is_spec(text: str) -> bool:
@@ -169,28 +167,9 @@ def load_factory_output(spec: str, seed: int = 0) -> tuple[torch.nn.Module, torc
 
 # ----- inputs -------------------------------------------------------------------------------
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    """``"1,3,32,32"`` (also ``1x3x32x32``, ``(1, 3, 32, 32)``) -> ``(1, 3, 32, 32)``;
-    the leading batch dimension must be 1. InvalidModel otherwise."""
-    body = text.strip().strip("()[]").replace("x", ",").replace("X", ",")
-    items = [s.strip() for s in body.split(",")]
-    if items and items[-1] == "" and len(items) > 1:
-        items = items[:-1]  # "(1, 3,)"
-    if not items or not all(re.fullmatch(r"\d+", s) for s in items) or any(int(s) < 1 for s in items):
-        raise InvalidModel(f"--input-shape: '{text}' is not a comma-separated list of positive integers "
-                           f"such as 1,3,32,32")
-    shape = tuple(int(s) for s in items)
-    if shape[0] != 1:
-        raise InvalidModel(f"--input-shape: '{text}' must start with the batch size 1 (as in 1,3,32,32), "
-                           f"got {shape[0]}")
-    return shape
-
-
 def parse_dtype(text: str) -> torch.dtype:
-    dtype = DTYPES.get(text.strip().lower().removeprefix("torch."))
-    if dtype is None:
-        raise InvalidModel(f"--input-dtype: unknown dtype '{text}' (choose from {', '.join(DTYPES)})")
-    return dtype
+    """The torch dtype ``text`` names (:func:`splitopt.core.input_text.dtype_name`)."""
+    return DTYPES[dtype_name(text)]
 
 
 def synthetic_inputs(n: int, shape: tuple[int, ...], dtype: torch.dtype, high: int | None, seed: int) -> torch.Tensor:
