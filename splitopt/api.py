@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from splitopt.core.errors import InvalidInstance, InvalidPlan
+from splitopt.core.errors import InvalidInstance, InvalidOption, InvalidPlan
 from splitopt.core.instance import Instance, set_build_check
 from splitopt.core.instance_io import FORMAT, check_built, core_schema, parse_instance_data
-from splitopt.core.jsonfile import json_type, read_json
+from splitopt.core.jsonfile import check_path_argument, json_type, read_json
 from splitopt.core.result import SolveResult
 from splitopt.families.registry import family_of, families, readers
 
@@ -174,10 +173,7 @@ def plan_to_dict(inst: Any, plan: Any) -> dict[str, Any]:
 def save_plan(inst: Any, plan: Any, path: str | Path) -> None:
     """Write a plan as JSON. InvalidOption (one line naming the path) where ``path`` is not
     a path or cannot be written (a directory, a missing folder, no permission)."""
-    from splitopt.core.errors import InvalidOption
-
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidOption(f"save_plan: the path must be a str or a path, got {type(path).__name__}")
+    check_path_argument(path, InvalidOption, "save_plan: the path")
     text = json.dumps(plan_to_dict(inst, plan), indent=1) + "\n"
     try:
         Path(path).write_text(text)
@@ -196,8 +192,6 @@ def evaluate(inst: Any, plan: Any) -> Any:
 def result_to_dict(inst: Any, result: SolveResult) -> dict[str, Any]:
     """JSON form of a solve; ``plan`` is in the format ``splitopt evaluate`` reads."""
     if not isinstance(result, SolveResult):
-        from splitopt.core.errors import InvalidOption
-
         raise InvalidOption(f"result_to_dict: a SolveResult (what splitopt.solve returns) is expected, got "
                             f"{type(result).__name__}")
     return {

@@ -32,7 +32,7 @@ def _json_path(path) -> str:
 _JSON_TYPES = (dict, list, tuple, str, int, float, bool, type(None))
 
 
-def _reject_non_finite(value: Any, path: str) -> None:
+def _reject_non_json(value: Any, path: str) -> None:
     """InvalidInstance naming the field of the first value that is not a finite JSON
     value: NaN, infinity, or a Python object JSON has no form for (a complex number, a
     set, bytes: reachable through the API, where the schema's number type would take a
@@ -44,10 +44,10 @@ def _reject_non_finite(value: Any, path: str) -> None:
                               f"got a Python {type(value).__name__}")
     if isinstance(value, dict):
         for k, v in value.items():
-            _reject_non_finite(v, f"{path}.{k}")
+            _reject_non_json(v, f"{path}.{k}")
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            _reject_non_finite(v, f"{path}[{i}]")
+            _reject_non_json(v, f"{path}[{i}]")
 
 
 #: the settings the core parses itself (others are families' settings objects)
@@ -97,7 +97,7 @@ def schema_holds(data: Any, schema: Mapping[str, Any]) -> bool:
 
 def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
     """Raise InvalidInstance naming the first violation of ``schema`` (field and value)."""
-    _reject_non_finite(data, "instance")
+    _reject_non_json(data, "instance")
     if schema_holds(data, schema):
         return
     import jsonschema

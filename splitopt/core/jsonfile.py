@@ -121,12 +121,18 @@ def parse_json_text(text: str, where: str, error: type[Exception]) -> Any:
         raise error(f"{where}: not parseable as JSON ({cut(str(e), 120)})") from None
 
 
+def check_path_argument(path: Any, error: type[Exception], what: str = "the file path") -> None:
+    """``error`` (one line) unless ``path`` is a ``str`` or a path-like object: a library
+    caller passing None or a number gets this, not ``TypeError`` from ``pathlib``."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise error(f"{what} must be a str or a path, got {type(path).__name__} {cut(repr(path))}")
+
+
 def read_json(path: str | Path, error: type[Exception]) -> Any:
     """Read and parse the JSON file ``path``; raise ``error`` (an exception class taking
     one message) naming the file and the defect: unreadable, not UTF-8, malformed, too
     deeply nested (see the module docstring); ``path`` not a path (None, a number)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise error(f"the file path must be a str or a path, got {type(path).__name__} {cut(repr(path))}")
+    check_path_argument(path, error)
     path = Path(path)
     if path.is_dir():
         raise error(f"{path}: is a directory, not a JSON file")
