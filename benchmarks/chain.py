@@ -71,7 +71,7 @@ def main() -> None:
     for (path, _), row in zip(pairs, run_rows(pairs, args)):
         inst = instances[str(path)]
         row["devices"] = len(inst.settings.chain)
-        row["objective"] = inst.settings.objective
+        row["objective"] = inst.objective
         new.append(row)
     for row in new:
         at = next((i for i, r in enumerate(rows) if (r["instance"], r["backend"]) == (row["instance"], row["backend"])), None)

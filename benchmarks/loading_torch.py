@@ -61,7 +61,7 @@ PAPER_TABLE3 = {"inception_v3": (4.0983, 0.6910), "resnet152": (7.2917, 1.0800),
 
 
 def with_k(inst, k: int):
-    o = dict(inst.settings.family_options("loading"))
+    o = dict(inst.settings.loading)
     o["children"] = {"min": k, "max": k}
     o.pop("reference_plans", None)
     return inst.with_settings(loading=o)
@@ -82,12 +82,12 @@ def bench_model(model: str, args, say) -> dict:
     base = instances[1]
     d1 = loading_data(base)
     n = d1.n
-    o4 = prof.instance.settings.family_options("loading")
+    o4 = prof.instance.settings.loading
     profile = {
         "blocks": n, "weights_bytes": float(d1.block_bytes.sum()), "inference_ms": prof.measurements["inference_ms"],
         "child_fixed_ms": o4["child_fixed_ms"], "thread_bytes_per_s": o4["thread_bytes_per_s"],
         "monolithic_load_ms": prof.measurements["monolithic_load_ms"],
-        "storage_bytes_per_s": {str(t): instances[t].settings.family_options("loading")["storage_bytes_per_s"]
+        "storage_bytes_per_s": {str(t): instances[t].settings.loading["storage_bytes_per_s"]
                                 for t in THREADS},
         "concurrent": {str(t): instances[t].source["measurements"]["concurrent"] for t in THREADS},
         "calibration_scale": prof.measurements["calibration_scale"],

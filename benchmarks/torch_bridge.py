@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from splitopt.core import presets  # noqa: E402
-from splitopt.core.plan import Plan  # noqa: E402
 from splitopt.torch.partition import partition  # noqa: E402
 from splitopt.torch.profile import measure_layer_latency, profile  # noqa: E402
 from splitopt.torch.models import build_model  # noqa: E402
+from splitopt.families.edge_cloud.plan import uniform_plan
 
 MODELS = ["resnet50", "mobilenet_v2", "googlenet", "tiny_gpt2"]
 SETTINGS = {"problem": "split_bits", "edge": "eyeriss", "cloud": "tpu", "bit_widths": [2, 4, 6, 8],
@@ -80,7 +80,7 @@ def bench(model: str, calibration: int, repeats: int, samples: int) -> dict:
     cap = capture(module, example, rename=rename)
     _, latency_s = timed(lambda: measure_layer_latency(cap, example, repeats=repeats))
     half = [l.name for l in inst.layers[: len(inst.layers) // 2]]
-    plan = Plan.uniform(inst, half)
+    plan = uniform_plan(inst, half)
     split, partition_s = timed(lambda: partition(module, example, plan, inst, capture=cap))
     unsplit_t, split_t, diff = time_split_run(module, split, sampler(samples))
     return {"model": model, "layers": len(inst.layers), "profile_s": profile_s, "calibration_inputs": calibration,

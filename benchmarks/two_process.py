@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from splitopt.api import load_instance, parse_instance, plan_to_dict  # noqa: E402
 from splitopt.netrun.runner import run_tcp  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
+from splitopt.families.edge_cloud.plan import edge_layers
 
 MODELS = ("resnet50", "mobilenet_v2", "googlenet")
 LABEL = {"resnet50": "ResNet-50", "mobilenet_v2": "MobileNetV2", "googlenet": "GoogLeNet"}
@@ -78,7 +79,7 @@ def host_to_host(profiled: dict, bandwidth: float, latency_ms: float, problem: s
 
 def plan_text(inst, plan, report: dict) -> str:
     """E.g. "17 edge layers (w/a 4-8 bits), sends layer3.0 (8 b): 25,088 B"."""
-    edge = plan.edge_layers(inst)
+    edge = edge_layers(inst, plan)
     link = report["plans"][0]["links"][0]
     sent = ", ".join(t["tensor"] for t in link["tensors"]) or "nothing"
     if not edge:

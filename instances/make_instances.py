@@ -42,6 +42,8 @@ from splitopt.core.instance_io import FORMAT  # noqa: E402
 from splitopt.torch.architectures import BN_IMAGES, BN_SEED, MODELS, synthetic_images  # noqa: E402
 from splitopt.torch.capture import capture  # noqa: E402
 from splitopt.torch.quant_error import layer_dicts_with_errors  # noqa: E402
+from splitopt.families.edge_cloud.plan import uniform_plan
+from splitopt.families.edge_cloud.settings import candidate_bits
 
 SCRIPT = "instances/make_instances.py"
 SEED = 0
@@ -166,9 +168,9 @@ def make_instance(name: str, model: str, kind: str, graph: dict[str, Any], args)
 def report(inst: splitopt.Instance) -> None:
     """Print cloud-only and edge-only metrics of a loaded instance."""
     every = [l.name for l in inst.layers]
-    bits = 8 if 8 in inst.candidate_bits() else inst.candidate_bits()[-1]
-    for label, plan in (("cloud-only", splitopt.Plan.uniform(inst, [])),
-                        (f"edge-only@{bits}", splitopt.Plan.uniform(inst, every, bits))):
+    bits = 8 if 8 in candidate_bits(inst) else candidate_bits(inst)[-1]
+    for label, plan in (("cloud-only", uniform_plan(inst, [])),
+                        (f"edge-only@{bits}", uniform_plan(inst, every, bits))):
         m = splitopt.evaluate(inst, plan)
         print(f"    {label:14s} total {m.total_ms:9.3f} ms (edge {m.edge_compute_ms:.3f}, tx {m.transmit_ms:.3f}, "
               f"cloud {m.cloud_compute_ms:.3f}); edge memory {m.edge_memory_bytes:,.0f} B; error {m.error:.4g}; "

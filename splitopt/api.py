@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from splitopt.core.errors import InvalidInstance, InvalidOption, InvalidPlan
 from splitopt.core.instance import Instance, set_build_check
-from splitopt.core.instance_io import FORMAT, check_built, core_schema, parse_instance_data
+from splitopt.core.instance_io import FORMAT, check_built, parse_instance_data
 from splitopt.core.jsonfile import check_path_argument, json_type, read_json
 from splitopt.core.result import SolveResult
-from splitopt.families.registry import family_of, families, readers
+from splitopt.families.base import instance_schema as families_schema
+from splitopt.families.registry import family_for_problem, family_of, families, readers
 
 if TYPE_CHECKING:
     from splitopt.core.overrides import Override
@@ -29,18 +30,15 @@ _SCHEMA: dict[str, Any] = {}
 
 def instance_schema() -> dict[str, Any]:
     """The published JSON Schema of the instance format: the core schema with every
-    registered family's problem names and settings object."""
+    registered family's problems, objectives and settings (``splitopt.families.base``)."""
     if not _SCHEMA:
-        schema = core_schema()
-        settings = schema["$defs"]["settings"]["properties"]
-        settings["problem"]["enum"] = [p for fam in families() if fam.core_instance for p in fam.problems]
-        settings["objective"]["enum"] = list(dict.fromkeys(o for fam in families() if fam.core_instance
-                                                           for o in fam.objectives))
-        for fam in families():
-            if fam.settings_key is not None and fam.settings_schema is not None:
-                settings[fam.settings_key] = dict(fam.settings_schema)
-        _SCHEMA.update(schema)
+        _SCHEMA.update(families_schema(families()))
     return copy.deepcopy(_SCHEMA)
+
+
+def settings_class_of(problem: str) -> Any:
+    """The settings class of the family of ``problem``."""
+    return family_for_problem(problem).settings_class
 
 
 #: what ``overrides`` may be: ``PATH=VALUE`` strings or parsed overrides (None: none)
@@ -71,7 +69,7 @@ def parse_instance(data: Any, overrides: Overrides = None) -> Any:
         for fam in readers():
             if fam.reads(data):
                 return fam.read(data, None)
-    inst = parse_instance_data(data, instance_schema())
+    inst = parse_instance_data(data, instance_schema(), settings_class_of)
     _check_objective(inst)
     family_of(inst).prepare(inst)
     return inst
@@ -79,8 +77,8 @@ def parse_instance(data: Any, overrides: Overrides = None) -> Any:
 
 def _check_objective(inst: Any) -> None:
     fam = family_of(inst)
-    if inst.settings.objective not in fam.objectives:
-        raise InvalidInstance(f"instance.settings.objective: '{inst.settings.objective}' is not an objective of "
+    if inst.objective not in fam.objectives:
+        raise InvalidInstance(f"instance.settings.objective: '{inst.objective}' is not an objective of "
                               f"problem '{inst.problem}' (objectives: {', '.join(fam.objectives)})")
 
 
@@ -90,7 +88,7 @@ def check_built_instance(inst: Instance) -> None:
     consistency (a layer reading a missing tensor, duplicate names, links between unknown
     devices, ...), ranges, the objective and the family's checks. Run by the constructor;
     InvalidInstance (one line naming the field and value) on any defect."""
-    check_built(inst, instance_schema())
+    check_built(inst, instance_schema(), settings_class_of)
     _check_objective(inst)
     family_of(inst).prepare(inst)
 

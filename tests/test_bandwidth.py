@@ -21,6 +21,7 @@ from splitopt.core.result import Status
 from splitopt.families.registry import family_of
 from splitopt.solve import solve
 from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.plan import edge_layers
 
 ROOT = Path(__file__).resolve().parent.parent
 RESNET = ROOT / "instances" / "resnet50_eyeriss.json"
@@ -128,7 +129,7 @@ def test_resnet50_table_8_range_has_one_interval():
     inst = splitopt.load_instance(RESNET)
     table = bandwidth_breakpoints(inst, None, 1e6, 2e7)
     assert table.breakpoints == [] and table.proven and table.solves == 2
-    assert table.intervals[0].plan.edge_layers(inst) == ["conv1", "maxpool"]
+    assert edge_layers(inst, table.intervals[0].plan) == ["conv1", "maxpool"]
 
 
 @pytest.mark.parametrize("seed,kwargs", [(0, dict(n_layers=5, bit_widths=[4, 8])),

@@ -20,10 +20,10 @@ from splitopt.families.edge_cloud.baselines.auto_split import (activation_bits, 
                                                               lagrangian_choice, potential_splits)
 from splitopt.families.edge_cloud.baselines.neurosurgeon import chain_scan
 from splitopt.families.edge_cloud.baselines.qdmp import min_cut
-from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.plan import check_plan
 from splitopt.families.registry import family
 from splitopt.core.options import SolveOptions
+from splitopt.families.edge_cloud.plan import edge_layers, uniform_plan
 
 OPTS = SolveOptions()
 EDGE_CLOUD = family("edge_cloud")
@@ -67,7 +67,7 @@ def make(layers, *, x=1000, x_bits=8, problem="split", memory=1e9, error_budget=
 
 
 def edge_set(inst, plan):
-    return set(plan.edge_layers(inst))
+    return set(edge_layers(inst, plan))
 
 
 # ----- Neurosurgeon vs min-cut on a skip connection --------------------------------------------
@@ -206,9 +206,9 @@ def test_random_dags_have_nontrivial_optima():
 @pytest.mark.parametrize("seed", range(50))
 def test_min_cut_equals_enumeration_of_closed_edge_sets(seed):
     inst = random_dag(seed)
-    best = min(evaluate(inst, Plan.uniform(inst, s)).total_ms for s in closed_edge_sets(inst))
+    best = min(evaluate(inst, uniform_plan(inst, s)).total_ms for s in closed_edge_sets(inst))
     edge, value = min_cut(inst)
-    true = evaluate(inst, Plan.uniform(inst, edge)).total_ms
+    true = evaluate(inst, uniform_plan(inst, edge)).total_ms
     assert value == pytest.approx(true, rel=1e-9)
     assert value == pytest.approx(best, rel=1e-9)
     # Neurosurgeon scans only prefixes with a chain model: never better than the optimum
@@ -269,7 +269,7 @@ def test_auto_split_stops_at_the_deadline_with_the_best_candidate_so_far():
 
     inst = random_dag(3, problem="split_bits")
     late = get_backend("auto-split", EDGE_CLOUD).solve(EDGE_CLOUD, inst, SolveOptions(deadline=time.monotonic() - 1))
-    assert late.status is Status.FEASIBLE and late.plan.edge_layers(inst) == []
+    assert late.status is Status.FEASIBLE and edge_layers(inst, late.plan) == []
     assert late.extra["candidates"] == 1 and late.extra["stopped_by"] == "time limit"
     assert "the time limit stopped Algorithm 1 after 1 candidates" in late.message
     full = method("auto-split", inst)
@@ -288,7 +288,7 @@ def test_auto_split_hand_case():
     inst = bits_chain()
     out = method("auto-split", inst)
     assert out.status is Status.FEASIBLE and out.bound is None
-    assert out.plan.edge_layers(inst) == ["a", "b"]
+    assert edge_layers(inst, out.plan) == ["a", "b"]
     assert {n: (out.plan.weight_bits[n], out.plan.activation_bits[n]) for n in "ab"} == {"a": (8, 8), "b": (8, 8)}
     m = evaluate(inst, out.plan)
     assert m.total_ms == pytest.approx(4.2)
@@ -301,7 +301,7 @@ def test_auto_split_honours_the_error_budget():
     inst = bits_chain(error_budget=0.05)
     out = method("auto-split", inst)
     assert out.status is Status.FEASIBLE
-    assert out.plan.edge_layers(inst) == []
+    assert edge_layers(inst, out.plan) == []
     assert evaluate(inst, out.plan).total_ms == pytest.approx(7.0)
 
 
@@ -326,7 +326,7 @@ def test_auto_split_never_worse_than_cloud_only_and_meets_budgets(seed):
     assert out.status is Status.FEASIBLE
     m = evaluate(inst, out.plan)
     assert m.feasible
-    cloud = evaluate(inst, Plan.uniform(inst, []))
+    cloud = evaluate(inst, uniform_plan(inst, []))
     assert m.total_ms <= cloud.total_ms * (1 + 1e-12)
     cands = candidates(inst)
     feasible = [c.metrics.total_ms for c in cands if c.metrics.feasible]
@@ -408,7 +408,7 @@ def test_every_baseline_returns_a_valid_plan(backend, case):
         "rand7": lambda: random_dag(7, problem="split_bits", memory=5000, error_budget=0.05),
     }[case]()
     problems = backend.problems or EDGE_CLOUD.problems
-    if inst.settings.problem not in problems:
+    if inst.problem not in problems:
         if problems != ("split",):
             pytest.skip(f"{backend.name} needs split_bits")
         inst = inst.with_settings(problem="split")

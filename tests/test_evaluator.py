@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from splitopt import InvalidInstance, Plan, evaluate, parse_instance
+from splitopt import InvalidInstance, evaluate, parse_instance
 from splitopt.core.latency import analytical_latency_ms, layer_latency_ms
 from splitopt.families.edge_cloud.evaluate import transfer_ms
+from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
+from splitopt.families.edge_cloud.settings import cloud_device, edge_device
 
 EDGE = {"name": "e", "mac_per_s": 1e9, "offchip_bytes_per_s": None, "onchip_bytes": 1e6,
         "memory_bytes": 1e9, "bit_widths": [2, 3, 4, 6, 8, 16]}
@@ -61,7 +63,7 @@ def skip_instance():
 
 def test_skip_connection_is_held_until_the_end_and_sent_once():
     inst = skip_instance()
-    plan = Plan.edge_cloud(inst, {"a": (8, 8), "b": (4, 4), "d": (4, 8)})
+    plan = edge_cloud_plan(inst, {"a": (8, 8), "b": (4, 4), "d": (4, 8)})
     m = evaluate(inst, plan)
     # tensors on the edge: x 100 el * 8 b = 100 B; a 200 el * 8 b = 200 B;
     # b 300 el * 4 b = 150 B; d 40 el * 8 b = 40 B.
@@ -98,7 +100,7 @@ def test_fan_out_to_two_cloud_layers_is_sent_once():
         layer("c2", ["a"], 10, macs=2e9),
         layer("c3", ["c1", "c2"], 10, macs=0),
     ])
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8)}))
     # a: 500 el * 8 b = 500 B, sent once although c1 and c2 both read it
     assert m.sent_tensors == (("a", 500.0),)
     assert m.transmit_ms == pytest.approx(2.0 + 0.5)
@@ -113,7 +115,7 @@ def test_raw_input_is_sent_when_a_cloud_layer_reads_it_too():
     # x: 50 el * 16 b = 100 B, read by edge a and by cloud c
     inst = build([layer("a", ["x"], 60, macs=1e6), layer("c", ["a", "x"], 10, macs=1e9)],
                  inputs=(("x", 50, 16),))
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8)}))
     # sent: x at its own 16 bits = 100 B, a 60 el * 8 b = 60 B
     assert m.sent_tensors == (("x", 100.0), ("a", 60.0))
     assert m.transmit_ms == pytest.approx(2.0 + 0.16)
@@ -124,7 +126,7 @@ def test_raw_input_is_sent_when_a_cloud_layer_reads_it_too():
 def test_transmit_bits_apply_to_layer_outputs_not_raw_inputs():
     inst = build([layer("a", ["x"], 60, macs=1e6), layer("c", ["a", "x"], 10, macs=1e9)],
                  inputs=(("x", 50, 16),), transmit_bits=4)
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8)}))
     # x still at 16 b = 100 B; a at 4 b: 60 * 4 / 8 = 30 B
     assert m.sent_tensors == (("x", 100.0), ("a", 30.0))
     # memory is counted at the edge precision: x 100 + a 60 * 8 / 8 = 160
@@ -141,7 +143,7 @@ def test_peak_working_set_frees_tensors_after_their_last_edge_reader():
         layer("a", ["x"], 100), layer("b", ["a"], 300),
         layer("c", ["a", "b"], 50), layer("d", ["c"], 20),
     ])
-    m = evaluate(inst, Plan.uniform(inst, ["a", "b", "c", "d"], 8))
+    m = evaluate(inst, uniform_plan(inst, ["a", "b", "c", "d"], 8))
     # step a: x 100 + a 100 = 200, x freed; step b: a 100 + b 300 = 400;
     # step c: a 100 + b 300 + c 50 = 450, a and b freed; step d: c 50 + d 20 = 70.
     # (keeping x would make step c 550; freeing a after b would make it 350)
@@ -156,7 +158,7 @@ def test_peak_working_set_frees_tensors_after_their_last_edge_reader():
 def test_peak_counts_the_steps_own_output_at_its_activation_bits():
     inst = build([layer("a", ["x"], 1000), layer("b", ["a"], 10)])
     # step a: x 100 + a 1000 el * 4 b = 500 -> 600; step b: a 500 + b 10 * 8 / 8 = 510
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (4, 4), "b": (8, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (4, 4), "b": (8, 8)}))
     assert m.edge_peak_activation_bytes == pytest.approx(600.0)
     assert m.peak_layer == "a"
 
@@ -166,7 +168,7 @@ def test_peak_counts_the_steps_own_output_at_its_activation_bits():
 def test_weight_bytes_at_sub_byte_widths():
     inst = build([layer("a", ["x"], 100, weights=1000), layer("b", ["a"], 100, weights=1000)],
                  bit_widths=[3, 6, 8])
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (6, 6), "b": (3, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (6, 6), "b": (3, 8)}))
     # a: 1000 * 6 / 8 = 750 B; b: 1000 * 3 / 8 = 375 B
     assert m.edge_weight_bytes == pytest.approx(1125.0)
     # activations: step a: x 100 + a 100 * 6 / 8 = 75 -> 175; step b: 75 + 100 = 175
@@ -189,18 +191,18 @@ def error_instance(**settings):
 def test_error_is_the_sum_over_edge_layers():
     inst = error_instance()
     # a: w4 0.2 + a8 0.01; b: w8 0.05 + a2 0.03
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (4, 8), "b": (8, 2)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (4, 8), "b": (8, 2)}))
     assert m.error == pytest.approx(0.29)
     # at the reference precision (16 = cloud_bits) a layer adds nothing: b w16 a16
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (4, 8), "b": (16, 16)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (4, 8), "b": (16, 16)}))
     assert m.error == pytest.approx(0.21)
     # cloud-only: zero
-    assert evaluate(inst, Plan.edge_cloud(inst, {})).error == 0.0
+    assert evaluate(inst, edge_cloud_plan(inst, {})).error == 0.0
 
 
 def test_transmit_bits_lower_the_cut_tensor_and_raise_its_error():
     inst = error_instance(transmit_bits=4)
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8), "b": (8, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8), "b": (8, 8)}))
     # b is cut and sent at 4 bits: 80 * 4 / 8 = 40 B, counted as a4 0.015 instead of a8;
     # a is not sent, it keeps a8: 0.1 + 0.01 + 0.05 + 0.015
     assert m.sent_tensors == (("b", 40.0),)
@@ -210,7 +212,7 @@ def test_transmit_bits_lower_the_cut_tensor_and_raise_its_error():
 
 def test_transmit_bits_above_the_activation_bits_send_more_but_keep_the_error():
     inst = error_instance(transmit_bits=8)
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8), "b": (8, 2)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8), "b": (8, 2)}))
     # b sent at 8 bits: 80 B (more than its 2-bit 20 B); error counts min(2, 8) = 2 bits:
     # 0.1 + 0.01 + 0.05 + 0.03
     assert m.sent_tensors == (("b", 80.0),)
@@ -219,7 +221,7 @@ def test_transmit_bits_above_the_activation_bits_send_more_but_keep_the_error():
 
 def test_without_transmit_bits_the_cut_tensor_goes_at_its_activation_bits():
     inst = error_instance()
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8), "b": (8, 2)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8), "b": (8, 2)}))
     assert m.sent_tensors == (("b", 20.0),)  # 80 * 2 / 8
 
 
@@ -227,7 +229,7 @@ def test_without_transmit_bits_the_cut_tensor_goes_at_its_activation_bits():
 
 def test_memory_and_error_violations_are_listed():
     inst = error_instance(edge_memory_bytes=100.0, error_budget=0.1)
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8)}))
     # memory: weights 10 B + step a: x 100 + a 80 = 180 -> 190 B > 100
     # error: 0.1 + 0.01 = 0.11 > 0.1
     assert m.edge_memory_bytes == pytest.approx(190.0)
@@ -241,13 +243,13 @@ def test_memory_and_error_violations_are_listed():
 
 def test_budgets_met_exactly_are_feasible():
     inst = error_instance(edge_memory_bytes=190.0, error_budget=0.11)
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8)}))
     assert m.feasible, m.violations
 
 
 def test_only_the_memory_violation():
     inst = error_instance(edge_memory_bytes=189.0, error_budget=0.2)
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 8)}))
     assert not m.feasible and len(m.violations) == 1 and "memory" in m.violations[0]
 
 
@@ -256,7 +258,7 @@ def test_only_the_memory_violation():
 def test_cloud_only_uses_no_edge_memory_and_sends_the_raw_inputs():
     inst = build([layer("a", ["x"], 100, macs=1e9, weights=5), layer("b", ["a", "y"], 10, macs=2e9)],
                  inputs=(("x", 100, 8), ("y", 30, 16)), edge_memory_bytes=1.0, error_budget=0.0)
-    m = evaluate(inst, Plan.edge_cloud(inst, {}))
+    m = evaluate(inst, edge_cloud_plan(inst, {}))
     # x 100 * 8 / 8 = 100 B, y 30 * 16 / 8 = 60 B; 2 ms + 160 B / 1e6 B/s
     assert m.sent_tensors == (("x", 100.0), ("y", 60.0))
     assert m.transmit_ms == pytest.approx(2.16)
@@ -285,7 +287,7 @@ def analytical_instance():
 
 def test_analytical_compute_weights_and_raw_input():
     inst = analytical_instance()
-    a, e = inst.layer_by_name["a"], inst.edge_device
+    a, e = inst.layer_by_name["a"], edge_device(inst)
     # compute 2e6 / 1e9 s = 2 ms; weights 4000 * 4 / 8 = 2000 B; output 300 * 8 / 8 = 300 B
     # <= 500: no spill; raw x 800 B > 500: read from off-chip. 2 ms + 2800 B * 1e-6 ms/B
     assert analytical_latency_ms(inst, a, e, 4, 8) == pytest.approx(2.0028)
@@ -295,7 +297,7 @@ def test_analytical_compute_weights_and_raw_input():
 
 def test_analytical_spill_when_output_exceeds_half_the_buffer():
     inst = analytical_instance()
-    a, e = inst.layer_by_name["a"], inst.edge_device
+    a, e = inst.layer_by_name["a"], edge_device(inst)
     # a at 16 activation bits: 300 * 2 = 600 B > 500: spill 600 * (1 + 2 readers b, c) = 1800
     # traffic 2000 (w4) + 1800 + 800 (x) = 4600 B
     assert analytical_latency_ms(inst, a, e, 4, 16) == pytest.approx(2.0046)
@@ -310,27 +312,27 @@ def test_analytical_no_spill_at_exactly_half_the_buffer():
     inst = build([layer("a", ["x"], 500, macs=1e6)], inputs=(("x", 500, 8),), edge=ACCEL)
     # output 500 el * 8 b = 500 B = half: no spill; x 500 B = half: not read off-chip
     a = inst.layer_by_name["a"]
-    assert analytical_latency_ms(inst, a, inst.edge_device, 4, 8) == pytest.approx(1.0)
+    assert analytical_latency_ms(inst, a, edge_device(inst), 4, 8) == pytest.approx(1.0)
 
 
 def test_analytical_raw_input_read_twice_counts_once():
     inst = build([layer("a", ["x", "x"], 10, macs=0)], inputs=(("x", 800, 8),), edge=ACCEL)
     # x 800 B > 500 read once: 800e-6 ms
     a = inst.layer_by_name["a"]
-    assert analytical_latency_ms(inst, a, inst.edge_device, 8, 8) == pytest.approx(800e-6)
+    assert analytical_latency_ms(inst, a, edge_device(inst), 8, 8) == pytest.approx(800e-6)
 
 
 def test_null_offchip_bandwidth_is_compute_only():
     inst = build([layer("a", ["x"], 100000, macs=3e6, weights=1e6)], inputs=(("x", 100000, 8),))
     # EDGE has offchip null: 3e6 / 1e9 s = 3 ms whatever the traffic would be
     a = inst.layer_by_name["a"]
-    assert analytical_latency_ms(inst, a, inst.edge_device, 8, 8) == pytest.approx(3.0)
-    assert analytical_latency_ms(inst, a, inst.edge_device, 4, 4) == pytest.approx(3.0)
+    assert analytical_latency_ms(inst, a, edge_device(inst), 8, 8) == pytest.approx(3.0)
+    assert analytical_latency_ms(inst, a, edge_device(inst), 4, 4) == pytest.approx(3.0)
 
 
 def test_evaluator_uses_the_analytical_model_on_both_sides():
     inst = analytical_instance()
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (4, 8)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (4, 8)}))
     # edge: a at w4 a8 = 2.0028 ms. cloud (compute only, 1e12 MAC/s) at 16 bits:
     # b 1e6 / 1e12 s = 1e-3 ms, c 0.
     assert m.edge_compute_ms == pytest.approx(2.0028)
@@ -347,17 +349,17 @@ def test_latency_overrides():
         layer("b", ["a"], 10, macs=1e9, weights=10, latency_ms={"e": 7.0}),
     ])
     a, b = inst.layer_by_name["a"], inst.layer_by_name["b"]
-    e, c = inst.edge_device, inst.cloud_device
+    e, c = edge_device(inst), cloud_device(inst)
     assert layer_latency_ms(inst, a, e, 8, 4) == 3.5
     assert layer_latency_ms(inst, a, e, 4, 8) == 2.5
     assert layer_latency_ms(inst, a, c, 16, 16) == 0.25  # a number: any bits
     assert layer_latency_ms(inst, b, e, 4, 4) == 7.0
     # b has no cloud override: analytical, 1e9 MACs / 1e12 = 1 ms
     assert layer_latency_ms(inst, b, c, 16, 16) == pytest.approx(1.0)
-    m = evaluate(inst, Plan.edge_cloud(inst, {"a": (8, 4)}))
+    m = evaluate(inst, edge_cloud_plan(inst, {"a": (8, 4)}))
     # edge a 3.5 + a sent 100 * 4 / 8 = 50 B: 2.05 ms + cloud b 1 ms
     assert m.total_ms == pytest.approx(3.5 + 2.05 + 1.0)
-    m = evaluate(inst, Plan.edge_cloud(inst, {}))
+    m = evaluate(inst, edge_cloud_plan(inst, {}))
     # cloud-only: a 0.25 + b 1 + x 100 B: 2.1 ms
     assert m.total_ms == pytest.approx(3.35)
 
@@ -372,7 +374,7 @@ def test_override_table_without_the_requested_pair_names_it():
     full = {f"w{w}a{a}": 1.0 for w in (4, 8) for a in (4, 8)}
     inst = build([layer("a", ["x"], 100, latency_ms={"e": full})])
     with pytest.raises(InvalidInstance, match="w2a8") as err:  # a pair outside the candidates
-        layer_latency_ms(inst, inst.layer_by_name["a"], inst.edge_device, 2, 8)
+        layer_latency_ms(inst, inst.layer_by_name["a"], edge_device(inst), 2, 8)
     assert "\n" not in str(err.value)
 
 

@@ -12,7 +12,7 @@ import itertools
 import pytest
 from hypothesis import given, settings
 
-from splitopt import InvalidPlan, NotApplicable, Plan, Status, evaluate, parse_instance
+from splitopt import InvalidPlan, NotApplicable, Status, evaluate, parse_instance
 from splitopt.backends.brute_force import MAX_PLANS, BruteForceBackend
 from splitopt.core.instance_io import to_dict
 from splitopt.core.options import SolveOptions
@@ -23,6 +23,8 @@ from splitopt.testing.contracts import EXACT_BACKENDS
 from splitopt.testing.generators import random_instance
 
 from splitopt.testing.strategies import instances
+from splitopt.families.edge_cloud.plan import edge_cloud_plan, edge_layers
+from splitopt.families.edge_cloud.settings import candidate_bits
 
 REL, ABS = 1e-6, 1e-9  # objective agreement: relative, plus absolute (ms)
 
@@ -140,13 +142,13 @@ def independent_optimum(inst) -> float:
     """Least feasible latency by a second, independent enumeration: every layer on the
     cloud or on the edge at every bit pair, all combinations, malformed plans (edge set
     not closed under predecessors) discarded because the evaluator refuses them."""
-    bits = inst.candidate_bits()
+    bits = candidate_bits(inst)
     options = [None] + [(w, a) for w in bits for a in bits]
     best = float("inf")
     for choice in itertools.product(options, repeat=len(inst.layers)):
         edge = {l.name: c for l, c in zip(inst.layers, choice) if c is not None}
         try:
-            m = evaluate(inst, Plan.edge_cloud(inst, edge))
+            m = evaluate(inst, edge_cloud_plan(inst, edge))
         except InvalidPlan:
             continue
         if m.feasible:
@@ -177,7 +179,7 @@ def test_brute_force_finds_hand_optima(name):
     out = brute(inst)
     assert out.status is Status.OPTIMAL
     assert out.objective == pytest.approx(optimum)
-    assert tuple(out.plan.edge_layers(inst)) == edge_set
+    assert tuple(edge_layers(inst, out.plan)) == edge_set
 
 
 @settings(max_examples=25)
@@ -196,7 +198,7 @@ def test_brute_force_honours_edge_required():
     inst = skip_chain(edge_required=["b"])  # b and its ancestor a on the edge
     out = brute(inst)
     assert out.status is Status.OPTIMAL
-    assert out.plan.edge_layers(inst)[:2] == ["a", "b"]
+    assert edge_layers(inst, out.plan)[:2] == ["a", "b"]
     assert same_objective(out.objective, independent_optimum(inst))
     # a needs 500 weights * 4 bits = 250 B plus x 1000 B: 10 B of memory fits nothing
     tiny = skip_chain(edge_required=["a"], edge_memory_bytes=10.0)
@@ -210,8 +212,8 @@ def test_brute_force_picks_cloud_only_with_no_error_budget_and_tiny_memory(seed)
         error_budget=0.0, edge_memory_bytes=1.0)
     out = brute(inst)
     assert out.status is Status.OPTIMAL
-    assert out.plan.edge_layers(inst) == []
-    assert out.objective == pytest.approx(evaluate(inst, Plan.edge_cloud(inst, {})).total_ms)
+    assert edge_layers(inst, out.plan) == []
+    assert out.objective == pytest.approx(evaluate(inst, edge_cloud_plan(inst, {})).total_ms)
 
 
 def test_brute_force_picks_all_edge_when_the_link_is_useless():
@@ -221,7 +223,7 @@ def test_brute_force_picks_all_edge_when_the_link_is_useless():
     data["links"][0]["bandwidth_bits_per_s"] = 1.0
     inst = parse_instance(data)
     out = brute(inst)
-    assert out.plan.edge_layers(inst) == ["a", "b", "c"]
+    assert edge_layers(inst, out.plan) == ["a", "b", "c"]
     # and at the cheapest bits: every latency is compute-only, so any bits tie; the
     # objective is a + b + c on the edge = 0.2 + 0.1 + 3 ms
     assert out.objective == pytest.approx(3.3)

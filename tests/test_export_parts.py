@@ -33,7 +33,6 @@ from splitopt.cli import app  # noqa: E402
 from splitopt.core import presets  # noqa: E402
 from splitopt.core.errors import InvalidModel, InvalidOption  # noqa: E402
 from splitopt.core.instance_io import save_instance  # noqa: E402
-from splitopt.core.plan import Plan  # noqa: E402
 from splitopt.families.chain.plan import plan_on_devices  # noqa: E402
 from splitopt.families.mesh.plan import MeshPlan  # noqa: E402
 from splitopt.torch import architectures as arch  # noqa: E402
@@ -46,6 +45,8 @@ from splitopt.torch.partition import (  # noqa: E402
     evaluator_mesh_crossings, evaluator_sent_bytes, identity_transmit, partition,
 )
 from splitopt.torch.profile import profile  # noqa: E402
+from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
+from splitopt.api import plan_to_dict
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parent.parent
@@ -235,7 +236,7 @@ def round_trip(s: Setup, plan, inst, fmt, out, *, unsplit=True):
 @pytest.mark.parametrize("fmt", ["onnx", "pt2"])
 def test_float_split_across_a_skip(cnn, fmt, tmp_path):
     inst = cnn.inst.with_settings(problem="split")
-    plan = Plan.uniform(inst, ["c1", "c2"])
+    plan = uniform_plan(inst, ["c1", "c2"])
     manifest, split = round_trip(cnn, plan, inst, fmt, tmp_path)
     edge, cloud = manifest.parts
     assert (edge["device"], cloud["device"]) == ("eyeriss", "tpu") and manifest.data["kind"] == "sequential"
@@ -263,7 +264,7 @@ def test_quantized_split_bits(cnn, fmt, tmp_path):
     weights and quantize their activations as the in-process split does; the transmission
     at 4 bits is in the manifest, and applying it reproduces the split's own."""
     inst = cnn.inst
-    plan = Plan.uniform(inst, ["c1", "c2"], bits=4)
+    plan = uniform_plan(inst, ["c1", "c2"], bits=4)
     manifest, split = round_trip(cnn, plan, inst, fmt, tmp_path, unsplit=False)
     assert split.quantized and manifest.data["quantized"]
     for t in manifest.data["crossings"][0]["tensors"]:
@@ -283,7 +284,7 @@ def test_quantized_split_bits(cnn, fmt, tmp_path):
 def test_mixed_bits_and_16_bit_transmission(cnn, tmp_path):
     """c1 at W2A8 sent at 8 bits, c2 at W8A16 sent at 16 bits (float16 in the manifest)."""
     inst = cnn.inst
-    plan = Plan.edge_cloud(inst, {"c1": (2, 8), "c2": (8, 16)})
+    plan = edge_cloud_plan(inst, {"c1": (2, 8), "c2": (8, 16)})
     manifest, split = round_trip(cnn, plan, inst, "onnx", tmp_path, unsplit=False)
     transmit = {t["name"]: t["transmit"] for t in manifest.data["crossings"][0]["tensors"]}
     assert transmit["c1"]["scheme"] == "affine" and transmit["c1"]["bits"] == 8
@@ -310,7 +311,7 @@ def test_chain_of_three_with_a_forwarded_tensor(gpt2, tmp_path):
 
 def test_tiny_gpt2_cloud_only_part_forwards(gpt2, tmp_path):
     """Cloud-only plan: the edge runs no layer (no file) and sends the token ids at 32 bits."""
-    plan = Plan.uniform(gpt2.inst, [])
+    plan = uniform_plan(gpt2.inst, [])
     manifest, _ = round_trip(gpt2, plan, gpt2.inst, "onnx", tmp_path)
     edge, cloud = manifest.parts
     assert edge["file"] is None and edge["sends"] == [{"name": "input", "to_device": "tpu", "bits": 32,
@@ -344,7 +345,7 @@ def test_mesh_plan_with_a_device_visited_twice(cnn, fmt, tmp_path):
 
 def test_manifest_is_checked(cnn, tmp_path):
     inst = cnn.inst.with_settings(problem="split")
-    export_split(cnn.split(Plan.uniform(inst, ["c1", "c2"]), inst), "onnx", tmp_path)
+    export_split(cnn.split(uniform_plan(inst, ["c1", "c2"]), inst), "onnx", tmp_path)
     good = json.loads((tmp_path / MANIFEST).read_text())
     with pytest.raises(InvalidModel, match=r"input shape \(2, 3, 4, 4\) does not match"):
         run_exported(tmp_path, torch.zeros(2, 3, 4, 4))
@@ -403,8 +404,8 @@ def files(cnn, tmp_path_factory):
     """The CNN's split_bits instance and a W8A8 plan cut across the skip, as files."""
     folder = tmp_path_factory.mktemp("files")
     save_instance(cnn.inst, folder / "inst.json")
-    plan = Plan.uniform(cnn.inst, ["c1", "c2"], bits=8)
-    (folder / "plan.json").write_text(json.dumps(plan.to_dict(cnn.inst)))
+    plan = uniform_plan(cnn.inst, ["c1", "c2"], bits=8)
+    (folder / "plan.json").write_text(json.dumps(plan_to_dict(cnn.inst, plan)))
     return folder
 
 
@@ -429,8 +430,8 @@ def test_export_command(cnn, files, fmt, tmp_path):
 
 def test_export_command_tiny_gpt2(gpt2, tmp_path):
     save_instance(gpt2.inst, tmp_path / "inst.json")
-    plan = Plan.uniform(gpt2.inst, gpt2.names[:gpt2.names.index("h.0.attn.c_proj") + 1])
-    (tmp_path / "plan.json").write_text(json.dumps(plan.to_dict(gpt2.inst)))
+    plan = uniform_plan(gpt2.inst, gpt2.names[:gpt2.names.index("h.0.attn.c_proj") + 1])
+    (tmp_path / "plan.json").write_text(json.dumps(plan_to_dict(gpt2.inst, plan)))
     res = invoke("export", tmp_path / "inst.json", tmp_path / "plan.json", "--model", "tiny_gpt2", "-o",
                  tmp_path / "out", "--json")
     assert res.exit_code == 0, (res.output, res.exception)
@@ -494,5 +495,5 @@ def test_an_nn_sequential_model_exports_to_onnx(tmp_path):
     names = [layer.name for layer in inst.layers]
     assert names[0].isdigit()
     setup = Setup(module, example, None, inst, torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(2)))
-    manifest, _ = round_trip(setup, Plan.uniform(inst, names[:3]), inst, "onnx", tmp_path)
+    manifest, _ = round_trip(setup, uniform_plan(inst, names[:3]), inst, "onnx", tmp_path)
     assert [t["name"] for t in manifest.parts[1]["inputs"]] == [names[2]]

@@ -22,6 +22,7 @@ from splitopt.families.registry import family_of
 from splitopt.heuristics.evolutionary import Evolutionary
 from splitopt.heuristics.search import Search, Termination, rank
 from splitopt.solve import solve
+from splitopt.families.edge_cloud.settings import candidate_bits
 
 ROOT = Path(__file__).parent.parent
 RESNET = ROOT / "instances" / "resnet50_eyeriss.json"
@@ -222,13 +223,13 @@ def test_edge_cloud_repair_meets_the_error_budget_when_raising_bits_can(seed):
     from splitopt.testing.generators import random_family_instance
 
     inst = random_family_instance("edge_cloud", seed)
-    if inst.settings.problem != "split_bits" or inst.settings.error_budget is None:
+    if inst.problem != "split_bits" or inst.settings.error_budget is None:
         inst = inst.with_settings(problem="split_bits", error_budget=0.01 + 0.05 * (seed % 4))
     fam = family_of(inst)
     fam.prepare(inst)
     space = fam.space(inst)
     rng = random.Random(seed)
-    top = max(inst.candidate_bits())
+    top = max(candidate_bits(inst))
     for _ in range(20):
         genome = space.sample(rng)
         down = dict(genome)

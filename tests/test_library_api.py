@@ -19,7 +19,9 @@ import pytest
 
 import splitopt
 from splitopt import Instance, InvalidInstance
-from splitopt.core.instance import Bus, Device, InputTensor, Layer, Link, Settings
+from splitopt.core.instance import Bus, Device, InputTensor, Layer, Link
+from splitopt.families.chain.settings import ChainSettings
+from splitopt.families.edge_cloud.settings import EdgeCloudSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 RESNET = ROOT / "instances" / "resnet50_eyeriss.json"
@@ -101,11 +103,10 @@ print("splitopt.solve" in sys.modules, "splitopt.backends.registry" in sys.modul
 
 # ----- instances built in Python ----------------------------------------------------------
 
-def settings(**changes) -> Settings:
-    base = dict(problem="split", edge="edge", cloud="cloud", edge_memory_bytes=1e6, error_budget=None,
-                bit_widths=(8, 16))
+def settings(**changes) -> EdgeCloudSettings:
+    base = dict(edge="edge", cloud="cloud", edge_memory_bytes=1e6, error_budget=None, bit_widths=(8, 16))
     base.update(changes)
-    return Settings(**base)
+    return EdgeCloudSettings(**base)
 
 
 def build(**changes) -> Instance:
@@ -116,6 +117,7 @@ def build(**changes) -> Instance:
                 Layer("b", "conv", ["a"], 1e6, 1000, [1, 8, 4, 4])],
         devices=[Device("edge", 1e9, None, 0, 1e6, [16, 8]), Device("cloud", 1e12, None, 0, 1e9, (8, 16))],
         links=[Link("edge", "cloud", 1e6)],
+        problem="split",
         settings=settings(),
     )
     fields.update(changes)
@@ -166,12 +168,16 @@ def two_layers(second_inputs=("a",), second_name="b") -> list[Layer]:
      "instance.graph.layers[0].weight_error: keys must be bit-widths (int), got string '8'"),
     (dict(name=""), "instance.name: '' should be non-empty"),
     (dict(settings=settings(edge="fog")), "instance.settings.edge: unknown device 'fog' (devices: cloud, edge)"),
-    (dict(settings=settings(chain=("edge", "fog"))), "instance.settings.chain[1]: unknown device 'fog'"),
-    (dict(settings=settings(problem="nope")), "instance.settings.problem: 'nope' is not one of"),
-    (dict(settings=settings(objective="throughput")),
-     "instance.settings.objective: 'throughput' is not an objective of problem 'split'"),
+    (dict(problem="chain", settings=ChainSettings(chain=("edge", "fog"))),
+     "instance.settings.chain[1]: unknown device 'fog'"),
+    (dict(problem="nope"), "instance.settings.problem: unknown problem 'nope' (problems: split, split_bits"),
+    (dict(problem=None), "instance.problem: must be a problem name (string), got NoneType"),
+    (dict(objective="throughput"), "instance.settings.objective: 'throughput' is not an objective of problem 'split'"),
     (dict(settings=settings(edge_memory_bytes=None)), "instance.settings.edge_memory_bytes: must be a number"),
-    (dict(settings={"problem": "split"}), "instance.settings: must be a Settings"),
+    (dict(settings={"problem": "split"}), "instance.settings: must be a family's settings object"),
+    (dict(problem="chain"), "instance.settings: must be a ChainSettings (the settings of problem 'chain'), got "
+                            "EdgeCloudSettings"),
+    (dict(settings=settings(bit_widths="8")), "instance.settings.bit_widths: must be a tuple or list"),
 ])
 def test_a_defect_of_a_built_instance_is_one_line(changes, message):
     with pytest.raises(InvalidInstance) as info:

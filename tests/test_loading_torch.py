@@ -86,7 +86,7 @@ def test_children_load_alone_and_chain_to_the_unsplit_output(model, tmp_path):
 
 def test_profiled_instance_parses_and_solves(tiny_resnet):
     inst = parse_instance(json.loads(instance_json(tiny_resnet.instance)))
-    o = inst.settings.family_options("loading")
+    o = inst.settings.loading
     assert set(o["block_load_ms"]) == {layer.name for layer in inst.layers}
     assert o["threads"] == 2 and o["trainable_tail"] == 1 and o["storage_bytes_per_s"] > 0
     assert all(layer.latency_ms["host"] >= 0 for layer in inst.layers)
@@ -164,7 +164,7 @@ def test_plan_round_trip_and_a_reference_plan_on_a_full_size_instance():
     if not path.exists():
         pytest.skip("instances/make_loading_instances.py has not been run")
     inst = load_instance(path)
-    refs = inst.settings.family_options("loading")["reference_plans"]
+    refs = inst.settings.loading["reference_plans"]
     plan = plan_from_dict(inst, {"format": "splitopt-loading-plan/1", "instance": inst.name,
                                  "children": refs["paper Table 2"]})
     assert plan_from_dict(inst, plan_to_dict(inst, plan)) == plan

@@ -37,6 +37,8 @@ from splitopt.netrun import frames
 from splitopt.netrun.frames import Kind, encode, read_frame
 from splitopt.netrun.pacing import Pacer
 from splitopt.netrun.service import FrameService, connect
+from splitopt.api import plan_to_dict
+from splitopt.families.edge_cloud.plan import uniform_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,11 +181,10 @@ def setup(tmp_path_factory):
                  "--calibration-images", "2")
     assert res.exit_code == 0, res.output
     from splitopt.api import load_instance
-    from splitopt.core.plan import Plan
 
     inst = load_instance(inst_path)
     skip = d / "skip.json"  # conv1 and conv2 on the edge: both cross (the skip connection)
-    skip.write_text(json.dumps(Plan.uniform(inst, ["conv1", "conv2"], bits=8).to_dict(inst)))
+    skip.write_text(json.dumps(plan_to_dict(inst, uniform_plan(inst, ["conv1", "conv2"], bits=8))))
     return {"dir": d, "spec": spec, "inst": inst_path, "skip": skip}
 
 
@@ -228,7 +229,7 @@ def test_chain_of_three_processes(setup):
     path.write_text(json.dumps(data))
     where = {"conv1": "a", "conv2": "b", "add": "b", "conv3": "c", "pool": "c", "fc": "c"}
     plan = Plan(where, {n: 16 for n in where}, {n: 16 for n in where})
-    rep = run_tcp(path, plan.to_dict(load_instance(path)), model=setup["spec"], samples=2, warmup=1, threads=1)
+    rep = run_tcp(path, plan_to_dict(load_instance(path), plan), model=setup["spec"], samples=2, warmup=1, threads=1)
     assert rep["ok"] and rep["outputs_equal"] and rep["bytes_match"], rep
     links = rep["plans"][0]["links"]
     # a -> b: conv1 (16 bits: float16); b -> c: the sum (add), and nothing else

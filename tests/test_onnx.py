@@ -166,7 +166,7 @@ def test_residual_blocks_match_the_torch_capture(tmp_path):
     adds = [l for l in g.layers if l.op == "add"]
     assert [l.name for l in adds] == ["layer1.0.add", "layer1.1.add"] and adds[0].fused == ["relu"]
     inst = profile_onnx(path, calibration=4)  # the eyeriss preset, W8A8 budget
-    assert inst.settings.problem == "split_bits" and inst.settings.error_budget > 0
+    assert inst.problem == "split_bits" and inst.settings.error_budget > 0
     mean = {b: np.mean([l.activation_error[b] + l.weight_error.get(b, 0.0) for l in inst.layers]) for b in (2, 4, 6, 8)}
     assert mean[2] > mean[4] > mean[6] > mean[8] > 0
     assert solve(inst, "cpsat").status is Status.OPTIMAL
@@ -202,7 +202,7 @@ def test_dynamic_shapes_need_input_shape(tmp_path):
     assert "\n" not in str(e.value)
     inst = profile_onnx(path, calibration=0, input_shape="1,3,32,32")
     assert inst.inputs[0].shape == (3, 32, 32) and inst.layers[0].output_shape == (8, 32, 32)
-    assert inst.settings.problem == "split"
+    assert inst.problem == "split"
 
 
 def test_cli_profiles_onnx_and_pt2_files(tmp_path):
@@ -233,7 +233,7 @@ def test_cli_profiles_onnx_and_pt2_files(tmp_path):
     pt2 = load_instance(out)
     same_layers([{"name": l.name, "op": l.op, "macs": l.macs, "weights": l.weights, "inputs": list(l.inputs),
                   "output_shape": list(l.output_shape)} for l in pt2.layers], torch_layers(net, x))
-    assert pt2.settings.problem == "split_bits"
+    assert pt2.problem == "split_bits"
 
 
 def test_exported_program_module_profiles_and_a_factory_of_one_is_one_line(tmp_path):

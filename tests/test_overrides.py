@@ -18,6 +18,7 @@ from splitopt.api import instance_schema, load_instance, parse_instance
 from splitopt.cli.app import app
 from splitopt.core.errors import InvalidInstance, InvalidOption
 from splitopt.core.overrides import Override, apply_overrides, parse_override, parse_overrides, parse_value
+from splitopt.families.edge_cloud.settings import uplink
 
 ROOT = Path(__file__).resolve().parent.parent
 RESNET = ROOT / "instances" / "resnet50_eyeriss.json"
@@ -222,7 +223,7 @@ def test_new_keys_only_where_the_schema_names_them():
 def test_load_instance_with_overrides():
     inst = load_instance(RESNET, overrides=["links[eyeriss->tpu].bandwidth_bits_per_s=5e6",
                                             "devices[eyeriss].memory_bytes=2e6", "settings.problem=split"])
-    assert inst.uplink.bandwidth_bits_per_s == 5e6
+    assert uplink(inst).bandwidth_bits_per_s == 5e6
     assert inst.device_by_name["eyeriss"].memory_bytes == 2e6 and inst.problem == "split"
 
 

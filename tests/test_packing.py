@@ -16,7 +16,6 @@ np = pytest.importorskip("numpy")
 from splitopt.core.errors import InvalidPlan  # noqa: E402
 from splitopt.api import evaluate  # noqa: E402
 from splitopt.api import load_instance  # noqa: E402
-from splitopt.core.plan import Plan  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
 from splitopt.testing.generators import random_instance  # noqa: E402
 from splitopt.torch.packing import (  # noqa: E402
@@ -24,6 +23,7 @@ from splitopt.torch.packing import (  # noqa: E402
     check_against_evaluator, pack, pack_sent_tensors, unpack, unpack_codes,
 )
 from splitopt.torch.quant_error import quantize_activation  # noqa: E402
+from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
 
 pytestmark = pytest.mark.torch
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
@@ -263,7 +263,7 @@ def test_against_evaluator_fractional_bytes_and_pass_through():
     fractional bytes, the packer whole bytes per tensor."""
     inst = random_instance(0, 6, bit_widths=(3, 5, 7, 8), edge_required=False)
     names = [l.name for l in inst.layers]
-    plan = Plan.edge_cloud(inst, {n: (8, (3, 5, 7)[i % 3]) for i, n in enumerate(names[:4])})
+    plan = edge_cloud_plan(inst, {n: (8, (3, 5, 7)[i % 3]) for i, n in enumerate(names[:4])})
     metrics = evaluate(inst, plan)
     fractional = [b for _, b in metrics.sent_tensors if b != int(b)]
     assert fractional, metrics.sent_tensors
@@ -296,7 +296,7 @@ def test_check_against_evaluator_rejects_mismatches():
 
 def test_pack_sent_tensors_bad_input():
     inst = load_instance(INSTANCES / "resnet50_eyeriss.json")
-    plan = Plan.uniform(inst, ["conv1", "maxpool"], 4)
+    plan = uniform_plan(inst, ["conv1", "maxpool"], 4)
     with pytest.raises(InvalidPlan, match="'maxpool'.*no value"):
         pack_sent_tensors(inst, plan, {})
     with pytest.raises(InvalidPlan, match="'maxpool' has shape"):

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from splitopt import Plan, Status, evaluate, load_instance
+from splitopt import Status, evaluate, load_instance
 from splitopt.solve import solve
+from splitopt.families.edge_cloud.plan import uniform_plan
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 
@@ -26,7 +27,7 @@ def resnet():
 def test_splitnets_table4_all_on_aggregator(sensor):
     # 3x224x224 bytes over 25 % of the 1.2 Gb/s bus (37.5 MB/s) -> 4.01 ms; MobileNet-v2
     # (~301 M OPs) at 1.25 TOP/s -> 0.24 ms; Table 4: 4.01 + 0.24 = 4.25 ms
-    m = evaluate(sensor, Plan.uniform(sensor, []))
+    m = evaluate(sensor, uniform_plan(sensor, []))
     assert m.transmitted_bytes == 3 * 224 * 224
     assert m.transmit_ms == pytest.approx(150528 / 37.5e6 * 1000, rel=1e-12)
     assert round(m.transmit_ms, 2) == 4.01
@@ -37,7 +38,7 @@ def test_splitnets_table4_all_on_aggregator(sensor):
 def test_splitnets_table4_all_on_sensor(sensor):
     # Table 4: 2.46 ms on the 125 GOP/s sensor (OPs / Comp_sen); our MAC count of
     # MobileNet-v2 gives 2.41 ms, within 3 %; peak memory far above the 2 MB limit
-    m = evaluate(sensor, Plan.uniform(sensor, [l.name for l in sensor.layers], 8))
+    m = evaluate(sensor, uniform_plan(sensor, [l.name for l in sensor.layers], 8))
     assert m.edge_compute_ms == pytest.approx(2.46, rel=0.03)
     assert m.transmit_ms == 0.0
     assert not m.feasible and m.edge_memory_bytes > 2e6
@@ -62,6 +63,6 @@ def test_autosplit_table10_volumes(resnet):
 
 def test_autosplit_table1_cloud_only_resnet50(resnet):
     # 150,528 B at 3 Mb/s = 401.4 ms of uplink before the TPU runs ResNet-50
-    m = evaluate(resnet, Plan.uniform(resnet, []))
+    m = evaluate(resnet, uniform_plan(resnet, []))
     assert m.transmit_ms == pytest.approx(150528 * 8 / 3e6 * 1000)
     assert 4.0e9 < sum(l.macs for l in resnet.layers) < 4.2e9  # ResNet-50: ~4.1 GMAC

@@ -45,6 +45,8 @@ from splitopt.torch.partition import (  # noqa: E402
 from splitopt.torch.partition_multiview import (  # noqa: E402
     compare_multiview, evaluator_view_bytes, partition_multiview,
 )
+from splitopt.families.edge_cloud.plan import edge_layers, uniform_plan  # noqa: E402
+from splitopt.api import plan_to_dict  # noqa: E402
 
 pytestmark = pytest.mark.torch
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
@@ -112,18 +114,18 @@ def check_architecture(s: Setup, edge_cloud, middle, skip, chain_cuts):
     """The five plans on one architecture; ``edge_cloud`` is a float (problem split)
     instance, ``middle``/``skip`` the last edge layer of the two cuts."""
     names = s.names
-    cloud = run_plan(s, Plan.uniform(edge_cloud, []), edge_cloud, "cloud-only")
+    cloud = run_plan(s, uniform_plan(edge_cloud, []), edge_cloud, "cloud-only")
     assert cloud.parts[0].module is None and cloud.parts[1].inputs == ("input",)
     assert [c.names for c in cloud.crossings] == [("input",)]
 
-    edge = run_plan(s, Plan.uniform(edge_cloud, names), edge_cloud, "edge-only")
+    edge = run_plan(s, uniform_plan(edge_cloud, names), edge_cloud, "edge-only")
     assert edge.parts[1].module is None and edge.transmitted_bytes == 0
 
-    mid = run_plan(s, Plan.uniform(edge_cloud, prefix(names, middle)), edge_cloud, "middle cut")
+    mid = run_plan(s, uniform_plan(edge_cloud, prefix(names, middle)), edge_cloud, "middle cut")
     assert [c.names for c in mid.crossings] == [(middle,)]
     assert mid.parts[1].inputs == (middle,) and mid.parts[0].outputs == (middle,)
 
-    cut = run_plan(s, Plan.uniform(edge_cloud, prefix(names, skip)), edge_cloud, "skip cut")
+    cut = run_plan(s, uniform_plan(edge_cloud, prefix(names, skip)), edge_cloud, "skip cut")
     assert len(cut.crossings[0].names) >= 2 and skip in cut.crossings[0].names
     assert set(cut.parts[1].inputs) == set(cut.crossings[0].names)
 
@@ -219,7 +221,7 @@ def test_tiny_gpt2_splits_match_unsplit(gpt2):
     # a cut between the qkv projection and the heads: the split pieces are recomputed on
     # the cloud from the one tensor that crosses
     names = gpt2.names
-    cut = run_plan(gpt2, Plan.uniform(gpt2.inst, prefix(names, "h.0.attn.c_attn")), gpt2.inst, "qkv cut")
+    cut = run_plan(gpt2, uniform_plan(gpt2.inst, prefix(names, "h.0.attn.c_attn")), gpt2.inst, "qkv cut")
     assert set(cut.crossings[0].names) == {"wte.embedding", "h.0.attn.c_attn"}
 
 
@@ -524,7 +526,7 @@ def test_quantized_cpsat_plan_on_resnet50(resnet):
 
     inst = splitopt.load_instance(INSTANCES / "resnet50_eyeriss.json")
     plan = solve(inst, "cpsat").plan
-    edge = plan.edge_layers(inst)
+    edge = edge_layers(inst, plan)
     assert edge and any(plan.activation_bits[n] < 16 for n in edge)
     split = partition(resnet.module, resnet.example, plan, inst, capture=resnet.cap,
                       calibration=arch.synthetic_images(2, seed=1234))
@@ -609,9 +611,9 @@ def test_bad_inputs_raise_one_line_errors():
     inst = float_instance("resnet50_eyeriss.json")
     with pytest.raises(InvalidModel, match=r"example input shape \(1, 3, 8, 8\) does not match instance "
                                            r"'resnet50_eyeriss' input 'input' \(expected \(1, 3, 224, 224\)\)"):
-        partition(m, x, Plan.uniform(inst, []), inst)
+        partition(m, x, uniform_plan(inst, []), inst)
     with pytest.raises(InvalidModel, match="instance 'resnet50_eyeriss' layer 'conv1' is not a layer"):
-        partition(m, torch.zeros(1, 3, 224, 224), Plan.uniform(inst, []), inst)
+        partition(m, torch.zeros(1, 3, 224, 224), uniform_plan(inst, []), inst)
 
 
 # ----- CLI -------------------------------------------------------------------------------------
@@ -629,9 +631,9 @@ def test_run_command(gpt2, tmp_path):
     app.command("other")(lambda: None)  # two commands: `run` is addressed by name
     inst_path = tmp_path / "tiny_gpt2.json"
     save_instance(gpt2.inst, inst_path)
-    plan = Plan.uniform(gpt2.inst, prefix(gpt2.names, "h.0.attn.c_proj"))
+    plan = uniform_plan(gpt2.inst, prefix(gpt2.names, "h.0.attn.c_proj"))
     plan_path = tmp_path / "plan.json"
-    plan_path.write_text(json.dumps(plan.to_dict(gpt2.inst)))
+    plan_path.write_text(json.dumps(plan_to_dict(gpt2.inst, plan)))
     runner = CliRunner()
     res = runner.invoke(app, ["run", str(inst_path), str(plan_path), "--model", "tiny_gpt2", "--samples", "2", "--json"])
     assert res.exit_code == 0, res.output
@@ -651,7 +653,7 @@ def test_run_command(gpt2, tmp_path):
     # the instance is not the model's: the model's input has another shape
     inst = splitopt.load_instance(INSTANCES / "resnet50_eyeriss.json")
     cloud_path = tmp_path / "cloud.json"
-    cloud_path.write_text(json.dumps(Plan.uniform(inst, []).to_dict(inst)))
+    cloud_path.write_text(json.dumps(plan_to_dict(inst, uniform_plan(inst, []))))
     res = runner.invoke(app, ["run", str(INSTANCES / "resnet50_eyeriss.json"), str(cloud_path), "--model", "tiny_gpt2"])
     assert res.exit_code == 2 and "expected (1, 3, 224, 224)" in res.stderr and res.stderr.count("\n") == 1
 

@@ -188,7 +188,7 @@ def test_accuracy_and_bytes_fronts_mark_their_budgets_and_choices(pyplot_untouch
     front = [SimpleNamespace(bytes=b, latency_ms=lat, result=SimpleNamespace(status=ok))
              for b, lat in ((1e4, 1.0), (4e3, 2.0), (1e2, 10.0))]
     options = {"byte_budget_bytes": 5000.0, "latency_budget_ms": 8.0}
-    inst = SimpleNamespace(name="f", settings=SimpleNamespace(objective="latency", family_options=lambda key: options))
+    inst = SimpleNamespace(name="f", objective="latency", settings=SimpleNamespace(separable=options))
     ax = plots.plot_bytes_front(inst, front).axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
     assert "byte budget 5 kB" in labels and "latency budget 8 ms" in labels

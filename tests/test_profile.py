@@ -13,6 +13,7 @@ from splitopt.core.errors import InvalidInstance  # noqa: E402
 from splitopt.core.result import Status  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
 from splitopt.torch.profile import profile  # noqa: E402
+from splitopt.families.edge_cloud.plan import edge_layers
 
 
 class SmallNet(nn.Module):
@@ -70,7 +71,7 @@ def test_measured_host_latency_becomes_a_device():
     res = solve(as_edge, "cpsat")
     assert res.status is Status.OPTIMAL
     assert res.metrics.edge_compute_ms == pytest.approx(
-        sum(inst.layer_by_name[n].latency_ms["host"] for n in res.plan.edge_layers(as_edge)))
+        sum(inst.layer_by_name[n].latency_ms["host"] for n in edge_layers(as_edge, res.plan)))
 
 
 def test_bad_profile_inputs_are_one_line_errors():
@@ -93,7 +94,7 @@ def test_cli_profiles_a_model_and_the_instance_solves(tmp_path):
                                    "--measure", "--edge-host", "--repeats", "2"])
     assert res.exit_code == 0, res.output
     inst = load_instance(out)
-    assert inst.settings.problem == "split_bits" and inst.settings.edge == "host"
+    assert inst.problem == "split_bits" and inst.settings.edge == "host"
     assert inst.settings.error_budget == pytest.approx(
         sum(l.weight_error.get(8, 0.0) + l.activation_error[8] for l in inst.layers))
     assert all(l.latency_ms["host"] > 0 for l in inst.layers)

@@ -17,7 +17,6 @@ from splitopt.api import load_instance
 from splitopt.backends.brute_force import BruteForceBackend
 from splitopt.backends.registry import get_backend
 from splitopt.core.options import SolveOptions
-from splitopt.core.plan import Plan
 from splitopt.core.program import Program, row_violations
 from splitopt.core.result import Status
 from splitopt.families.edge_cloud.dominance import dominated_layers, without_dominated_frontier
@@ -27,6 +26,7 @@ from splitopt.families.edge_cloud.program import build_split_program, decode_spl
 from splitopt.families.registry import family
 from splitopt.testing.generators import random_instance
 from splitopt.testing.strategies import split_bits_instances, split_instances
+from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 
@@ -180,6 +180,6 @@ def test_bits_held_for_sending_decide_where_bits_on_the_wire_would_not():
     data["settings"].update(transmit_bits=2, error_budget=None, edge_memory_bytes=1e9)
     inst = family("edge_cloud").instance_from_data(data)
     assert "l1" not in dominated_layers(inst)
-    plan = Plan.edge_cloud(inst, {"l0": (8, 8), "l1": (8, 2), "l3": (8, 8)})
-    moved = Plan.edge_cloud(inst, {"l0": (8, 8), "l3": (8, 8)})
+    plan = edge_cloud_plan(inst, {"l0": (8, 8), "l1": (8, 2), "l3": (8, 8)})
+    moved = edge_cloud_plan(inst, {"l0": (8, 8), "l3": (8, 8)})
     assert working_sets(inst, moved)["l3"] > working_sets(inst, plan)["l3"]

@@ -20,6 +20,7 @@ from splitopt.families.edge_cloud import program as edge_cloud_program
 from splitopt.families.registry import family
 from splitopt.testing import contracts
 from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 
@@ -142,8 +143,8 @@ def test_latency_table_equals_layer_latency_to_the_last_bit(seed):
     from splitopt.core.latency import latency_table, layer_latency_ms
 
     inst = random_instance(seed, 12)
-    bits = list(inst.candidate_bits())
-    for device in (inst.edge_device, inst.cloud_device):
+    bits = list(candidate_bits(inst))
+    for device in (edge_device(inst), cloud_device(inst)):
         for layer in inst.layers:
             table = latency_table(inst, layer, device, bits)
             assert list(table) == [(w, a) for w in bits for a in bits]

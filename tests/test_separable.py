@@ -503,7 +503,7 @@ def test_more_bad_instances_are_one_line_errors(change, match):
 def test_settings_changed_in_python_are_checked_too():
     """``with_settings`` skips the schema: the family's own checks still name the field."""
     inst = instance(two_devices())
-    opts = dict(inst.settings.family_options("separable"))
+    opts = dict(inst.settings.separable)
     with pytest.raises(InvalidInstance, match="dtypes: must list distinct dtypes"):
         solve(inst.with_settings(separable={**opts, "dtypes": [["float16"]]}), "auto")
 

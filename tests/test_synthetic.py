@@ -8,12 +8,14 @@ import math
 import pytest
 from hypothesis import given, settings
 
-from splitopt import Plan, evaluate, parse_instance
+from splitopt import evaluate, parse_instance
 from splitopt.core.instance_io import to_dict
 from splitopt.core.latency import layer_latency_ms
 from splitopt.testing.generators import random_instance
 
 from splitopt.testing.strategies import instances, split_bits_instances, split_instances
+from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
+from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, uplink
 
 SEEDS = range(300)
 
@@ -27,7 +29,7 @@ def test_same_seed_same_instance():
 def test_arguments_are_honoured():
     inst = random_instance(7, 5, problem="split", bit_widths=[2, 8], cloud_bits=16, overrides=True, n_inputs=2)
     s = inst.settings
-    assert (s.problem, s.bit_widths, s.cloud_bits) == ("split", (2, 8), 16)
+    assert (inst.problem, s.bit_widths, s.cloud_bits) == ("split", (2, 8), 16)
     assert [l.name for l in inst.layers] == ["l0", "l1", "l2", "l3", "l4"]
     assert len(inst.inputs) == 2
     assert any(l.latency_ms for l in inst.layers)
@@ -62,7 +64,7 @@ def test_structure(inst):
 @settings(max_examples=60)
 @given(instances(problem="split_bits", min_layers=1, max_layers=8))
 def test_cloud_only_is_feasible_unless_a_layer_is_required_on_the_edge(inst):
-    m = evaluate(inst, Plan.edge_cloud(inst, {}))
+    m = evaluate(inst, edge_cloud_plan(inst, {}))
     assert m.error == 0.0 and m.edge_memory_bytes == 0.0
     assert {t for t, _ in m.sent_tensors} <= set(inst.input_by_name)
     assert m.feasible == (not inst.settings.edge_required)
@@ -77,20 +79,20 @@ def test_edge_required_can_be_turned_off():
 @given(split_instances())
 def test_split_plans_evaluate(inst):
     # every layer on the edge at the reference precision: latency tables cover it
-    m = evaluate(inst, Plan.uniform(inst, [l.name for l in inst.layers]))
+    m = evaluate(inst, uniform_plan(inst, [l.name for l in inst.layers]))
     assert m.error == 0.0 and m.total_ms > 0
 
 
 @settings(max_examples=40)
 @given(split_bits_instances())
 def test_every_candidate_pair_has_a_latency(inst):
-    bits = inst.candidate_bits()
+    bits = candidate_bits(inst)
     for layer in inst.layers:
         for w in bits:
             for a in bits:
-                assert math.isfinite(layer_latency_ms(inst, layer, inst.edge_device, w, a))
+                assert math.isfinite(layer_latency_ms(inst, layer, edge_device(inst), w, a))
         cloud_bits = inst.settings.cloud_bits
-        assert math.isfinite(layer_latency_ms(inst, layer, inst.cloud_device, cloud_bits, cloud_bits))
+        assert math.isfinite(layer_latency_ms(inst, layer, cloud_device(inst), cloud_bits, cloud_bits))
 
 
 def test_variety_over_seeds():
@@ -101,7 +103,7 @@ def test_variety_over_seeds():
                            "cloud_bits_8", "edge_required")}
     for seed in SEEDS:
         inst = random_instance(seed, 6)
-        s, e = inst.settings, inst.edge_device
+        s, e = inst.settings, edge_device(inst)
         names = set(inst.layer_by_name)
         seen["two_inputs"] += len(inst.inputs) == 2
         seen["skip"] += any(any(src in names and inst.position[src] < i - 1 for src in l.inputs)
@@ -114,16 +116,16 @@ def test_variety_over_seeds():
         seen["spill"] += e.offchip_bytes_per_s is not None and any(
             l.output_elements * max(s.bit_widths) / 8 > e.onchip_bytes / 2 for l in inst.layers)
         seen["transmit_bits"] += s.transmit_bits is not None
-        seen["zero_link_latency"] += inst.uplink.latency_ms == 0
+        seen["zero_link_latency"] += uplink(inst).latency_ms == 0
         seen["no_error_budget"] += s.error_budget is None
         seen["zero_error_budget"] += s.error_budget == 0
         seen["cloud_bits_8"] += s.cloud_bits == 8
         seen["edge_required"] += bool(s.edge_required)
         # memory: the smallest edge plan (first layer alone at the lowest bits) vs all-edge
         low = min(s.bit_widths)
-        first = evaluate(inst, Plan.uniform(inst, ["l0"], low))
+        first = evaluate(inst, uniform_plan(inst, ["l0"], low))
         seen["only_cloud_fits_memory"] += first.edge_memory_bytes > s.edge_memory_bytes
-        everything = evaluate(inst, Plan.uniform(inst, list(names), max(s.bit_widths)))
+        everything = evaluate(inst, uniform_plan(inst, list(names), max(s.bit_widths)))
         seen["all_edge_fits_memory"] += everything.edge_memory_bytes <= s.edge_memory_bytes
     for feature, count in seen.items():
         assert 0 < count < len(SEEDS), (feature, count)

@@ -20,6 +20,7 @@ from splitopt.torch import capture, capture_layers  # noqa: E402
 from splitopt.torch.quant_error import (  # noqa: E402
     layer_dicts_with_errors, quantize_activation, quantize_weight, relative_mse, run_layers,
 )
+from splitopt.families.edge_cloud.plan import uniform_plan  # noqa: E402
 
 pytestmark = pytest.mark.torch
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
@@ -195,9 +196,9 @@ def test_tiny_instance_is_accepted_and_evaluates():
     }
     inst = parse_instance(json.loads(json.dumps(data)))
     assert len(inst.layers) == 9
-    edge_all = splitopt.evaluate(inst, splitopt.Plan.uniform(inst, [l.name for l in inst.layers], 8))
+    edge_all = splitopt.evaluate(inst, uniform_plan(inst, [l.name for l in inst.layers], 8))
     assert edge_all.transmitted_bytes == 0 and edge_all.feasible  # nothing crosses the cut
-    cloud = splitopt.evaluate(inst, splitopt.Plan.uniform(inst, []))
+    cloud = splitopt.evaluate(inst, uniform_plan(inst, []))
     assert cloud.transmitted_bytes == 3 * 8 * 8
 
 
@@ -261,7 +262,7 @@ def edge_cloud_instances():
 def test_shipped_instances_load(path):
     inst = splitopt.load_instance(path)
     assert inst.source.get("script") == "instances/make_instances.py"
-    cloud = splitopt.evaluate(inst, splitopt.Plan.uniform(inst, []))
+    cloud = splitopt.evaluate(inst, uniform_plan(inst, []))
     assert cloud.feasible
 
 

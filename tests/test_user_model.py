@@ -17,10 +17,11 @@ from typer.testing import CliRunner  # noqa: E402
 from splitopt.cli import app  # noqa: E402
 from splitopt.core.errors import InvalidModel  # noqa: E402
 from splitopt.api import load_instance  # noqa: E402
-from splitopt.core.plan import Plan  # noqa: E402
 from splitopt.torch.models import build_model  # noqa: E402
 from splitopt.core.input_text import parse_shape  # noqa: E402
 from splitopt.torch.user_model import capture_checked, load_user_model  # noqa: E402
+from splitopt.families.edge_cloud.plan import uniform_plan
+from splitopt.api import plan_to_dict
 
 MODEL_FILE = textwrap.dedent('''
     import torch
@@ -110,7 +111,7 @@ def test_profile_solve_run_a_user_cnn(model_file, tmp_path):
     assert inst.name == "build"  # the factory's name
     assert [layer.name for layer in inst.layers] == ["conv1", "pool", "fc"]
     assert inst.layers[0].macs == 4 * 16 * 16 * 3 * 9 and inst.layers[0].weights == 4 * 3 * 9 + 4  # BN folded
-    assert inst.inputs[0].shape == (3, 16, 16) and inst.settings.problem == "split_bits"
+    assert inst.inputs[0].shape == (3, 16, 16) and inst.problem == "split_bits"
 
     res = invoke("solve", out, "-o", plan, "--no-layers")
     assert res.exit_code == 0 and "OPTIMAL" in res.stdout, res.output
@@ -119,7 +120,7 @@ def test_profile_solve_run_a_user_cnn(model_file, tmp_path):
 
     # a W8A8 cut after the pool: its 4x8x8 output crosses at 8 bits; no --input-shape: the instance's
     cut = tmp_path / "cut.json"
-    cut.write_text(json.dumps(Plan.uniform(inst, ["conv1", "pool"], bits=8).to_dict(inst)))
+    cut.write_text(json.dumps(plan_to_dict(inst, uniform_plan(inst, ["conv1", "pool"], bits=8))))
     res = invoke("run", out, cut, "--model", spec, "--json")
     assert res.exit_code == 0, (res.output, res.exception)
     report = json.loads(res.stdout)
@@ -134,7 +135,7 @@ def test_factory_with_its_own_example_input(model_file, tmp_path):
                  "--name", "my_mlp")
     assert res.exit_code == 0, (res.output, res.exception)
     inst = load_instance(out)
-    assert inst.name == "my_mlp" and inst.inputs[0].shape == (6,) and inst.settings.problem == "split"
+    assert inst.name == "my_mlp" and inst.inputs[0].shape == (6,) and inst.problem == "split"
     assert [layer.op for layer in inst.layers] == ["linear", "linear"]
 
 
@@ -206,7 +207,7 @@ def test_run_reports_bad_user_models_in_one_line(model_file, tmp_path):
     assert invoke("profile", f"{model_file}:build", "--input-shape", "1,3,16,16", "-o", out,
                   "--calibration-images", "0").exit_code == 0
     inst = load_instance(out)
-    plan.write_text(json.dumps(Plan.uniform(inst, ["conv1"]).to_dict(inst)))
+    plan.write_text(json.dumps(plan_to_dict(inst, uniform_plan(inst, ["conv1"]))))
     assert_one_line_error(invoke("run", out, plan, "--model", f"{model_file}:number"), "returned int")
     assert_one_line_error(invoke("run", out, plan, "--model", f"{model_file}:build", "--input-shape", "1,3,8,8"),
                           "example input of shape (1, 3, 8, 8)", "does not fit the module")

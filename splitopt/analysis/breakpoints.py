@@ -152,7 +152,9 @@ def resolve_link(inst: Any, link: str | tuple[str, str] | None, option: str = "-
     fam = family_of(inst)
     if link is None:
         if fam.name == "edge_cloud":
-            return inst.uplink
+            from splitopt.families.edge_cloud.settings import uplink
+
+            return uplink(inst)
         if len(links) == 1:
             return links[0]
         raise InvalidOption(f"{option}: give the link to vary, SOURCE->TARGET; problem '{inst.problem}' has "
@@ -173,7 +175,7 @@ def check_exact_applies(inst: Instance, link: Link, option: str = "--link") -> N
     function of 1/bandwidth of ``link`` for every plan (the module's docstring), and
     InvalidOption when the objective does not use ``link`` at all."""
     fam = family_of(inst)
-    objective = inst.settings.objective
+    objective = inst.objective
     if objective not in EXACT_OBJECTIVES.get(fam.name, ()):
         why = {
             ("chain", "throughput"): "the bottleneck stage is a max of affine functions of 1/bandwidth per plan, so "
@@ -183,7 +185,9 @@ def check_exact_applies(inst: Instance, link: Link, option: str = "--link") -> N
         }.get((fam.name, objective), "its objective is not an affine function of 1/bandwidth per plan")
         raise NotApplicable(f"--exact: problem '{inst.problem}' objective '{objective}': {why}; exact breakpoints "
                             f"are defined for {_exact_listing()}; the sweep without --exact works")
-    used = [inst.uplink] if fam.name == "edge_cloud" else \
+    from splitopt.families.edge_cloud.settings import uplink
+
+    used = [uplink(inst)] if fam.name == "edge_cloud" else \
         [inst.link_between[(a, b)] for a, b in zip(inst.settings.chain, inst.settings.chain[1:])]
     if all(l is not link for l in used):
         names = ", ".join(f"{l.source}->{l.target}" for l in used)

@@ -182,15 +182,14 @@ def bytes_front(inst: Instance, solver: str = "cpsat", time_limit: float | None 
     minimise latency under the byte budget, then minimise bytes under that latency; the
     next budget is one byte less (bytes are integers). Every corner is proven when both
     solves are OPTIMAL."""
-    from splitopt.families.separable.settings import SETTINGS_KEY
 
-    base = dict(inst.settings.family_options(SETTINGS_KEY))
+    base = dict(inst.settings.separable)
     budget: float | None = base.get("byte_budget_bytes")
     out: list[BytesPoint] = []
     while len(out) < points:
         progress.step(f"point {len(out) + 1} of at most {points}: byte budget "
                       f"{'none' if budget is None else f'{budget:.6g} B'}")
-        fast = solve(inst.with_settings(objective="latency", **{SETTINGS_KEY: {**base, "byte_budget_bytes": budget}}),
+        fast = solve(inst.with_settings(objective="latency", separable={**base, "byte_budget_bytes": budget}),
                      solver, time_limit, threads, diagnose=False)
         if not fast.status.has_plan:
             break
@@ -198,8 +197,8 @@ def bytes_front(inst: Instance, solver: str = "cpsat", time_limit: float | None 
         limit = latency * (1 + STEP_RTOL)
         if base.get("latency_budget_ms") is not None:
             limit = min(limit, base["latency_budget_ms"])
-        lean = solve(inst.with_settings(objective="bytes", **{SETTINGS_KEY: {
-            **base, "byte_budget_bytes": budget, "latency_budget_ms": limit}}), solver, time_limit, threads,
+        lean = solve(inst.with_settings(objective="bytes", separable={
+            **base, "byte_budget_bytes": budget, "latency_budget_ms": limit}), solver, time_limit, threads,
             diagnose=False)
         best = lean if lean.status.has_plan and lean.metrics.total_bytes <= fast.metrics.total_bytes else fast
         out.append(BytesPoint(budget, best.metrics.latency_ms, best))

@@ -391,14 +391,13 @@ def plot_bytes_front(inst, front, path: str | Path | None = None):
     """Latency (ms) against bytes sent (a separable instance's front), each corner marked
     proven or time-limited; the instance's byte and latency budgets dashed and the plan a
     solve returns starred; log axes where values span decades."""
-    from splitopt.families.separable.settings import SETTINGS_KEY
 
     fig, axes = new_figure((6.5, 4.2))
     ax = axes[0, 0]
     xs, ys = [p.bytes for p in front], [p.latency_ms for p in front]
     ax.step(xs, ys, where="post", color="tab:blue", alpha=0.5)
     scatter_proven(ax, front, lambda p: p.bytes)
-    opts = inst.settings.family_options(SETTINGS_KEY)
+    opts = inst.settings.separable
     byte_budget, latency_budget = opts.get("byte_budget_bytes"), opts.get("latency_budget_ms")
     if byte_budget is not None:
         ax.axvline(byte_budget, color="tab:red", linestyle="--", linewidth=1,
@@ -411,10 +410,10 @@ def plot_bytes_front(inst, front, path: str | Path | None = None):
     ok = [p for p in front if (byte_budget is None or p.bytes <= byte_budget)
           and (latency_budget is None or p.latency_ms <= latency_budget * (1 + 1e-9))]
     if ok:
-        key = (lambda p: (p.bytes, p.latency_ms)) if inst.settings.objective == "bytes" else \
+        key = (lambda p: (p.bytes, p.latency_ms)) if inst.objective == "bytes" else \
             (lambda p: (p.latency_ms, p.bytes))
         chosen = min(ok, key=key)
-        mark_choice(ax, chosen.bytes, chosen.latency_ms, f"chosen plan (solve, objective {inst.settings.objective})")
+        mark_choice(ax, chosen.bytes, chosen.latency_ms, f"chosen plan (solve, objective {inst.objective})")
     scale_axis(ax, "x", xs)
     scale_axis(ax, "y", ys)
     return finish_plot(fig, ax, "bytes sent", "latency (ms)", f"{inst.name}: latency vs bytes", path)

@@ -45,6 +45,7 @@ from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
 from splitopt.cli.export import export_command
 from splitopt.core.errors import InvalidOption, NotApplicable
+from splitopt.families.edge_cloud.plan import edge_layers
 
 app = typer.Typer(
     cls=OneLineErrorsGroup,
@@ -412,7 +413,7 @@ def pareto(
         if as_json:
             print_json([
                 {"error_budget": p.budget, "error": p.error, "latency_ms": p.latency_ms, "status": p.result.status.value,
-                 "gap": p.result.gap, "edge_layers": len(p.result.plan.edge_layers(inst)),
+                 "gap": p.result.gap, "edge_layers": len(edge_layers(inst, p.result.plan)),
                  "plan": plan_to_dict(inst, p.result.plan)}
                 for p in front
             ])

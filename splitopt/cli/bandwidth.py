@@ -133,7 +133,7 @@ def _sweep(inst: Any, link: Optional[str], low: float, high: float, points: int,
     with showing_progress(quiet, total=points):
         sweep = bandwidth_sweep(inst, the_link, low, high, points=points, solver=solver, time_limit=time_limit,
                                 threads=threads, seed=seed)
-    affine = inst.settings.objective in EXACT_OBJECTIVES.get(fam.name, ())
+    affine = inst.objective in EXACT_OBJECTIVES.get(fam.name, ())
     rows = []
     for p in sweep:
         res = p.result

@@ -98,7 +98,7 @@ def profile_loading_command(
         inst = result.instance
         write_output(output, "--output", instance_json(inst))
         m = result.measurements
-        o = inst.settings.family_options("loading")
+        o = inst.settings.loading
         console.print(f"wrote {output}: {len(inst.layers)} blocks, {sum(l.weights for l in inst.layers) / 1e6:.3f} M "
                       f"weights, inference {m['inference_ms']:.1f} ms, monolithic load {m['monolithic_load_ms']:.1f} ms "
                       f"({cache.value} cache), child fixed cost {o['child_fixed_ms']:.2f} ms, one thread "

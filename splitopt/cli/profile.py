@@ -186,12 +186,12 @@ def profile_command(
                 with guard(module, example, what=f"profiling '{model}'"):
                     inst = run_profile(module, example, devices, links, settings, name=name, input_high=input_high,
                                        calibration=calibration, measure_latency=measure, repeats=repeats, rename=rename)
-        if inst.settings.problem == "split_bits":  # the budget: the whole network's error at W8A8
+        if inst.problem == "split_bits":  # the budget: the whole network's error at W8A8
             w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
             inst = inst.with_settings(error_budget=w8a8)
         write_output(output, "--output", instance_json(inst))
         console.print(f"wrote {output}: {len(inst.layers)} layers, {sum(l.macs for l in inst.layers) / 1e9:.3f} GMAC, "
-                      f"{sum(l.weights for l in inst.layers) / 1e6:.3f} M weights, problem {inst.settings.problem}",
+                      f"{sum(l.weights for l in inst.layers) / 1e6:.3f} M weights, problem {inst.problem}",
                       highlight=False)
 
 

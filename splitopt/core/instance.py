@@ -1,4 +1,5 @@
-"""Problem data: the layer graph, the devices and links, and the problem settings.
+"""Problem data: the layer graph, the devices and links, the problem and objective, and
+the settings of the problem's family (``splitopt.core.settings``).
 
 An :class:`Instance` is built from JSON by ``splitopt.core.instance_io`` (schema and
 consistency checks) and checked further by its problem's family when loaded
@@ -25,9 +26,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterator, Mapping
 
-from splitopt.core.errors import InvalidInstance
-
-OBJECTIVES = ("latency", "throughput")
+from splitopt.core.built_types import store_as_tuples
+from splitopt.core.settings import FamilySettings
 
 #: the checks an Instance built in Python runs when constructed: the JSON path's (schema
 #: on its JSON form, consistency, ranges, the family's), installed by ``splitopt.api``
@@ -56,22 +56,6 @@ def checked_elsewhere() -> Iterator[None]:
         _checked_elsewhere.reset(token)
 
 
-def _as_tuples(obj: Any, *names: str, sort: tuple[str, ...] = ()) -> None:
-    """Store list fields ``names`` of a frozen dataclass as tuples (as the parser does),
-    sorted for ``sort`` when they hold integers only; other values are left for the
-    build check to report."""
-    for name in names:
-        value = getattr(obj, name)
-        if name in sort and isinstance(value, (list, tuple)) and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in value):
-            value = tuple(sorted(value))
-        elif isinstance(value, list):
-            value = tuple(value)
-        else:
-            continue
-        object.__setattr__(obj, name, value)
-
-
 @dataclass(frozen=True)
 class InputTensor:
     """A raw graph input captured on the edge (an image, a sensor frame)."""
@@ -81,7 +65,7 @@ class InputTensor:
     bits: int
 
     def __post_init__(self) -> None:
-        _as_tuples(self, "shape")
+        store_as_tuples(self, "shape")
 
     @property
     def elements(self) -> int:
@@ -104,7 +88,7 @@ class Layer:
     fused: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _as_tuples(self, "inputs", "output_shape", "fused")
+        store_as_tuples(self, "inputs", "output_shape", "fused")
 
     @functools.cached_property  # program builders ask for it per row (frozen: safe to cache)
     def output_elements(self) -> int:
@@ -125,7 +109,7 @@ class Device:
     description: str = ""
 
     def __post_init__(self) -> None:
-        _as_tuples(self, "bit_widths", sort=("bit_widths",))
+        store_as_tuples(self, "bit_widths", sort=("bit_widths",))
 
 
 @dataclass(frozen=True)
@@ -155,52 +139,23 @@ class Bus:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """What to optimise and under which limits.
-
-    ``edge_memory_bytes`` bounds edge weight bytes plus the peak activation working set;
-    ``error_budget`` bounds the summed quantization error of edge layers (None: no
-    bound); ``bit_widths`` are the candidate edge bit-widths of the ``split_bits``
-    problem; ``cloud_bits`` is the reference precision (cloud layers, and every layer in
-    the float ``split`` problem); ``transmit_bits`` (None: the producer's activation
-    bit-width) is the precision of transmitted layer outputs; ``edge_required`` lists
-    layers that must run on the edge (their ancestors follow by closure)."""
-
-    problem: str
-    edge: str
-    cloud: str
-    edge_memory_bytes: float
-    error_budget: float | None
-    bit_widths: tuple[int, ...]
-    cloud_bits: int = 16
-    transmit_bits: int | None = None
-    objective: str = "latency"
-    edge_required: tuple[str, ...] = ()
-    #: problem "chain": device names in chain order (input arrives at the first)
-    chain: tuple[str, ...] = ()
-    #: problem "mesh" / "multiview": that family's options, checked by its module
-    mesh: Mapping[str, Any] = field(default_factory=dict)
-    multiview: Mapping[str, Any] = field(default_factory=dict)
-    #: the settings objects of other families (``settings.<key>`` for a family's
-    #: ``settings_key``, e.g. ``loading``), kept as given and checked by that family
-    family_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        _as_tuples(self, "bit_widths", "edge_required", "chain", sort=("bit_widths",))
-
-    def family_options(self, key: str) -> Mapping[str, Any]:
-        """The settings object ``settings.<key>`` of a family ({} when absent)."""
-        return self.family_settings.get(key, {})
-
-
-@dataclass(frozen=True)
 class Instance:
+    """A problem instance: the layer graph (``inputs``, ``layers``), the devices, links and
+    buses, the problem and objective, and the settings of the problem's family (a
+    :class:`~splitopt.core.settings.FamilySettings`, e.g. the edge/cloud family's edge and
+    cloud devices and limits)."""
+
     name: str
     inputs: tuple[InputTensor, ...]
     layers: tuple[Layer, ...]
     devices: tuple[Device, ...]
     links: tuple[Link, ...]
-    settings: Settings
+    #: the problem name (``splitopt.families.registry`` maps it to its family)
+    problem: str
+    #: the family's settings object
+    settings: FamilySettings
+    #: what to minimise (one of the family's objectives)
+    objective: str = "latency"
     description: str = ""
     source: Mapping[str, Any] = field(default_factory=dict)
     buses: tuple[Bus, ...] = ()
@@ -208,7 +163,7 @@ class Instance:
     def __post_init__(self) -> None:
         """Built in Python (not by the JSON parser, not derived from a checked instance):
         the JSON path's checks (:func:`set_build_check`), InvalidInstance on a defect."""
-        _as_tuples(self, "inputs", "layers", "devices", "links", "buses")
+        store_as_tuples(self, "inputs", "layers", "devices", "links", "buses")
         if _build_check is not None and not _checked_elsewhere.get():
             _build_check(self)
 
@@ -240,12 +195,6 @@ class Instance:
             for src in dict.fromkeys(layer.inputs):
                 out[src].append(layer.name)
         return {k: tuple(v) for k, v in out.items()}
-
-    @property
-    def problem(self) -> str:
-        """The problem name (``settings.problem``); ``splitopt.families.registry`` maps
-        it to its family."""
-        return self.settings.problem
 
     def derived(self, key: Any, build: Callable[[], Any]) -> Any:
         """``build()`` computed once per instance and kept with it (instances are
@@ -296,51 +245,15 @@ class Instance:
             return 0.0
         return link.latency_ms + 1000.0 * nbytes * 8.0 / self.link_rate_bits_per_s(link)
 
-    @property
-    def edge_device(self) -> Device:
-        return self.device_by_name[self.settings.edge]
-
-    @property
-    def cloud_device(self) -> Device:
-        return self.device_by_name[self.settings.cloud]
-
-    @cached_property
-    def uplink(self) -> Link:
-        """The link from the edge device to the cloud device."""
-        for link in self.links:
-            if link.source == self.settings.edge and link.target == self.settings.cloud:
-                return link
-        raise InvalidInstance(
-            f"links: no link from edge device '{self.settings.edge}' to cloud device "
-            f"'{self.settings.cloud}'"
-        )
-
-    @cached_property
-    def required_on_edge(self) -> frozenset[str]:
-        """``settings.edge_required`` with all their ancestors."""
-        import networkx as nx
-
-        out: set[str] = set()
-        for name in self.settings.edge_required:
-            out.add(name)
-            out.update(nx.ancestors(self.graph, name))
-        return frozenset(out)
-
-    def candidate_bits(self) -> tuple[int, ...]:
-        """Edge bit-widths a plan may use: the candidate set for ``split_bits``, the
-        reference precision alone for ``split``."""
-        if self.settings.problem == "split":
-            return (self.settings.cloud_bits,)
-        return self.settings.bit_widths
-
     def sent_bits(self, tensor: str, activation_bits: int) -> int:
         """Bits per element at which ``tensor`` crosses the cut: a raw input at its own
-        bits, a layer output at ``settings.transmit_bits`` if set, else at the bits it was
+        bits, a layer output at the settings' ``transmit_bits`` if set, else at the bits it was
         produced at (``activation_bits``)."""
         if tensor in self.input_by_name:
             return self.input_by_name[tensor].bits
-        if self.settings.transmit_bits is not None:
-            return self.settings.transmit_bits
+        transmit = self.settings.transmit_bits
+        if transmit is not None:
+            return transmit
         return activation_bits
 
     def tensor_elements(self, tensor: str) -> int:
@@ -349,35 +262,22 @@ class Instance:
         return self.layer_by_name[tensor].output_elements
 
     def summary(self) -> str:
-        """One line: size of the graph, problem, edge and cloud devices."""
-        s = self.settings
+        """One line: size of the graph, devices, problem and objective (a family may say
+        more: ``Family.summary``)."""
         macs = sum(l.macs for l in self.layers)
         weights = sum(l.weights for l in self.layers)
+        more = self.settings.describe()
         return (f"{self.name}: {len(self.layers)} layers, {macs / 1e9:.3f} GMAC, {weights / 1e6:.3f} M weights, "
-                f"problem {s.problem}, edge '{s.edge}', cloud '{s.cloud}'")
+                f"{len(self.devices)} devices, problem {self.problem}, objective {self.objective}"
+                + (f", {more}" if more else ""))
 
     def with_settings(self, **changes: Any) -> "Instance":
-        """A copy with some settings replaced (e.g. ``problem="split"``, ``error_budget=None``).
-        Numbers are coerced as the parser does; the family's checks run again when the
-        copy is prepared for solving or evaluation (``splitopt.families``), and derived
-        data is not carried over."""
-        known = {f.name for f in dataclasses.fields(Settings)}
-        family_settings = dict(self.settings.family_settings)
-        for key in [k for k, v in changes.items() if k not in known and isinstance(v, Mapping)]:
-            family_settings[key] = dict(changes.pop(key))
-        if family_settings != dict(self.settings.family_settings):
-            changes["family_settings"] = family_settings
-        for key, value in changes.items():
-            if key not in known:
-                raise InvalidInstance(f"instance.settings.{key}: unknown setting (known: {', '.join(sorted(known))})")
-            if key in ("edge_memory_bytes",) or (key == "error_budget" and value is not None):
-                value = float(value)
-            elif key in ("bit_widths", "edge_required", "chain"):
-                value = tuple(sorted(value)) if key == "bit_widths" else tuple(value)
-            elif key in ("mesh", "multiview"):
-                value = dict(value)
-            changes[key] = value
+        """A copy with some settings replaced: ``problem`` and ``objective``, and fields of
+        the family's settings object (e.g. ``problem="split"``, ``error_budget=None``);
+        InvalidInstance names a field the settings do not have. The family's checks run
+        again when the copy is prepared for solving or evaluation (``splitopt.families``),
+        and derived data is not carried over."""
+        core = {key: changes.pop(key) for key in ("problem", "objective") if key in changes}
+        settings = self.settings.replaced(**changes) if changes else self.settings
         with checked_elsewhere():
-            return dataclasses.replace(self, settings=dataclasses.replace(self.settings, **changes))
-
-
+            return dataclasses.replace(self, settings=settings, **core)

@@ -11,12 +11,14 @@ import re
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.jsonfile import cut, json_type, shown
-from splitopt.core.instance import Bus, Device, InputTensor, Instance, Layer, Link, Settings, checked_elsewhere
+from splitopt.core.built_types import kind_of, check_mapping, check_sequence
+from splitopt.core.jsonfile import cut, shown
+from splitopt.core.instance import Bus, Device, InputTensor, Instance, Layer, Link, checked_elsewhere
 from splitopt.core.ranges import check_ranges
+from splitopt.core.settings import FamilySettings
 
 FORMAT = "splitopt-instance/1"
 
@@ -48,11 +50,6 @@ def _reject_non_json(value: Any, path: str) -> None:
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             _reject_non_json(v, f"{path}[{i}]")
-
-
-#: the settings the core parses itself (others are families' settings objects)
-CORE_SETTINGS = ("problem", "objective", "edge", "cloud", "edge_memory_bytes", "error_budget", "bit_widths", "cloud_bits",
-                 "edge_required", "transmit_bits", "chain", "mesh", "multiview")
 
 
 def core_schema() -> dict[str, Any]:
@@ -106,14 +103,24 @@ def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
         err = _narrowest(errors[0])
+        settings = list(err.absolute_path) == ["settings"] and isinstance(err.instance, dict) and \
+            isinstance(err.instance.get("problem"), str)  # the settings object: its keys are the family's
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             known = sorted(err.schema.get("properties", {}))
             patterns = list(err.schema.get("patternProperties", {}))
             extra = sorted(k for k in err.instance if k not in known and not any(re.search(p, k) for p in patterns))
             if extra:
                 allowed = ", ".join(known + [f"keys matching {p}" for p in patterns])
-                raise InvalidInstance(f"{_json_path(list(err.absolute_path) + [cut(str(extra[0]))])}: unknown field "
-                                      f"(fields: {allowed})")
+                where = _json_path(list(err.absolute_path) + [cut(str(extra[0]))])
+                if settings:
+                    raise InvalidInstance(f"{where}: not a setting of problem {shown(err.instance['problem'])} "
+                                          f"(settings: {allowed})")
+                raise InvalidInstance(f"{where}: unknown field (fields: {allowed})")
+        if err.validator == "required" and settings:
+            missing = [k for k in err.validator_value if k not in err.instance]
+            if missing:  # a key the problem's family requires in the settings object
+                raise InvalidInstance(f"{_json_path(list(err.absolute_path) + [missing[0]])}: required for problem "
+                                      f"{shown(err.instance['problem'])}")
         if err.validator in _BOUNDS:
             raise InvalidInstance(f"{_json_path(err.absolute_path)}: must be {_BOUNDS[err.validator]} "
                                   f"{err.validator_value:.17g}, got {shown(err.instance)} (README 'Ranges')")
@@ -121,10 +128,15 @@ def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
                               f"(got {cut(json.dumps(err.instance, default=lambda v: f'{type(v).__name__}({v!r})'))})")
 
 
-def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
+#: problem name -> the settings class of its family (``Family.settings_class``)
+SettingsClassOf = Callable[[str], "type[FamilySettings]"]
+
+
+def parse_instance_data(data: Any, schema: Mapping[str, Any], settings_class: SettingsClassOf) -> Instance:
     """Build an Instance from JSON-like data checked against ``schema`` and for the
-    consistency every family relies on; raises InvalidInstance on any defect. The
-    family's own checks are not run here (``splitopt.loading.parse_instance`` runs both)."""
+    consistency every family relies on, its ``settings`` read by the settings class of the
+    problem's family (``settings_class(problem)``); raises InvalidInstance on any defect.
+    The family's own checks are not run here (``splitopt.api.parse_instance`` runs both)."""
     check_schema(data, schema)
     g = data["graph"]
     inputs = tuple(InputTensor(t["name"], tuple(t["shape"]), t["bits"]) for t in g["inputs"])
@@ -155,43 +167,8 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
         rate = float(l["bandwidth_bits_per_s"]) if "bandwidth_bits_per_s" in l else float("nan")
         links.append(Link(l["source"], l["target"], rate, float(l.get("latency_ms", 0.0)), bus))
     links = tuple(links)
-    s = dict(data["settings"])
-    dev_names = {d.name for d in devices}
-    chain = tuple(s.get("chain", ()))
-    for i, name in enumerate(chain):
-        if name not in dev_names:
-            raise InvalidInstance(
-                f"instance.settings.chain[{i}]: unknown device '{name}' (devices: {', '.join(sorted(dev_names))})"
-            )
-    if chain:  # a line of devices: the input arrives at the first, the result leaves the last
-        s.setdefault("edge", chain[0])
-        s.setdefault("cloud", chain[-1])
-    for key in ("edge", "cloud"):
-        if key not in s:
-            raise InvalidInstance(f"instance.settings.{key}: required for problem '{s['problem']}'")
-        if s[key] not in dev_names:
-            raise InvalidInstance(
-                f"instance.settings.{key}: unknown device '{s[key]}' (devices: {', '.join(sorted(dev_names))})"
-            )
-    edge = next(d for d in devices if d.name == s["edge"])
-    memory = s.get("edge_memory_bytes")
-    settings = Settings(
-        problem=s["problem"],
-        edge=s["edge"],
-        cloud=s["cloud"],
-        edge_memory_bytes=float(edge.memory_bytes if memory is None else memory),
-        error_budget=None if s.get("error_budget") is None else float(s["error_budget"]),
-        bit_widths=tuple(sorted(s.get("bit_widths", edge.bit_widths))),
-        cloud_bits=int(s.get("cloud_bits", 16)),
-        transmit_bits=s.get("transmit_bits"),
-        objective=s.get("objective", "latency"),
-        edge_required=tuple(s.get("edge_required", ())),
-        chain=chain,
-        mesh=dict(s.get("mesh", {})),
-        multiview=dict(s.get("multiview", {})),
-        family_settings={key: dict(value) for key, value in s.items()
-                         if key not in CORE_SETTINGS and isinstance(value, dict)},
-    )
+    raw = data["settings"]
+    settings = settings_class(raw["problem"]).from_json(raw, {d.name: d for d in devices})
     with checked_elsewhere():  # checked here: the schema above, consistency and ranges below
         inst = Instance(
             name=data["name"],
@@ -199,7 +176,9 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
             layers=layers,
             devices=devices,
             links=links,
+            problem=raw["problem"],
             settings=settings,
+            objective=raw.get("objective", "latency"),
             description=data.get("description", ""),
             source=data.get("source", {}),
             buses=buses,
@@ -209,95 +188,55 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any]) -> Instance:
     return inst
 
 
-def check_built(inst: Instance, schema: Mapping[str, Any]) -> None:
+def check_built(inst: Instance, schema: Mapping[str, Any], settings_class: SettingsClassOf) -> None:
     """The checks of :func:`parse_instance_data` on an instance built in Python (not
     parsed from JSON): its fields' types, then its JSON form (:func:`to_dict`) against
     ``schema``, the references to devices and buses, consistency and ranges, in the
     parser's order and with its messages. InvalidInstance (one line naming the field and
-    value) on any defect; the family's checks are the caller's
-    (``splitopt.api``)."""
+    value) on any defect; ``settings_class(problem)``: the settings class of the problem's
+    family; the family's checks are the caller's (``splitopt.api``)."""
     _check_built_types(inst)
+    if not isinstance(inst.problem, str):
+        raise InvalidInstance(f"instance.problem: must be a problem name (string), got {kind_of(inst.problem)}")
+    expected = settings_class(inst.problem)
+    if not isinstance(inst.settings, expected):
+        raise InvalidInstance(f"instance.settings: must be a {expected.__name__} (the settings of problem "
+                              f"{shown(inst.problem)}), got {type(inst.settings).__name__}")
     check_schema(to_dict(inst), schema)
-    s = inst.settings
-    dev_names = {d.name for d in inst.devices}
     bus_names = {b.name for b in inst.buses}
     for i, link in enumerate(inst.links):
         if link.bus is not None and link.bus not in bus_names:
             raise InvalidInstance(f"instance.links[{i}].bus: unknown bus '{link.bus}' "
                                   f"(buses: {', '.join(sorted(bus_names)) or 'none'})")
-    for i, name in enumerate(s.chain):
-        if name not in dev_names:
-            raise InvalidInstance(
-                f"instance.settings.chain[{i}]: unknown device '{name}' (devices: {', '.join(sorted(dev_names))})"
-            )
-    for key in ("edge", "cloud"):
-        if getattr(s, key) not in dev_names:
-            raise InvalidInstance(f"instance.settings.{key}: unknown device '{getattr(s, key)}' "
-                                  f"(devices: {', '.join(sorted(dev_names))})")
-    if s.edge_memory_bytes is None:
-        raise InvalidInstance("instance.settings.edge_memory_bytes: must be a number of bytes in an instance built in "
-                              "Python (None is resolved to the edge device's memory_bytes only when parsing JSON)")
+    inst.settings.check_built(inst.problem, {d.name: d for d in inst.devices})
     _check_consistency(inst)
     check_ranges(inst)
-
-
-def _kind(value: Any) -> str:
-    """How a Python value is named in a message: its JSON type, or its class."""
-    kind = json_type(value)
-    return f"{kind} {shown(value)}" if kind in ("string", "number", "boolean") else type(value).__name__
-
-
-def _sequence(value: Any, where: str, item: type | None = None) -> None:
-    """InvalidInstance unless ``value`` is a tuple or list (of ``item`` instances)."""
-    if not isinstance(value, (tuple, list)):
-        raise InvalidInstance(f"{where}: must be a tuple or list, got {_kind(value)}")
-    if item is not None:
-        for i, x in enumerate(value):
-            if not isinstance(x, item):
-                raise InvalidInstance(f"{where}[{i}]: must be a {item.__name__} (splitopt.core.instance), "
-                                      f"got {_kind(x)}")
-
-
-def _mapping(value: Any, where: str, keys: type = str) -> None:
-    """InvalidInstance unless ``value`` is a mapping whose keys are ``keys`` instances."""
-    if not isinstance(value, Mapping):
-        raise InvalidInstance(f"{where}: must be a mapping (dict), got {_kind(value)}")
-    for key in value:
-        if not isinstance(key, keys) or isinstance(key, bool):
-            what = "bit-widths (int)" if keys is int else "strings"
-            raise InvalidInstance(f"{where}: keys must be {what}, got {_kind(key)}")
 
 
 def _check_built_types(inst: Instance) -> None:
     """The container fields of an instance built in Python have the types the model
     declares (scalars are the schema's to judge, on the JSON form)."""
-    if not isinstance(inst.settings, Settings):
-        raise InvalidInstance(f"instance.settings: must be a Settings (splitopt.core.instance), got {_kind(inst.settings)}")
-    _sequence(inst.inputs, "instance.graph.inputs", InputTensor)
-    _sequence(inst.layers, "instance.graph.layers", Layer)
-    _sequence(inst.devices, "instance.devices", Device)
-    _sequence(inst.links, "instance.links", Link)
-    _sequence(inst.buses, "instance.buses", Bus)
-    _mapping(inst.source, "instance.source")
+    if not isinstance(inst.settings, FamilySettings):
+        raise InvalidInstance(f"instance.settings: must be a family's settings object (a FamilySettings, "
+                              f"splitopt.core.settings), got {kind_of(inst.settings)}")
+    check_sequence(inst.inputs, "instance.graph.inputs", InputTensor)
+    check_sequence(inst.layers, "instance.graph.layers", Layer)
+    check_sequence(inst.devices, "instance.devices", Device)
+    check_sequence(inst.links, "instance.links", Link)
+    check_sequence(inst.buses, "instance.buses", Bus)
+    check_mapping(inst.source, "instance.source")
     for i, t in enumerate(inst.inputs):
-        _sequence(t.shape, f"instance.graph.inputs[{i}].shape")
+        check_sequence(t.shape, f"instance.graph.inputs[{i}].shape")
     for i, layer in enumerate(inst.layers):
         where = f"instance.graph.layers[{i}]"
         for name in ("inputs", "output_shape", "fused"):
-            _sequence(getattr(layer, name), f"{where}.{name}")
+            check_sequence(getattr(layer, name), f"{where}.{name}")
         for name in ("weight_error", "activation_error"):
-            _mapping(getattr(layer, name), f"{where}.{name}", keys=int)
-        _mapping(layer.latency_ms, f"{where}.latency_ms")
+            check_mapping(getattr(layer, name), f"{where}.{name}", keys=int)
+        check_mapping(layer.latency_ms, f"{where}.latency_ms")
     for i, d in enumerate(inst.devices):
-        _sequence(d.bit_widths, f"instance.devices[{i}].bit_widths")
-    s = inst.settings
-    for name in ("bit_widths", "edge_required", "chain"):
-        _sequence(getattr(s, name), f"instance.settings.{name}")
-    for name in ("mesh", "multiview"):
-        _mapping(getattr(s, name), f"instance.settings.{name}")
-    _mapping(s.family_settings, "instance.settings (family_settings)")
-    for key, value in s.family_settings.items():
-        _mapping(value, f"instance.settings.{key}")
+        check_sequence(d.bit_widths, f"instance.devices[{i}].bit_widths")
+    inst.settings.check_built_types()
 
 
 def _parse_layer(index: int, raw: Mapping[str, Any]) -> Layer:
@@ -403,7 +342,6 @@ def to_dict(inst: Instance) -> dict[str, Any]:
             out["fused"] = list(layer.fused)
         return out
 
-    s = inst.settings
     data: dict[str, Any] = {
         "format": FORMAT,
         "name": inst.name,
@@ -429,27 +367,8 @@ def to_dict(inst: Instance) -> dict[str, Any]:
             {"source": l.source, "target": l.target, "bandwidth_bits_per_s": l.bandwidth_bits_per_s, "latency_ms": l.latency_ms}
             for l in inst.links
         ],
-        "settings": {
-            "problem": s.problem,
-            "objective": s.objective,
-            "edge": s.edge,
-            "cloud": s.cloud,
-            "edge_memory_bytes": s.edge_memory_bytes,
-            "error_budget": s.error_budget,
-            "bit_widths": list(s.bit_widths),
-            "cloud_bits": s.cloud_bits,
-            "transmit_bits": s.transmit_bits,
-            "edge_required": list(s.edge_required),
-        },
+        "settings": {"problem": inst.problem, "objective": inst.objective, **inst.settings.to_json()},
     }
-    if s.chain:
-        data["settings"]["chain"] = list(s.chain)
-    if s.mesh:
-        data["settings"]["mesh"] = dict(s.mesh)
-    if s.multiview:
-        data["settings"]["multiview"] = dict(s.multiview)
-    for key, value in s.family_settings.items():
-        data["settings"][key] = dict(value)
     if inst.buses:
         data["buses"] = [{"name": b.name, "bandwidth_bits_per_s": b.bandwidth_bits_per_s, "mode": b.mode} for b in inst.buses]
     for entry, link in zip(data["links"], inst.links):

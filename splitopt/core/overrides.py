@@ -410,7 +410,10 @@ def _deref(root: Mapping[str, Any] | None, node: Any) -> Any:
 
 
 def _branches(root: Mapping[str, Any] | None, node: Any) -> list[Mapping[str, Any]]:
-    """``node`` and its ``oneOf``/``anyOf``/``allOf`` alternatives, each dereferenced."""
+    """``node`` and its ``oneOf``/``anyOf``/``allOf`` alternatives and their ``then``
+    parts (a family's settings: ``if`` the problem is the family's), each dereferenced.
+    A key any branch names may be added; the checks of the edited instance then refuse
+    one its problem does not have."""
     node = _deref(root, node)
     if not isinstance(node, Mapping):
         return []
@@ -420,6 +423,9 @@ def _branches(root: Mapping[str, Any] | None, node: Any) -> list[Mapping[str, An
             alt = _deref(root, alt)
             if isinstance(alt, Mapping):
                 out.append(alt)
+                then = _deref(root, alt.get("then"))
+                if isinstance(then, Mapping):
+                    out.append(then)
     return out
 
 

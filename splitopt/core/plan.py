@@ -1,6 +1,6 @@
 """A per-layer plan: the device of every layer and its weight and activation bit-widths,
-the plan type of the edge/cloud and chain families (``splitopt.families``), and the
-reading of the ``layers`` object that every per-layer plan format shares.
+the plan type of the families that place layers with bit-widths (``splitopt.families``),
+and the reading of the ``layers`` object that every per-layer plan format shares.
 
 JSON form (``splitopt-plan/1``; what ``splitopt solve --json`` prints under ``plan`` and
 ``splitopt evaluate`` reads)::
@@ -29,49 +29,30 @@ FORMAT = "splitopt-plan/1"
 @dataclass(frozen=True)
 class Plan:
     """``device[layer]`` for every layer; ``weight_bits``/``activation_bits`` for every
-    layer (cloud layers carry the cloud precision)."""
+    layer (layers at the reference precision carry it)."""
 
     device: Mapping[str, str]
     weight_bits: Mapping[str, int]
     activation_bits: Mapping[str, int]
 
-    # ----- constructors for the edge/cloud (edge/cloud) problems ------------------------
-    @classmethod
-    def edge_cloud(cls, inst: Instance, edge_bits: Mapping[str, tuple[int, int]]) -> "Plan":
-        """Layers in ``edge_bits`` run on the edge at (weight bits, activation bits);
-        every other layer on the cloud at ``cloud_bits``."""
-        s = inst.settings
-        device, wb, ab = {}, {}, {}
-        for layer in inst.layers:
-            if layer.name in edge_bits:
-                device[layer.name] = s.edge
-                wb[layer.name], ab[layer.name] = edge_bits[layer.name]
-            else:
-                device[layer.name] = s.cloud
-                wb[layer.name] = ab[layer.name] = s.cloud_bits
-        return cls(device, wb, ab)
-
-    @classmethod
-    def uniform(cls, inst: Instance, edge_layers, bits: int | None = None) -> "Plan":
-        """Edge layers ``edge_layers`` all at ``bits`` (default: the reference precision)."""
-        b = inst.settings.cloud_bits if bits is None else bits
-        return cls.edge_cloud(inst, {name: (b, b) for name in edge_layers})
-
-    def edge_layers(self, inst: Instance) -> list[str]:
-        """Edge layers in execution order."""
-        return [l.name for l in inst.layers if self.device[l.name] == inst.settings.edge]
+    def layers_on(self, inst: Instance, device: str) -> list[str]:
+        """The layers on ``device``, in execution order."""
+        return [l.name for l in inst.layers if self.device[l.name] == device]
 
     def key(self) -> tuple:
         """Hashable identity, for comparing plans."""
         return tuple(sorted((n, self.device[n], self.weight_bits[n], self.activation_bits[n]) for n in self.device))
 
     # ----- JSON ------------------------------------------------------------------------
-    def to_dict(self, inst: Instance) -> dict[str, Any]:
+    def to_dict(self, inst: Instance, bits_on: str | None = None) -> dict[str, Any]:
+        """The JSON form: every layer's device, and the bit-widths of the layers on device
+        ``bits_on`` (where a family's plans choose them; the others run at the reference
+        precision, which a reader fills in)."""
         layers: dict[str, Any] = {}
         for layer in inst.layers:
             n = layer.name
             entry: dict[str, Any] = {"device": self.device[n]}
-            if self.device[n] == inst.settings.edge:
+            if self.device[n] == bits_on:
                 entry["weight_bits"] = self.weight_bits[n]
                 entry["activation_bits"] = self.activation_bits[n]
             layers[n] = entry

@@ -57,11 +57,8 @@ MAX_DEVICES = 1024
 
 def widest_bits(inst: Instance) -> int:
     """The largest bit-width any tensor or weight of ``inst`` can take."""
-    s = inst.settings
-    bits = [s.cloud_bits, *s.bit_widths, *(t.bits for t in inst.inputs)]
+    bits = [*inst.settings.bit_widths_named(), *(t.bits for t in inst.inputs)]
     bits += [b for d in inst.devices for b in d.bit_widths]
-    if s.transmit_bits is not None:
-        bits.append(s.transmit_bits)
     return max(bits)
 
 
@@ -90,7 +87,7 @@ def layer_latencies_ms(inst: Instance, layer: Layer) -> dict[str, float]:
         elif table is not None:
             out[device.name] = float(table)
         else:
-            bits = max(device.bit_widths + (inst.settings.cloud_bits,))
+            bits = max(device.bit_widths + (inst.settings.reference_bits,))
             out[device.name] = analytical_latency_ms(inst, layer, device, bits, bits)
     return out
 

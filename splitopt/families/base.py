@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 from splitopt.core.errors import InvalidInstance, InvalidPlan
 from splitopt.core.program import Program
 from splitopt.core.result import BackendOutput, Status
+from splitopt.core.settings import FamilySettings
 from splitopt.search.space import SearchSpace
 
 
@@ -78,9 +79,9 @@ class Family(ABC):
     core_instance: ClassVar[bool] = True
     #: the values ``settings.objective`` may take
     objectives: ClassVar[tuple[str, ...]] = ("latency",)
-    #: the settings object the family owns (``settings.<key>``), with its JSON Schema
-    settings_key: ClassVar[str | None] = None
-    settings_schema: ClassVar[Mapping[str, Any] | None] = None
+    #: the class of its instances' settings (``Instance.settings``: its fields, JSON Schema
+    #: and JSON form); None for a family whose instances are not splitopt's (``core_instance``)
+    settings_class: ClassVar[type[FamilySettings] | None] = None
     #: the ``format`` of its plan files
     plan_format: ClassVar[str] = ""
     #: program kinds it builds for the exact backends (``splitopt.core.program.PROGRAM_KINDS``)
@@ -217,17 +218,11 @@ class Family(ABC):
 
     def instance_from_data(self, data: Any) -> Any:
         """An instance of this family from splitopt JSON data: the core schema with this
-        family's problems and settings object, the core consistency checks, then
-        :meth:`check` (InvalidInstance naming the field)."""
-        from splitopt.core.instance_io import core_schema, parse_instance_data
+        family's problems and settings, the core consistency checks, then :meth:`check`
+        (InvalidInstance naming the field)."""
+        from splitopt.core.instance_io import parse_instance_data
 
-        schema = core_schema()
-        settings = schema["$defs"]["settings"]["properties"]
-        settings["problem"]["enum"] = list(self.problems)
-        settings["objective"]["enum"] = list(self.objectives)
-        if self.settings_key is not None and self.settings_schema is not None:
-            settings[self.settings_key] = dict(self.settings_schema)
-        inst = parse_instance_data(data, schema)
+        inst = parse_instance_data(data, instance_schema([self]), lambda problem: self.settings_class)
         self.prepare(inst)
         return inst
 
@@ -261,9 +256,32 @@ class Family(ABC):
 
 #: every member a family must provide (checked for each registered family by the tests)
 PROTOCOL_MEMBERS = (
-    "reads", "read", "name", "core_instance", "problems", "objectives", "settings_key", "settings_schema", "plan_format", "program_kinds",
+    "reads", "read", "name", "core_instance", "problems", "objectives", "settings_class", "plan_format", "program_kinds",
     "default_backend", "has_schedule", "description", "check", "build_data", "prepare", "plan_from_dict", "plan_to_dict",
     "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "exact_method",
     "lower_bound", "report",
     "schedule", "breakdown", "objective_unit", "summary", "random_instance", "instance_from_data",
 )
+
+
+def instance_schema(families: Sequence[Family]) -> dict[str, Any]:
+    """The JSON Schema of splitopt instances of ``families``: the core schema, whose
+    ``settings`` names their problems and objectives, with one branch per family (``if`` the
+    problem is one of the family's, ``then`` the settings object holds its keys and no
+    other: :meth:`FamilySettings.schema`)."""
+    from splitopt.core.instance_io import core_schema
+
+    schema = core_schema()
+    settings = schema["$defs"]["settings"]
+    own = [fam for fam in families if fam.core_instance and fam.settings_class is not None]
+    settings["properties"]["problem"]["enum"] = [p for fam in own for p in fam.problems]
+    settings["properties"]["objective"]["enum"] = list(dict.fromkeys(o for fam in own for o in fam.objectives))
+    settings["allOf"] = [
+        {"if": {"properties": {"problem": {"enum": list(fam.problems)}}, "required": ["problem"]},
+         "then": {"$ref": f"#/$defs/settings_{fam.name}"}}
+        for fam in own
+    ]
+    for fam in own:
+        assert fam.settings_class is not None
+        schema["$defs"][f"settings_{fam.name}"] = fam.settings_class.schema()
+    return schema

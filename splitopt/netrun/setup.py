@@ -39,7 +39,9 @@ class RunSetup:
 def device_links(inst) -> tuple[list[str], list[Any]]:
     """The devices in run order and the link between each consecutive pair."""
     if inst.problem in ("split", "split_bits"):
-        return [inst.settings.edge, inst.settings.cloud], [inst.uplink]
+        from splitopt.families.edge_cloud.settings import uplink
+
+        return [inst.settings.edge, inst.settings.cloud], [uplink(inst)]
     chain = list(inst.settings.chain)
     return chain, [inst.link_between[(a, b)] for a, b in zip(chain, chain[1:])]
 

@@ -168,7 +168,7 @@ def profile_onnx(
         "settings": dict(settings),
     }
     inst = parse_instance(data)
-    if preset and inst.settings.problem == "split_bits":  # the budget: the whole network's error at W8A8
+    if preset and inst.problem == "split_bits":  # the budget: the whole network's error at W8A8
         w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
         inst = inst.with_settings(error_budget=w8a8)
     return inst

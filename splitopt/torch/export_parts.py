@@ -204,7 +204,7 @@ def build_manifest(split, files: Sequence[str | None], fmt: str, values: Mapping
         "model": model,
         "seed": seed,
         "instance": inst.name if inst is not None else None,
-        "problem": inst.settings.problem if inst is not None else getattr(plan, "problem", None),
+        "problem": inst.problem if inst is not None else getattr(plan, "problem", None),
         "kind": split.kind,
         "quantized": bool(split.quantized),
         "batch": 1,

@@ -96,7 +96,7 @@ def run_loading(inst: Any, plan: Any, *, model: BlockSequence | None = None, mod
     check_model_matches(model, inst)
     x = synthetic_input(config) if x is None else x
     predicted = evaluate(inst, plan)
-    tail = int(inst.settings.family_options("loading").get("trainable_tail", 0))
+    tail = int(inst.settings.loading.get("trainable_tail", 0))
     with torch.no_grad():
         reference = model(x)
     scale = max(1.0, float(reference.abs().max()))

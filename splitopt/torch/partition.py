@@ -76,8 +76,8 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
     line."""
     from splitopt.core.errors import NotApplicable
 
-    if inst is not None and inst.settings.problem not in ("split", "split_bits", "chain", "mesh"):
-        raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported by partition "
+    if inst is not None and inst.problem not in ("split", "split_bits", "chain", "mesh"):
+        raise NotApplicable(f"partition: problem '{inst.problem}' is not supported by partition "
                             "(edge/cloud, chain and mesh plans; multiview plans: splitopt.torch.partition_multiview)")
     if inst is not None and len(inst.inputs) != 1:
         raise InvalidModel(f"instance '{inst.name}' has {len(inst.inputs)} graph inputs; partition supports one")
@@ -131,7 +131,7 @@ def is_mesh(plan, inst=None) -> bool:
     """Whether ``plan`` is partitioned as a mesh plan: the instance's problem is ``mesh``,
     or, without an instance, the plan is a :class:`splitopt.families.mesh.plan.MeshPlan`."""
     if inst is not None:
-        return inst.settings.problem == "mesh"
+        return inst.problem == "mesh"
     from splitopt.families.mesh.plan import MeshPlan
 
     return isinstance(plan, MeshPlan)
@@ -146,9 +146,9 @@ def device_order(plan, inst=None, devices: Sequence[str] | None = None, layer_na
         return list(devices)
     if inst is not None and inst.problem in ("split", "split_bits"):
         return [inst.settings.edge, inst.settings.cloud]
-    if inst is not None and inst.settings.chain:
+    if inst is not None and inst.problem == "chain":
         return list(inst.settings.chain)
-    if inst is not None and inst.settings.problem == "mesh":
+    if inst is not None and inst.problem == "mesh":
         return [d.name for d in inst.devices]
     order: list[str] = []
     for n in layer_names:

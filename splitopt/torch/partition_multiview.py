@@ -315,7 +315,7 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
     from splitopt.families.multiview.data import data as mv_data
     from splitopt.families.multiview.plan import check_plan as check_mv_plan
 
-    if inst is None or inst.settings.problem != "multiview":
+    if inst is None or inst.problem != "multiview":
         raise NotApplicable("partition_multiview: needs a multiview instance (problem 'multiview')")
     if tuple(example_input.shape) != (1, *inst.inputs[0].shape):
         raise InvalidModel(f"example input shape {tuple(example_input.shape)} does not match instance "

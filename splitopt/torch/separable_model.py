@@ -629,26 +629,11 @@ def instance_dict(config: SepConfig, layers: Sequence[LayerProfile], devices: Se
 
 
 def parse_separable_instance(data: Mapping[str, Any]) -> Any:
-    """Parse and check an instance dict: through ``splitopt.api.parse_instance`` once the
-    family is registered, else the core parser with the family's settings schema plus
-    the family's own data check (InvalidInstance, one line)."""
-    from splitopt.families.registry import FAMILIES
+    """Parse and check an instance dict (``splitopt.api.parse_instance``: InvalidInstance,
+    one line)."""
+    from splitopt.api import parse_instance
 
-    if "separable" in FAMILIES:
-        from splitopt.api import parse_instance
-
-        return parse_instance(dict(data))
-    from splitopt.core.instance_io import core_schema, parse_instance_data
-    from splitopt.families.separable.data import check_separable
-    from splitopt.families.separable.settings import SETTINGS_KEY, SETTINGS_SCHEMA
-
-    schema = core_schema()
-    props = schema["$defs"]["settings"]["properties"]
-    props["problem"]["enum"] = list(props["problem"]["enum"]) + ["separable"]
-    props[SETTINGS_KEY] = dict(SETTINGS_SCHEMA)
-    inst = parse_instance_data(dict(data), schema)
-    check_separable(inst)
-    return inst
+    return parse_instance(dict(data))
 
 
 def evaluate_plan(inst: Any, steps_or_plan: Any) -> Any:

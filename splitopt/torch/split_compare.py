@@ -41,14 +41,14 @@ def evaluator_sent_bytes(inst, plan) -> list[float]:
     from splitopt.core.errors import NotApplicable
     from splitopt.api import evaluate
 
-    if inst.settings.problem == "mesh":
+    if inst.problem == "mesh":
         return [b for _, _, b in evaluator_mesh_crossings(inst, plan)]
     metrics = evaluate(inst, plan)
     if inst.problem in ("split", "split_bits"):
         return [float(metrics.transmitted_bytes)]
-    if inst.settings.problem == "chain":
+    if inst.problem == "chain":
         return [float(d.sent_bytes) for d in metrics.devices[:-1]]
-    raise NotApplicable(f"partition: problem '{inst.settings.problem}' is not supported (edge/cloud, chain and mesh)")
+    raise NotApplicable(f"partition: problem '{inst.problem}' is not supported (edge/cloud, chain and mesh)")
 
 
 def evaluator_mesh_crossings(inst, plan) -> list[tuple[str, str, float]]:

@@ -40,7 +40,7 @@ def memory_free_latency(inst: Instance):
 def memory_free_optimum_fits(inst: Instance) -> bool:
     """Whether the memory-free latency optimum meets every memory limit, making it the
     optimum (False for the throughput objective)."""
-    if inst.settings.objective != "latency":
+    if inst.objective != "latency":
         return False
 
     def fits() -> bool:
@@ -66,7 +66,7 @@ def chain_lower_bound(inst: Instance) -> float | None:
     if cut is not None:
         latency = max(latency, cut.bound_ms)
     priced = None if memory_free_optimum_fits(inst) else lagrange(inst)
-    if inst.settings.objective == "throughput":
+    if inst.objective == "throughput":
         bound = max(max(fastest), latency / len(inst.settings.chain))
         return bound if priced is None else max(bound, priced.bound_ms)
     return latency if priced is None else max(latency, priced.bound_ms)

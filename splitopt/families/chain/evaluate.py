@@ -205,7 +205,7 @@ def evaluate(inst: Instance, plan: Plan) -> ChainMetrics:
             )
     bottleneck = max(loads, key=lambda d: d.stage_ms)
     return ChainMetrics(
-        objective=s.objective,
+        objective=inst.objective,
         latency_ms=sum(d.stage_ms for d in loads),
         bottleneck_ms=bottleneck.stage_ms,
         bottleneck_device=bottleneck.device,

@@ -21,6 +21,7 @@ from splitopt.families.chain.evaluate import ChainMetrics, evaluate
 from splitopt.families.chain.plan import plan_from_dict
 from splitopt.families.chain.program import build_chain_program, decode_chain_plan, encode_chain_plan
 from splitopt.families.chain.report import report
+from splitopt.families.chain.settings import ChainSettings
 from splitopt.families.chain.space import chain_space
 from splitopt.families.chain.start import diagnose, start_plan
 from splitopt.search.space import SearchSpace
@@ -46,6 +47,7 @@ class ChainFamily(Family):
     name = "chain"
     problems = ("chain",)
     objectives = ("latency", "throughput")
+    settings_class = ChainSettings
     plan_format = FORMAT
     program_kinds = ("linear",)
     default_backend = "cpsat"
@@ -56,6 +58,11 @@ class ChainFamily(Family):
 
     def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> Plan:
         return plan_from_dict(inst, data, where)
+
+    def plan_to_dict(self, inst: Instance, plan: Plan) -> dict[str, Any]:
+        """The JSON form (``splitopt-plan/1``), the bit-widths of the first device's layers
+        written (all at ``cloud_bits``)."""
+        return plan.to_dict(inst, bits_on=inst.settings.first)
 
     def plan_type(self) -> type:
         return Plan

@@ -136,7 +136,7 @@ class PricedCuts:
         self.inst = inst
         s = inst.settings
         self.M = M = len(s.chain)
-        self.throughput = s.objective == "throughput"
+        self.throughput = inst.objective == "throughput"
         tensors = chain_tensors(inst)
         self.weight_bytes = np.array([layer.weights * s.cloud_bits / 8.0 for layer in inst.layers])
         self.memory = np.array([inst.device_by_name[d].memory_bytes for d in s.chain], dtype=float)

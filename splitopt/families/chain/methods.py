@@ -182,7 +182,7 @@ def _segments_dp(inst: Instance, memory: bool,
         pair = h[:-1] + h[1:]
         W = np.concatenate([[0.0], np.cumsum([l.weights * s.cloud_bits / 8.0 for l in inst.layers])])
         limits = [inst.device_by_name[d].memory_bytes * (1 + 1e-9) for d in s.chain]
-    throughput = s.objective == "throughput"
+    throughput = inst.objective == "throughput"
 
     f_prev = np.full(N + 1, np.inf)
     f_prev[0] = 0.0
@@ -281,7 +281,7 @@ def chain_scan(inst: Instance, options: SolveOptions) -> BackendOutput:
     check evaluates a plan: thousands of them on a 3,000-layer graph)."""
     M, N = len(inst.settings.chain), len(inst.layers)
     P, T = _prefix_compute(inst), _cross_ms(inst)
-    throughput = inst.settings.objective == "throughput"
+    throughput = inst.objective == "throughput"
     cuts: list[int] = []
     for m in range(M - 1):
         low = cuts[-1] if cuts else 0
@@ -320,7 +320,7 @@ def chain_cut(inst: Instance, options: SolveOptions) -> BackendOutput:
     from splitopt.families.chain.bound import memory_free_latency
     from splitopt.families.chain.cut import cut_plan, cut_refusal
 
-    if inst.settings.objective != "latency":
+    if inst.objective != "latency":
         raise NotApplicable("chain-cut: solves the 'latency' objective (a sum of stage times is a cut; the "
                             "throughput bottleneck is not); use cpsat")
     why = cut_refusal(inst)

@@ -192,7 +192,7 @@ def build_chain_program(inst: Instance) -> LinearProgram:
         Asweep[m] = sweep
 
     # ----- objective ---------------------------------------------------------------------
-    if s.objective == "throughput":
+    if inst.objective == "throughput":
         upper = sum(sum(abs(v) for v in f.values()) for f in compute_ms + send_ms)
         B = lp.var("B", binary=False, lb=0.0, ub=upper, implied_integer=False, unit="ms")
         for m in range(M):

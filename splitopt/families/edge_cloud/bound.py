@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
+from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, uplink
+from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 
 def relaxed_cut(inst: Instance):
@@ -40,8 +42,8 @@ def _fastest_pairs(inst: Instance) -> dict[str, dict[int, tuple[float, int]]]:
     those weight bits."""
     from splitopt.core.latency import layer_latency_ms
 
-    bits = inst.candidate_bits()
-    edge = inst.edge_device
+    bits = candidate_bits(inst)
+    edge = edge_device(inst)
     out: dict[str, dict[int, tuple[float, int]]] = {}
     for layer in inst.layers:
         out[layer.name] = {ab: min((layer_latency_ms(inst, layer, edge, wb, ab), wb) for wb in bits) for ab in bits}
@@ -51,7 +53,7 @@ def _fastest_pairs(inst: Instance) -> dict[str, dict[int, tuple[float, int]]]:
 def _fewest_sent_bits(inst: Instance, tensor: str) -> int:
     if tensor in inst.input_by_name:
         return inst.input_by_name[tensor].bits
-    fewest = min(inst.candidate_bits())
+    fewest = min(candidate_bits(inst))
     tb = inst.settings.transmit_bits
     return fewest if tb is None else min(fewest, tb)
 
@@ -65,15 +67,15 @@ def _relaxed_cut(inst: Instance):
     c = inst.settings.cloud_bits
     pairs = _fastest_pairs(inst)
     unary = np.array([[min(t for t, _ in pairs[l.name].values()),
-                       layer_latency_ms(inst, l, inst.cloud_device, c, c)] for l in inst.layers], dtype=float)
+                       layer_latency_ms(inst, l, cloud_device(inst), c, c)] for l in inst.layers], dtype=float)
     terms = dag_terms(inst.layers, inst.consumers,
                       lambda t: inst.tensor_elements(t) * _fewest_sent_bits(inst, t))  # bits
     sent = {l for l in inst.consumers if inst.consumers[l] and inst.tensor_elements(l) > 0}
     exact_fixed = all(any(t in sent for t in layer.inputs) for layer in inst.layers)
     index = {layer.name: i for i, layer in enumerate(inst.layers)}
     return solve_layered_cut(layered_cut(
-        terms, unary, np.array([1000.0 / inst.uplink.bandwidth_bits_per_s]),
-        np.array([inst.uplink.latency_ms if exact_fixed else 0.0]),
+        terms, unary, np.array([1000.0 / uplink(inst).bandwidth_bits_per_s]),
+        np.array([uplink(inst).latency_ms if exact_fixed else 0.0]),
         pinned=np.array(sorted(index[n] for n in inst.settings.edge_required), dtype=np.int64)))
 
 
@@ -90,7 +92,7 @@ def relaxed_cut_plan(inst: Instance) -> Plan | None:
     if cut is None:
         return None
     pairs = _fastest_pairs(inst)
-    fewest = min(inst.candidate_bits())
+    fewest = min(candidate_bits(inst))
     edge = {l.name for l, label in zip(inst.layers, cut.labels) if label == 0}
     edge_bits = {}
     for name in edge:
@@ -100,4 +102,4 @@ def relaxed_cut_plan(inst: Instance) -> Plan | None:
         else:
             ab = min(pairs[name], key=lambda a: pairs[name][a])
             edge_bits[name] = (pairs[name][ab][1], ab)
-    return Plan.edge_cloud(inst, edge_bits)
+    return edge_cloud_plan(inst, edge_bits)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.instance import Instance
+from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, uplink
 
 
 def check_edge_cloud(inst: Instance) -> None:
@@ -14,7 +15,7 @@ def check_edge_cloud(inst: Instance) -> None:
     s = inst.settings
     if s.edge == s.cloud:
         raise InvalidInstance(f"instance.settings.cloud: must differ from settings.edge, both are '{s.edge}'")
-    edge, cloud = inst.edge_device, inst.cloud_device
+    edge, cloud = edge_device(inst), cloud_device(inst)
     bad = [b for b in s.bit_widths if b not in edge.bit_widths]
     if bad:
         raise InvalidInstance(
@@ -26,21 +27,18 @@ def check_edge_cloud(inst: Instance) -> None:
             f"instance.settings.cloud_bits: {s.cloud_bits} bits is not supported by cloud device "
             f"'{cloud.name}' (supports {list(cloud.bit_widths)})"
         )
-    if s.problem == "split" and s.cloud_bits not in edge.bit_widths:
+    if inst.problem == "split" and s.cloud_bits not in edge.bit_widths:
         raise InvalidInstance(
             f"instance.settings.problem: 'split' runs edge layers at cloud_bits={s.cloud_bits}, "
             f"which edge device '{edge.name}' does not support (supports {list(edge.bit_widths)})"
         )
-    if s.chain or s.mesh or s.multiview:
-        key = "chain" if s.chain else "mesh" if s.mesh else "multiview"
-        raise InvalidInstance(f"instance.settings.{key}: not a setting of problem '{s.problem}'")
     for name in s.edge_required:
         if name not in inst.layer_by_name:
             raise InvalidInstance(f"instance.settings.edge_required: unknown layer '{name}'")
-    inst.uplink  # raises if missing
+    uplink(inst)  # raises if missing
     # error tables must cover every quantized candidate bit-width
     for i, layer in enumerate(inst.layers):
-        for b in inst.candidate_bits():
+        for b in candidate_bits(inst):
             if b >= s.cloud_bits:
                 continue
             if layer.weights > 0 and b not in layer.weight_error:
@@ -62,7 +60,7 @@ def check_edge_cloud(inst: Instance) -> None:
                 raise InvalidInstance(f"{where}.layers[{i}].latency_ms: unknown device '{dev}'")
             if isinstance(entry, dict):
                 if dev == s.edge:
-                    needed = [f"w{w}a{a}" for w in inst.candidate_bits() for a in inst.candidate_bits()]
+                    needed = [f"w{w}a{a}" for w in candidate_bits(inst) for a in candidate_bits(inst)]
                 elif dev == s.cloud:
                     needed = [f"w{s.cloud_bits}a{s.cloud_bits}"]
                 else:

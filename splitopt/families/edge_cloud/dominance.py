@@ -38,6 +38,8 @@ from typing import Mapping
 from splitopt.core.instance import Instance
 from splitopt.core.latency import latency_table, layer_latency_ms
 from splitopt.core.plan import Plan
+from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, required_on_edge
+from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 
 def dominated_layers(inst: Instance, edge_tables: Mapping[str, Mapping] | None = None) -> tuple[str, ...]:
@@ -49,9 +51,9 @@ def dominated_layers(inst: Instance, edge_tables: Mapping[str, Mapping] | None =
 
 def _dominated(inst: Instance, edge_tables: Mapping[str, Mapping]) -> tuple[str, ...]:
     s = inst.settings
-    bits = inst.candidate_bits()
+    bits = candidate_bits(inst)
     fewest, most = min(bits), max(bits)
-    pinned = inst.required_on_edge
+    pinned = required_on_edge(inst)
     cons = inst.consumers
     out = []
     for layer in inst.layers:  # the size conditions first: they need no latency
@@ -70,8 +72,8 @@ def _dominated(inst: Instance, edge_tables: Mapping[str, Mapping]) -> tuple[str,
         if s.error_budget is not None and s.transmit_bits is not None and not all(
                 _sending_adds_no_error(inst, t, bits) for t in inputs):
             continue
-        cloud_ms = layer_latency_ms(inst, layer, inst.cloud_device, s.cloud_bits, s.cloud_bits)
-        table = edge_tables.get(u) or latency_table(inst, layer, inst.edge_device, bits)
+        cloud_ms = layer_latency_ms(inst, layer, cloud_device(inst), s.cloud_bits, s.cloud_bits)
+        table = edge_tables.get(u) or latency_table(inst, layer, edge_device(inst), bits)
         if cloud_ms > min(table.values()):
             continue
         out.append(u)
@@ -109,4 +111,4 @@ def without_dominated_frontier(inst: Instance, plan: Plan) -> Plan:
             moved = True
     if not moved:
         return plan
-    return Plan.edge_cloud(inst, {n: (plan.weight_bits[n], plan.activation_bits[n]) for n in on_edge})
+    return edge_cloud_plan(inst, {n: (plan.weight_bits[n], plan.activation_bits[n]) for n in on_edge})

@@ -20,6 +20,8 @@ from typing import Iterator
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
+from splitopt.families.edge_cloud.settings import candidate_bits
+from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 
 def down_sets(inst: Instance) -> Iterator[tuple[str, ...]]:
@@ -45,7 +47,7 @@ def down_sets(inst: Instance) -> Iterator[tuple[str, ...]]:
 
 def bit_pairs(inst: Instance) -> list[tuple[int, int]]:
     """Every (weight bits, activation bits) an edge layer may use."""
-    bits = inst.candidate_bits()
+    bits = candidate_bits(inst)
     return [(w, a) for w in bits for a in bits]
 
 
@@ -66,7 +68,7 @@ def all_plans(inst: Instance) -> Iterator[Plan]:
     pairs = bit_pairs(inst)
     for edge_set in down_sets(inst):
         for choice in itertools.product(pairs, repeat=len(edge_set)):
-            yield Plan.edge_cloud(inst, dict(zip(edge_set, choice)))
+            yield edge_cloud_plan(inst, dict(zip(edge_set, choice)))
 
 
 def enumerate_plans(inst: Instance, limit: int) -> Iterator[Plan]:

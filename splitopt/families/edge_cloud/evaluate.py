@@ -26,6 +26,7 @@ from splitopt.core.memory import edge_set_use
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.plan import check_plan
 from splitopt.core.jsonfile import byte_count
+from splitopt.families.edge_cloud.settings import cloud_device, edge_device, uplink
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def transfer_ms(inst: Instance, total_bytes: float) -> float:
     zero when nothing is sent."""
     if total_bytes <= 0:
         return 0.0
-    link = inst.uplink
+    link = uplink(inst)
     return link.latency_ms + 1000.0 * total_bytes * 8.0 / link.bandwidth_bits_per_s
 
 
@@ -111,7 +112,7 @@ def evaluate(inst: Instance, plan: Plan) -> Metrics:
     budget violations (memory, error) in ``Metrics.violations``."""
     check_plan(inst, plan)
     s = inst.settings
-    edge, cloud = inst.edge_device, inst.cloud_device
+    edge, cloud = edge_device(inst), cloud_device(inst)
     on_edge = {l.name for l in inst.layers if plan.device[l.name] == s.edge}
 
     # --- compute --------------------------------------------------------------------

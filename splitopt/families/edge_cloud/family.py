@@ -19,7 +19,8 @@ from splitopt.families.edge_cloud.diagnose import diagnose
 from splitopt.families.edge_cloud.dominance import without_dominated_frontier
 from splitopt.families.edge_cloud.enumerate import enumerate_plans
 from splitopt.families.edge_cloud.evaluate import Metrics, evaluate
-from splitopt.families.edge_cloud.plan import plan_from_dict
+from splitopt.families.edge_cloud.plan import plan_from_dict, plan_to_dict
+from splitopt.families.edge_cloud.settings import EdgeCloudSettings
 from splitopt.families.edge_cloud.program import build_split_program, decode_split_plan, encode_plan, start_plan
 from splitopt.families.edge_cloud.report import report
 from splitopt.families.edge_cloud.space import edge_cloud_space
@@ -45,6 +46,7 @@ class EdgeCloudFamily(Family):
     name = "edge_cloud"
     problems = ("split", "split_bits")
     objectives = ("latency",)
+    settings_class = EdgeCloudSettings
     plan_format = FORMAT
     program_kinds = ("linear",)
     default_backend = "milp-cbc"
@@ -56,6 +58,9 @@ class EdgeCloudFamily(Family):
 
     def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> Plan:
         return plan_from_dict(inst, data, where)
+
+    def plan_to_dict(self, inst: Instance, plan: Plan) -> dict[str, Any]:
+        return plan_to_dict(inst, plan)
 
     def plan_type(self) -> type:
         return Plan

@@ -5,15 +5,47 @@ type is ``splitopt.core.plan.Plan``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, shown
 from splitopt.core.plan import Plan, check_known_layers, check_plan_fields, plan_layers
+from splitopt.families.edge_cloud.settings import candidate_bits
 
 #: the fields of a layer's entry
 FIELDS = ("device", "weight_bits", "activation_bits")
+
+
+def edge_cloud_plan(inst: Instance, edge_bits: Mapping[str, tuple[int, int]]) -> Plan:
+    """Layers in ``edge_bits`` run on the edge at (weight bits, activation bits); every
+    other layer on the cloud at ``cloud_bits``."""
+    s = inst.settings
+    device, wb, ab = {}, {}, {}
+    for layer in inst.layers:
+        if layer.name in edge_bits:
+            device[layer.name] = s.edge
+            wb[layer.name], ab[layer.name] = edge_bits[layer.name]
+        else:
+            device[layer.name] = s.cloud
+            wb[layer.name] = ab[layer.name] = s.cloud_bits
+    return Plan(device, wb, ab)
+
+
+def uniform_plan(inst: Instance, edge_layers: Iterable[str], bits: int | None = None) -> Plan:
+    """Edge layers ``edge_layers`` all at ``bits`` (default: the reference precision)."""
+    b = inst.settings.cloud_bits if bits is None else bits
+    return edge_cloud_plan(inst, {name: (b, b) for name in edge_layers})
+
+
+def edge_layers(inst: Instance, plan: Plan) -> list[str]:
+    """The plan's edge layers, in execution order."""
+    return plan.layers_on(inst, inst.settings.edge)
+
+
+def plan_to_dict(inst: Instance, plan: Plan) -> dict:
+    """The JSON form (``splitopt-plan/1``): the bit-widths of the edge layers written."""
+    return plan.to_dict(inst, bits_on=inst.settings.edge)
 
 
 def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
@@ -48,7 +80,7 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
     cloud precision, and the edge set closed under predecessors (data flows edge -> cloud
     only). Budgets (memory, error) are not checked here: the evaluator reports them."""
     s = inst.settings
-    allowed = inst.candidate_bits()
+    allowed = candidate_bits(inst)
     for names in (plan.device, plan.weight_bits, plan.activation_bits):
         check_known_layers(inst, names, where)
     missing = [l.name for l in inst.layers if l.name not in plan.device]
@@ -66,7 +98,7 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
                 if bits not in allowed:
                     raise InvalidPlan(
                         f"{where}.layers.{n}.{key}: {bits} bits is not a candidate of problem "
-                        f"'{s.problem}' (candidates {list(allowed)})"
+                        f"'{inst.problem}' (candidates {list(allowed)})"
                     )
         elif dev == s.cloud:
             for key, bits in (("weight_bits", plan.weight_bits[n]), ("activation_bits", plan.activation_bits[n])):

@@ -27,6 +27,8 @@ from splitopt.core.plan import Plan
 from splitopt.core.program import LinearProgram
 from splitopt.families.edge_cloud.dominance import dominated_layers
 from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, MEMORY_RTOL
+from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, required_on_edge, uplink
+from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
 
 Form = dict[int, float]
 
@@ -67,9 +69,9 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
     layers = inst.layers
     n = len(layers)
     pos = inst.position
-    bits = list(inst.candidate_bits())
-    edge_dev, cloud_dev = inst.edge_device, inst.cloud_device
-    link = inst.uplink
+    bits = list(candidate_bits(inst))
+    edge_dev, cloud_dev = edge_device(inst), cloud_device(inst)
+    link = uplink(inst)
     ms_per_byte = 1000.0 * 8.0 / link.bandwidth_bits_per_s
     cons = inst.consumers
     # last reader position of each tensor; tensors nobody reads never cross the cut
@@ -122,7 +124,7 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
     act_bits = bits
 
     # (2b) layers that must run on the edge (settings.edge_required, with ancestors)
-    for name in sorted(inst.required_on_edge):
+    for name in sorted(required_on_edge(inst)):
         lp.add({e[name]: 1.0}, ">=", 1.0, name=f"required[{name}]")
 
     # (2) closure: a layer on the edge needs its producers on the edge
@@ -413,7 +415,7 @@ def start_plan(inst: Instance) -> Plan | None:
     them before they find a better one."""
     if inst.settings.edge_required:
         return None
-    return Plan.uniform(inst, [])
+    return uniform_plan(inst, [])
 
 
 def decode_split_plan(inst: Instance, lp: LinearProgram, values: list[float]) -> Plan:
@@ -427,4 +429,4 @@ def decode_split_plan(inst: Instance, lp: LinearProgram, values: list[float]) ->
     for l in inst.layers:
         if values[e[l.name]] > 0.5:
             edge_bits[l.name] = (chosen(wsel[l.name]), chosen(asel[l.name]))
-    return Plan.edge_cloud(inst, edge_bits)
+    return edge_cloud_plan(inst, edge_bits)

@@ -8,6 +8,8 @@ from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.evaluate import Metrics
 from splitopt.core.jsonfile import byte_count
+from splitopt.families.edge_cloud.settings import edge_device
+from splitopt.families.edge_cloud.plan import edge_layers
 
 
 def _fmt_bytes(b: float) -> str:
@@ -18,14 +20,14 @@ def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = 
     from rich.markup import escape as esc
 
     s = inst.settings
-    edge_layers = plan.edge_layers(inst)
+    on_edge = edge_layers(inst, plan)
     n = len(inst.layers)
-    if not edge_layers:
+    if not on_edge:
         where = f"cloud-only: all {n} layers on '{s.cloud}'"
-    elif len(edge_layers) == n:
+    elif len(on_edge) == n:
         where = f"edge-only: all {n} layers on '{s.edge}'"
     else:
-        where = f"split: {len(edge_layers)} of {n} layers on edge '{s.edge}', {n - len(edge_layers)} on cloud '{s.cloud}'"
+        where = f"split: {len(on_edge)} of {n} layers on edge '{s.edge}', {n - len(on_edge)} on cloud '{s.cloud}'"
     console.print(f"[bold]Cut[/bold]      {esc(where)}")
     if m.sent_tensors:
         sent = ", ".join(f"{esc(t)} ({byte_count(b)} B)" for t, b in m.sent_tensors[:8])
@@ -46,14 +48,14 @@ def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = 
     console.print(f"[bold]Error[/bold]    {m.error:.6g} ({budget})")
     for v in m.violations:
         console.print(f"[red]VIOLATION[/red] {esc(v)}")
-    if show_layers and edge_layers:
+    if show_layers and on_edge:
         from rich.table import Table
 
         table = Table(title=esc(f"Edge layers on '{s.edge}'"), show_lines=False)
         for col in ("#", "layer", "op", "W bits", "A bits", "latency ms", "weights B", "output B"):
             table.add_column(col, justify="right" if col not in ("layer", "op") else "left")
-        edge = inst.edge_device
-        for name in edge_layers:
+        edge = edge_device(inst)
+        for name in on_edge:
             layer = inst.layer_by_name[name]
             wb, ab = plan.weight_bits[name], plan.activation_bits[name]
             table.add_row(

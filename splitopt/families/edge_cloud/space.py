@@ -26,12 +26,14 @@ from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, layer_error_terms, transfer_ms
 from splitopt.search.space import ChoiceGene, Genome, SearchSpace
+from splitopt.families.edge_cloud.settings import candidate_bits, edge_device, uplink
+from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 CLOUD = "cloud"
 
 
 def edge_cloud_space(inst: Instance) -> SearchSpace:
-    bits = inst.candidate_bits()
+    bits = candidate_bits(inst)
     options = (CLOUD,) + tuple((w, a) for w in bits for a in bits)
     genes = tuple(ChoiceGene(layer.name, options) for layer in inst.layers)
     budget = inst.settings.error_budget
@@ -51,7 +53,7 @@ def edge_cloud_space(inst: Instance) -> SearchSpace:
         return out
 
     def to_plan(genome: Genome) -> Plan:
-        return Plan.edge_cloud(inst, {n: v for n, v in genome.items() if v != CLOUD})
+        return edge_cloud_plan(inst, {n: v for n, v in genome.items() if v != CLOUD})
 
     def from_plan(plan: Plan) -> Genome:
         edge = inst.settings.edge
@@ -80,9 +82,9 @@ def _layer_error(inst: Instance, n: str, wb: int, ab: int, sent: bool) -> float:
 def _layer_ms(inst: Instance, n: str, wb: int, ab: int, sent: bool) -> float:
     """Edge compute of ``n`` at (wb, ab) plus, when its output crosses the cut, the
     uplink time of its bytes (ms; the link's fixed latency is paid once either way)."""
-    ms = layer_latency_ms(inst, inst.layer_by_name[n], inst.edge_device, wb, ab)
+    ms = layer_latency_ms(inst, inst.layer_by_name[n], edge_device(inst), wb, ab)
     sent_bytes = inst.tensor_elements(n) * inst.sent_bits(n, ab) / 8.0 if sent else 0.0
-    return ms + (transfer_ms(inst, sent_bytes) - inst.uplink.latency_ms if sent_bytes > 0 else 0.0)
+    return ms + (transfer_ms(inst, sent_bytes) - uplink(inst).latency_ms if sent_bytes > 0 else 0.0)
 
 
 def _terms(inst: Instance) -> dict:

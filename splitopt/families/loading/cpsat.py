@@ -63,7 +63,7 @@ def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:
     if not counts:  # no allowed child count: an infeasible model says so
         model.AddBoolOr([])
         return Program(kind="cpsat", model=model, decode=lambda values: None, stats={"no_child_count": True})
-    latency = inst.settings.objective == "latency"
+    latency = inst.objective == "latency"
     N, K = d.n, max(counts)
     unit = max(horizon_ms(d, counts) / TIME_UNITS, 1e-12)
     H = TIME_UNITS + 4 * K + 4

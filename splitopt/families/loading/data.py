@@ -108,7 +108,7 @@ class LoadingData:
 
 
 def options(inst: Instance) -> Mapping[str, Any]:
-    return inst.settings.family_options(SETTINGS_KEY)
+    return inst.settings.loading
 
 
 def _number(value: Any, where: str, low: float, high: float, integer: bool = False) -> float:
@@ -140,9 +140,6 @@ def _build(inst: Instance) -> LoadingData:
     for key in o:
         if key not in OPTION_KEYS:
             raise InvalidInstance(f"{where}.{key}: unknown option (options: {', '.join(OPTION_KEYS)})")
-    for key in ("mesh", "multiview", "chain"):
-        if getattr(s, key):
-            raise InvalidInstance(f"instance.settings.{key}: not a setting of problem 'loading'")
     for key in ("threads", "thread_bytes_per_s"):
         if key not in o:
             raise InvalidInstance(f"{where}.{key}: required")

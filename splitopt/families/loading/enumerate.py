@@ -59,7 +59,7 @@ def enumerate_plans(inst: Instance, limit: int) -> Iterator[LoadingPlan]:
     """Every plan (see the module docstring); NotApplicable when there are more than
     ``limit``."""
     d = data(inst)
-    orders = inst.settings.objective == "latency"
+    orders = inst.objective == "latency"
     count = count_plans(d.n, d.k_max, d.threads, orders, d.last_start_max)
     if count > limit:
         raise NotApplicable(f"brute-force: {count:,} loading plans is too many (limit {limit:,})")

@@ -142,6 +142,6 @@ def evaluate(inst: Instance, plan: LoadingPlan) -> LoadingMetrics:
         tasks.append(Task(d.device, "compute", f"child {i}", is_[i], ie[i]))
     monolithic = d.load_ms(0, d.n, 1) + d.total_infer_ms
     return LoadingMetrics(
-        objective=inst.settings.objective, first_response_ms=response, heaviest_load_ms=max(load),
+        objective=inst.objective, first_response_ms=response, heaviest_load_ms=max(load),
         loads_done_ms=max(le), monolithic_ms=monolithic, k=plan.k, threads=d.threads, slowdown=d.slowdown(plan.k),
         children=tuple(children), schedule=tuple(tasks), violations=tuple(limit_violations(d, plan.starts)))

@@ -13,7 +13,7 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
-from splitopt.families.loading.settings import PLAN_FORMAT, SETTINGS_KEY, SETTINGS_SCHEMA
+from splitopt.families.loading.settings import PLAN_FORMAT, LoadingSettings
 from splitopt.search.space import SearchSpace
 
 # The family's modules need numpy; they are imported where used, so that listing the
@@ -52,8 +52,7 @@ class LoadingFamily(Family):
     name = "loading"
     problems = ("loading",)
     objectives = ("latency", "balance")
-    settings_key = SETTINGS_KEY
-    settings_schema = SETTINGS_SCHEMA
+    settings_class = LoadingSettings
     plan_format = PLAN_FORMAT
     program_kinds = ("cpsat", "linear")
     default_backend = "cpsat"
@@ -137,7 +136,7 @@ class LoadingFamily(Family):
         self.prepare(inst)
         d = data(inst)
         counts = list(d.child_counts())
-        if inst.settings.objective == "balance" or not counts or max(counts) <= d.threads:
+        if inst.objective == "balance" or not counts or max(counts) <= d.threads:
             return "partition-search"
         return "count-search"
 
@@ -146,7 +145,7 @@ class LoadingFamily(Family):
         from splitopt.families.loading.data import data
 
         self.prepare(inst)
-        return loading_lower_bound(data(inst), inst.settings.objective)
+        return loading_lower_bound(data(inst), inst.objective)
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.loading.examples import small_random_data

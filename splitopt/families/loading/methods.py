@@ -40,7 +40,7 @@ def partition_search(inst: Instance, options: SolveOptions) -> BackendOutput:
     """Exact: the best partition of each child count, the best of them (see the module
     docstring); OPTIMAL within ``partition.RTOL``, with the proven bound."""
     d = data(inst)
-    objective = inst.settings.objective
+    objective = inst.objective
     counts = list(d.child_counts())
     if not counts:
         return BackendOutput(Status.INFEASIBLE, message=no_child_count_message(d))
@@ -63,7 +63,7 @@ def count_search(inst: Instance, options: SolveOptions) -> BackendOutput:
     from splitopt.families.loading.counts import solve_counts
 
     d = data(inst)
-    if inst.settings.objective != "latency":
+    if inst.objective != "latency":
         return partition_search(inst, options)
     if not list(d.child_counts()):
         return BackendOutput(Status.INFEASIBLE, message=no_child_count_message(d))

@@ -33,7 +33,7 @@ def build_milp(inst: Instance, start: LoadingPlan | None = None) -> Program:
         never = lp.var("no_child_count", binary=False, lb=0.0, ub=0.0)
         lp.add({never: 1.0}, ">=", 1.0, name="children.min")
         return Program(kind="linear", model=lp, decode=lambda values: None, stats={"no_child_count": True})
-    latency = inst.settings.objective == "latency"
+    latency = inst.objective == "latency"
     N, K, T = d.n, max(counts), d.threads
     H = horizon_ms(d, counts)
     # every load one after another: no load starts or lasts longer (the big-M of the order rows)

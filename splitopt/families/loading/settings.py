@@ -1,12 +1,15 @@
-"""What the loading family declares before any of its data is touched: its settings key, the
-JSON Schema of ``settings.loading``, and its plan format. Imports nothing heavy, so that
+"""What the loading family declares before any of its data is touched: its settings (the
+inference device and ``settings.loading``, with its JSON Schema) and its plan format. Imports nothing heavy, so that
 listing the families (``splitopt solvers``, ``splitopt schema``) loads no numpy."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
 
 from splitopt.core.ranges import MAX_MS, MAX_RATE, MIN_RATE
+from splitopt.core.settings import FamilySettings
+from splitopt.families.settings_fields import device_name, schema_of, unused_schema
 
 SETTINGS_KEY = "loading"
 PLAN_FORMAT = "splitopt-loading-plan/1"
@@ -49,3 +52,27 @@ SETTINGS_SCHEMA: Mapping[str, Any] = {
                             "description": "Published cut positions: name -> the first block of each child."},
     },
 }
+
+
+@dataclass(frozen=True)
+class LoadingSettings(FamilySettings):
+    """``edge``: the device that loads the child models and runs inference; ``loading``: the
+    options object (``SETTINGS_SCHEMA``; parsed and checked by
+    ``splitopt.families.loading.data``)."""
+
+    edge: str
+    loading: Mapping[str, Any] = field(default_factory=dict)
+
+    SCHEMA: ClassVar[Mapping[str, Any]] = {
+        **schema_of("edge", edge="The device that loads the child models and runs inference."),
+        SETTINGS_KEY: SETTINGS_SCHEMA,
+    }
+    REQUIRED: ClassVar[tuple[str, ...]] = ("edge",)
+    UNUSED: ClassVar[Mapping[str, Any]] = unused_schema(
+        "problem 'loading'", "cloud", "edge_memory_bytes", "error_budget", "bit_widths", "cloud_bits",
+        "transmit_bits", "edge_required")
+    MAPPING_FIELDS: ClassVar[tuple[str, ...]] = (SETTINGS_KEY,)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], devices: Mapping[str, Any]) -> "LoadingSettings":
+        return cls(edge=device_name(raw, "edge", devices, "loading"), loading=dict(raw.get(SETTINGS_KEY, {})))

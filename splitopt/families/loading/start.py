@@ -16,7 +16,7 @@ from splitopt.families.loading.plan import LoadingPlan, plan_from_starts
 def start_plan(inst: Instance) -> LoadingPlan:
     d = data(inst)
     counts = list(d.child_counts())
-    with_inference = inst.settings.objective == "latency"
+    with_inference = inst.objective == "latency"
     best, _ = best_partition(d, counts_to_solve(d, with_inference), with_inference)
     if best is not None:
         return plan_from_starts(d, best.starts)

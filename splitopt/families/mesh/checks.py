@@ -16,10 +16,6 @@ def check_mesh(inst: Instance) -> None:
     import networkx as nx
 
     mesh_options(inst)
-    s = inst.settings
-    for key in ("chain", "multiview", "edge_required"):
-        if getattr(s, key):
-            raise InvalidInstance(f"instance.settings.{key}: not a setting of problem 'mesh'")
     dev_names = {d.name for d in inst.devices}
     for bus in inst.buses:
         if bus.name in dev_names:

@@ -22,6 +22,7 @@ from splitopt.families.mesh.milp import build_milp
 from splitopt.families.mesh.plan import PLAN_FORMAT, MeshPlan, plan_from_dict
 from splitopt.families.mesh.report import report
 from splitopt.families.mesh.space import mesh_space
+from splitopt.families.mesh.settings import MeshSettings
 from splitopt.families.mesh.start import diagnose, start_plan
 from splitopt.search.space import SearchSpace
 
@@ -31,24 +32,11 @@ METHODS = (
            methods.best_single_device, aliases=("mesh-best-single-device",), hint=True),
 )
 
-SETTINGS_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "routing": {"enum": ["shortest", "direct"],
-                    "description": "shortest: fewest hops over the links (breadth-first tree); direct: one link only."},
-        "deliver_outputs": {"type": "boolean", "description": "final outputs must reach settings.cloud (default true)."},
-    },
-    "description": "Problem mesh: routing and output delivery (formulations/mesh_schedule.md).",
-}
-
-
 class MeshFamily(Family):
     name = "mesh"
     problems = ("mesh",)
     objectives = ("latency",)
-    settings_key = "mesh"
-    settings_schema = SETTINGS_SCHEMA
+    settings_class = MeshSettings
     plan_format = PLAN_FORMAT
     program_kinds = ("cpsat", "linear")
     default_backend = "cpsat"

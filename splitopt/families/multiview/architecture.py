@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from splitopt.core.instance import Instance, Layer, Link, Settings
+from splitopt.core.instance import Instance, Layer, Link
 from splitopt.core.latency import layer_latency_ms
+from splitopt.families.edge_cloud.settings import EdgeCloudSettings
 from splitopt.families.multiview.data import FUSE, REDUCE, data, derived
 
 
@@ -62,11 +63,12 @@ def edge_cloud_view(inst: Instance, fusion: str, width: int | None, sensor: str)
         s = inst.settings
         link = d.links[sensor]
         private = Link(sensor, d.aggregator, inst.link_rate_bits_per_s(link), link.latency_ms)
-        settings = Settings(problem="split", edge=sensor, cloud=d.aggregator, edge_memory_bytes=d.limits[sensor],
-                            error_budget=None, bit_widths=(d.bits,), cloud_bits=d.bits, transmit_bits=s.transmit_bits)
+        settings = EdgeCloudSettings(edge=sensor, cloud=d.aggregator, edge_memory_bytes=d.limits[sensor],
+                                     error_budget=None, bit_widths=(d.bits,), cloud_bits=d.bits,
+                                     transmit_bits=s.transmit_bits)
         devices = (inst.device_by_name[sensor], inst.device_by_name[d.aggregator])
         return Instance(name=f"{inst.name}[{sensor}]", inputs=inst.inputs, layers=arch_layers(inst, fusion, width),
-                        devices=devices, links=(private,), settings=settings)
+                        devices=devices, links=(private,), problem="split", settings=settings)
 
     return derived(inst, ("view", fusion, width, sensor), build)
 

@@ -22,6 +22,7 @@ from splitopt.families.multiview.plan import PLAN_FORMAT, MultiviewPlan, plan_fr
 from splitopt.families.multiview.report import report
 from splitopt.families.multiview.space import multiview_space
 from splitopt.families.multiview.start import diagnose, start_plan
+from splitopt.families.multiview.settings import MultiviewSettings
 from splitopt.families.multiview.tables import build_tables
 from splitopt.search.space import SearchSpace
 
@@ -33,19 +34,11 @@ METHODS = (
            methods.common_split, hint=True),
 )
 
-SETTINGS_SCHEMA = {
-    "type": "object",
-    "description": "Problem multiview: sensors, fusion and cut candidates, Conv-Reduce widths, measured "
-                   "accuracies, min_accuracy (checked by splitopt.families.multiview; formulations/multiview_bus.md).",
-}
-
-
 class MultiviewFamily(Family):
     name = "multiview"
     problems = ("multiview",)
     objectives = ("latency",)
-    settings_key = "multiview"
-    settings_schema = SETTINGS_SCHEMA
+    settings_class = MultiviewSettings
     plan_format = PLAN_FORMAT
     program_kinds = ("cpsat", "linear")
     default_backend = "cpsat"

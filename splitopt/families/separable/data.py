@@ -162,7 +162,7 @@ class SeparableData:
 
 
 def options(inst: Instance) -> Mapping[str, Any]:
-    return inst.settings.family_options(SETTINGS_KEY)
+    return inst.settings.separable
 
 
 def check_separable(inst: Instance) -> None:
@@ -229,9 +229,6 @@ def _build(inst: Instance) -> SeparableData:
     for key in o:
         if key not in OPTION_KEYS:
             raise InvalidInstance(f"{where}.{key}: unknown option (options: {', '.join(OPTION_KEYS)})")
-    for key in ("mesh", "multiview", "chain"):
-        if getattr(inst.settings, key):
-            raise InvalidInstance(f"instance.settings.{key}: not a setting of problem 'separable'")
     names = o.get("devices", [d.name for d in inst.devices])
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise InvalidInstance(f"{where}.devices: must list device names, got {shown(names)}")

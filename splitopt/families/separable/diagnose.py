@@ -7,7 +7,6 @@ from typing import Callable
 
 from splitopt.core.instance import Instance
 from splitopt.families.separable.data import data, options
-from splitopt.families.separable.settings import SETTINGS_KEY
 
 #: the limits, in the order they are tried, with the value that lifts each
 LIFTS = (("min_accuracy", None), ("latency_budget_ms", None), ("byte_budget_bytes", None),
@@ -15,9 +14,7 @@ LIFTS = (("min_accuracy", None), ("latency_budget_ms", None), ("byte_budget_byte
 
 
 def without(inst: Instance, key: str, value) -> Instance:
-    settings = dict(inst.settings.family_settings)
-    settings[SETTINGS_KEY] = {**options(inst), key: value}
-    return inst.with_settings(family_settings=settings)
+    return inst.with_settings(separable={**options(inst), key: value})
 
 
 def diagnose(inst: Instance, resolve: Callable[[Instance], bool]) -> str:

@@ -239,6 +239,6 @@ def evaluate(inst: Instance, plan: SeparablePlan) -> SeparableMetrics:
         shown_acc = "no accuracy record met" if accuracy is None else f"accuracy {accuracy:.4f}"
         violations.append(f"min_accuracy: {shown_acc}, at least {d.min_accuracy:.4f} required")
     return SeparableMetrics(
-        objective=inst.settings.objective, latency_ms=latency, total_bytes=total, ring_bytes=d.ring_bytes,
+        objective=inst.objective, latency_ms=latency, total_bytes=total, ring_bytes=d.ring_bytes,
         single_device_ms=d.single_device_ms, intensive_steps=intensive, float16_steps=f16, mixing=mixing,
         accuracy=accuracy, ring=plan.ring, steps=tuple(steps), schedule=tuple(tasks), violations=tuple(violations))

@@ -12,7 +12,7 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
-from splitopt.families.separable.settings import PLAN_FORMAT, SETTINGS_KEY, SETTINGS_SCHEMA
+from splitopt.families.separable.settings import PLAN_FORMAT, SeparableSettings
 from splitopt.search.space import SearchSpace
 
 # The family's modules need numpy; they are imported where used, so that listing the
@@ -47,8 +47,7 @@ class SeparableFamily(Family):
     name = "separable"
     problems = ("separable",)
     objectives = ("latency", "bytes")
-    settings_key = SETTINGS_KEY
-    settings_schema = SETTINGS_SCHEMA
+    settings_class = SeparableSettings
     plan_format = PLAN_FORMAT
     program_kinds = ("linear",)
     default_backend = "cpsat"
@@ -137,7 +136,7 @@ class SeparableFamily(Family):
 
         self.prepare(inst)
         d = data(inst)
-        if inst.settings.objective == "bytes":
+        if inst.objective == "bytes":
             low = bytes_lower_bound(d)
             return 0.0 if math.isinf(low) else low
         return latency_lower_bound(d, inst, evaluate(inst, silent_plan(d)).latency_ms)
@@ -148,7 +147,7 @@ class SeparableFamily(Family):
         return self.instance_from_data(small_random_data(seed))
 
     def objective_unit(self, inst: Instance) -> str:
-        return "bytes" if inst.settings.objective == "bytes" else "ms"
+        return "bytes" if inst.objective == "bytes" else "ms"
 
     def summary(self, inst: Instance) -> str:
         from splitopt.families.separable.data import data

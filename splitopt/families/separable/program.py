@@ -43,7 +43,7 @@ def options_of(d: SeparableData) -> list[tuple[int, str]]:
 
 def build_program(inst: Instance, start: SeparablePlan | None) -> Program:
     d = data(inst)
-    objective = inst.settings.objective
+    objective = inst.objective
     lp = LinearProgram()
     G, J = d.g, d.steps
     arcs = [(g, h) for g in range(G) for h in range(G) if g != h and d.has_link(g, h)]

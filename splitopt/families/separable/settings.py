@@ -5,9 +5,12 @@ that listing the families (``splitopt solvers``, ``splitopt schema``) loads no n
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
 
 from splitopt.core.ranges import MAX_MS
+from splitopt.core.settings import FamilySettings
+from splitopt.families.settings_fields import unused_schema
 
 SETTINGS_KEY = "separable"
 PLAN_FORMAT = "splitopt-separable-plan/1"
@@ -87,3 +90,22 @@ SETTINGS_SCHEMA: Mapping[str, Any] = {
                                               "[choice id, level], or a step object."},
     },
 }
+
+
+@dataclass(frozen=True)
+class SeparableSettings(FamilySettings):
+    """``separable``: the options object (``SETTINGS_SCHEMA``: the devices of the group,
+    alpha, sparsity levels, dtypes, budgets, accuracy records; parsed and checked by
+    ``splitopt.families.separable.data``)."""
+
+    separable: Mapping[str, Any] = field(default_factory=dict)
+
+    SCHEMA: ClassVar[Mapping[str, Any]] = {SETTINGS_KEY: SETTINGS_SCHEMA}
+    UNUSED: ClassVar[Mapping[str, Any]] = unused_schema(
+        "problem 'separable'", "edge", "cloud", "edge_memory_bytes", "error_budget", "bit_widths", "cloud_bits",
+        "transmit_bits", "edge_required")
+    MAPPING_FIELDS: ClassVar[tuple[str, ...]] = (SETTINGS_KEY,)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], devices: Mapping[str, Any]) -> "SeparableSettings":
+        return cls(separable=dict(raw.get(SETTINGS_KEY, {})))

@@ -44,6 +44,7 @@ from splitopt.core.instance import Instance, Layer
 from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput, Status
 from splitopt.core.options import SolveOptions
+from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
 
 #: an option of one layer in Eq. 8: (bytes, error, bits)
 Option = tuple[float, float, int]
@@ -201,7 +202,7 @@ def iter_candidates(inst: Instance, splits: Sequence[int] | None = None) -> Iter
     splits if the caller has them (else computed here)."""
     s = inst.settings
     bits = sorted(s.bit_widths)
-    cloud_only = Plan.uniform(inst, [])
+    cloud_only = uniform_plan(inst, [])
     yield Candidate(0, None, None, cloud_only, evaluate(inst, cloud_only))
     seen = {cloud_only.key()}
     for n in potential_splits(inst) if splits is None else splits:
@@ -221,7 +222,7 @@ def iter_candidates(inst: Instance, splits: Sequence[int] | None = None) -> Iter
                 if b_w is None:
                     b_w = weight_bits(inst, names, m_wgt)
                 b_a = activation_bits(inst, names, m_act)
-                plan = Plan.edge_cloud(inst, {name: (b_w[name], b_a[name]) for name in names})
+                plan = edge_cloud_plan(inst, {name: (b_w[name], b_a[name]) for name in names})
                 if plan.key() in seen:
                     continue
                 seen.add(plan.key())

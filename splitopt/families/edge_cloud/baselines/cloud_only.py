@@ -7,9 +7,9 @@ from __future__ import annotations
 from splitopt.families.edge_cloud.baselines.common import finish, float_latencies, raw_input_bytes
 from splitopt.core.instance import Instance
 from splitopt.families.edge_cloud.evaluate import transfer_ms
-from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
+from splitopt.families.edge_cloud.plan import uniform_plan
 
 
 def cloud_only_ms(inst: Instance) -> float:
@@ -19,4 +19,4 @@ def cloud_only_ms(inst: Instance) -> float:
 
 def run(inst: Instance, options: SolveOptions) -> BackendOutput:
     """CLOUD16: all layers on the cloud, raw input sent (AUTO-SPLIT Sec. 5.3)."""
-    return finish(inst, Plan.uniform(inst, []), "cloud-only", objective=cloud_only_ms(inst))
+    return finish(inst, uniform_plan(inst, []), "cloud-only", objective=cloud_only_ms(inst))

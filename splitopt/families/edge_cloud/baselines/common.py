@@ -15,6 +15,7 @@ from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.edge_cloud.evaluate import evaluate
+from splitopt.families.edge_cloud.settings import cloud_device, edge_device
 
 #: relative slack of the methods' own budget checks (floating-point noise, not slack)
 RTOL = 1e-9
@@ -28,7 +29,7 @@ def fits(total: float, budget: float) -> bool:
 def float_latencies(inst: Instance) -> dict[str, tuple[float, float]]:
     """Layer name -> (edge ms, cloud ms), both at the reference precision ``cloud_bits``."""
     b = inst.settings.cloud_bits
-    edge, cloud = inst.edge_device, inst.cloud_device
+    edge, cloud = edge_device(inst), cloud_device(inst)
     return {
         layer.name: (layer_latency_ms(inst, layer, edge, b, b), layer_latency_ms(inst, layer, cloud, b, b))
         for layer in inst.layers
@@ -48,7 +49,7 @@ def sent_bytes(inst: Instance, tensor: str, activation_bits: int) -> float:
 
 def edge_ms(inst: Instance, edge_bits: dict[str, tuple[int, int]]) -> float:
     """Summed edge latency (ms) of layers ``name -> (weight bits, activation bits)``."""
-    edge = inst.edge_device
+    edge = edge_device(inst)
     return sum(layer_latency_ms(inst, inst.layer_by_name[n], edge, wb, ab) for n, (wb, ab) in edge_bits.items())
 
 

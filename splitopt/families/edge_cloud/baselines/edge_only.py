@@ -15,11 +15,12 @@ from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
+from splitopt.families.edge_cloud.plan import uniform_plan
 
 
 def uniform_edge_plan(inst: Instance, bits: int) -> Plan:
     """All layers on the edge at ``bits`` for weights and activations."""
-    return Plan.uniform(inst, [layer.name for layer in inst.layers], bits)
+    return uniform_plan(inst, [layer.name for layer in inst.layers], bits)
 
 
 def uniform_edge_ms(inst: Instance, bits: int) -> float:
@@ -29,7 +30,7 @@ def uniform_edge_ms(inst: Instance, bits: int) -> float:
 
 def run(inst: Instance, options: SolveOptions) -> BackendOutput:
     """EDGE-ONLY: all layers on the edge (split_bits: best uniform bit-width)."""
-    if inst.settings.problem == "split":
+    if inst.problem == "split":
         bits = inst.settings.cloud_bits
     else:
         rows = []

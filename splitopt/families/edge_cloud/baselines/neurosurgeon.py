@@ -24,9 +24,9 @@ from fractions import Fraction
 from splitopt.families.edge_cloud.baselines.common import finish, fits, float_latencies, raw_input_bytes, sent_bytes
 from splitopt.core.instance import Instance
 from splitopt.families.edge_cloud.evaluate import transfer_ms
-from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
+from splitopt.families.edge_cloud.plan import uniform_plan
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def choose_split(inst: Instance) -> ChainSplit:
 def run(inst: Instance, options: SolveOptions) -> BackendOutput:
     """Neurosurgeon: linear scan over the topological order with a chain cost model (float)."""
     best = choose_split(inst)
-    plan = Plan.uniform(inst, [layer.name for layer in inst.layers[: best.k]])
+    plan = uniform_plan(inst, [layer.name for layer in inst.layers[: best.k]])
     # the chain estimate is not the true latency on a DAG: objective stays None
     extra = {"split_k": best.k, "estimate_ms": best.estimate_ms, "estimate_memory_bytes": best.memory_bytes}
     return finish(inst, plan, "neurosurgeon", extra=extra)

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from splitopt.families.edge_cloud.baselines.common import finish, float_latencies, sent_bytes
 from splitopt.core.instance import Instance
-from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
+from splitopt.families.edge_cloud.settings import uplink
+from splitopt.families.edge_cloud.plan import uniform_plan
 
 SOURCE = ("source",)
 SINK = ("sink",)
@@ -37,7 +38,7 @@ def min_cut(inst: Instance) -> tuple[frozenset[str], float]:
     """The edge layer set of the minimum cut and the cut value (ms)."""
     bits = inst.settings.cloud_bits
     lat = float_latencies(inst)
-    ms_per_byte = 1000.0 * 8.0 / inst.uplink.bandwidth_bits_per_s
+    ms_per_byte = 1000.0 * 8.0 / uplink(inst).bandwidth_bits_per_s
 
     finite: dict[tuple, float] = {}
     infinite: list[tuple] = []
@@ -76,7 +77,7 @@ def min_cut(inst: Instance) -> tuple[frozenset[str], float]:
 def run(inst: Instance, options: SolveOptions) -> BackendOutput:
     """DADS/QDMP: s-t min-cut on the layer DAG with fan-out nodes (float; ignores edge memory)."""
     edge, value = min_cut(inst)
-    plan = Plan.uniform(inst, edge)
+    plan = uniform_plan(inst, edge)
     # with a fixed link latency the cut value misses it: then the objective stays None
-    objective = value if inst.uplink.latency_ms == 0 else None
+    objective = value if uplink(inst).latency_ms == 0 else None
     return finish(inst, plan, "qdmp", objective=objective, extra={"cut_value_ms": value})

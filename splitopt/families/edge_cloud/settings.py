@@ -1,0 +1,124 @@
+"""The edge/cloud family's settings (problems ``split`` and ``split_bits``): which device is
+the edge and which the cloud, the edge's memory limit, the error budget, the candidate
+bit-widths and the reference precision; and the lookups every module of the family reads
+through them (the two devices, the uplink, the layers pinned to the edge with their
+ancestors, the bit-widths a plan may use). Imports nothing heavy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from splitopt.core.errors import InvalidInstance
+from splitopt.core.instance import Device, Instance, Link
+from splitopt.core.settings import FamilySettings
+from splitopt.families.settings_fields import device_name, memory_limit, optional_float, schema_of
+
+
+@dataclass(frozen=True)
+class EdgeCloudSettings(FamilySettings):
+    """``edge_memory_bytes`` bounds edge weight bytes plus the peak activation working set
+    (bytes); ``error_budget`` bounds the summed quantization error of edge layers (None: no
+    bound); ``bit_widths`` are the candidate edge bit-widths of the ``split_bits`` problem;
+    ``cloud_bits`` is the reference precision (cloud layers, and every layer in the float
+    ``split`` problem); ``transmit_bits`` (None: the producer's activation bit-width) is the
+    precision of transmitted layer outputs; ``edge_required`` lists layers that must run on
+    the edge (their ancestors follow by closure)."""
+
+    edge: str
+    cloud: str
+    edge_memory_bytes: float
+    error_budget: float | None
+    bit_widths: tuple[int, ...]
+    cloud_bits: int = 16
+    transmit_bits: int | None = None
+    edge_required: tuple[str, ...] = ()
+
+    SCHEMA: ClassVar[Mapping[str, Any]] = schema_of(
+        "edge", "cloud", "edge_memory_bytes", "error_budget", "bit_widths", "cloud_bits", "transmit_bits",
+        "edge_required", edge="The edge device (runs the first part of the network).",
+        cloud="The cloud device (runs the rest; must differ from edge).")
+    REQUIRED: ClassVar[tuple[str, ...]] = ("edge", "cloud")
+    TUPLE_FIELDS: ClassVar[tuple[str, ...]] = ("bit_widths", "edge_required")
+    SORTED_FIELDS: ClassVar[tuple[str, ...]] = ("bit_widths",)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], devices: Mapping[str, Device]) -> "EdgeCloudSettings":
+        problem = raw["problem"]
+        edge = device_name(raw, "edge", devices, problem)
+        cloud = device_name(raw, "cloud", devices, problem)
+        return cls(
+            edge=edge,
+            cloud=cloud,
+            edge_memory_bytes=memory_limit(raw, devices[edge]),
+            error_budget=optional_float(raw, "error_budget"),
+            bit_widths=tuple(sorted(raw.get("bit_widths", devices[edge].bit_widths))),
+            cloud_bits=int(raw.get("cloud_bits", 16)),
+            transmit_bits=raw.get("transmit_bits"),
+            edge_required=tuple(raw.get("edge_required", ())),
+        )
+
+    def check_built(self, problem: str, devices: Mapping[str, Any]) -> None:
+        if self.edge_memory_bytes is None:
+            raise InvalidInstance("instance.settings.edge_memory_bytes: must be a number of bytes in an instance "
+                                  "built in Python (None is resolved to the edge device's memory_bytes only when "
+                                  "parsing JSON)")
+        super().check_built(problem, devices)
+
+    def describe(self) -> str:
+        return f"edge '{self.edge}', cloud '{self.cloud}'"
+
+    @property
+    def reference_bits(self) -> int:
+        return self.cloud_bits
+
+    def bit_widths_named(self) -> tuple[int, ...]:
+        return (*super().bit_widths_named(), *self.bit_widths)
+
+
+def settings(inst: Instance) -> EdgeCloudSettings:
+    """The edge/cloud settings of ``inst`` (typed for the readers of this family)."""
+    return inst.settings  # type: ignore[return-value]
+
+
+def edge_device(inst: Instance) -> Device:
+    """The edge device."""
+    return inst.device_by_name[settings(inst).edge]
+
+
+def cloud_device(inst: Instance) -> Device:
+    """The cloud device."""
+    return inst.device_by_name[settings(inst).cloud]
+
+
+def uplink(inst: Instance) -> Link:
+    """The link from the edge device to the cloud device; InvalidInstance where there is none."""
+    s = settings(inst)
+    link = inst.link_between.get((s.edge, s.cloud))
+    if link is None:
+        raise InvalidInstance(f"links: no link from edge device '{s.edge}' to cloud device '{s.cloud}'")
+    return link
+
+
+def required_on_edge(inst: Instance) -> frozenset[str]:
+    """``settings.edge_required`` with all their ancestors (computed once per instance)."""
+
+    def build() -> frozenset[str]:
+        import networkx as nx
+
+        out: set[str] = set()
+        for name in settings(inst).edge_required:
+            out.add(name)
+            out.update(nx.ancestors(inst.graph, name))
+        return frozenset(out)
+
+    return inst.derived(("edge_cloud", "required_on_edge"), build)
+
+
+def candidate_bits(inst: Instance) -> tuple[int, ...]:
+    """Edge bit-widths a plan may use: the candidate set for ``split_bits``, the reference
+    precision alone for ``split``."""
+    s = settings(inst)
+    if inst.problem == "split":
+        return (s.cloud_bits,)
+    return s.bit_widths
