@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from splitopt import Plan, evaluate, parse_instance
 from splitopt.core.instance_io import to_dict
 from splitopt.core.latency import layer_latency_ms
-from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.examples import random_instance
 
-from splitopt.testing.strategies import instances, split_bits_instances, split_instances
+from splitopt.families.edge_cloud.strategies import instances, split_bits_instances, split_instances
 
 SEEDS = range(300)
 
