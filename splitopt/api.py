@@ -148,6 +148,25 @@ def load_instance(path: str | Path, overrides: Overrides = None) -> Any:
     return parse_instance(data)
 
 
+def check_problem(problem: str, label: str = "problem") -> None:
+    """InvalidOption (one line naming ``label`` and the value, listing the problems)
+    unless a registered family handles ``problem``."""
+    if problem not in problem_families():
+        raise InvalidOption(f"{label} {problem}: unknown problem (problems: {', '.join(problem_families())})")
+
+
+def check_option(name: str, value: str, label: str | None = None) -> None:
+    """InvalidOption (one line naming ``label``, by default the option, and the value)
+    unless ``value`` is one the families that take the instance option ``name``
+    (``Family.instance_options``) accept."""
+    label = name if label is None else label
+    takes = [v for fam in families() for v in fam.instance_options.get(name, ())]
+    if not takes:
+        raise InvalidOption(f"{label} {value}: no problem takes this option")
+    if value not in takes:
+        raise InvalidOption(f"{label} {value}: must be one of {', '.join(dict.fromkeys(takes))}")
+
+
 def adjust_instance(inst: Any, problem: str | None = None, objective: str | None = None,
                     options: dict[str, str] | None = None, prefix: str = "") -> Any:
     """A prepared copy of ``inst`` with another problem of its family (``problem``, e.g.
@@ -158,17 +177,16 @@ def adjust_instance(inst: Any, problem: str | None = None, objective: str | None
     InvalidOption for an unknown problem or a value the option does not take,
     NotApplicable for a change that does not apply to the instance's family."""
     for name, value in (options or {}).items():
+        check_option(name, value, f"{prefix}{name}")
         fam = family_of(inst)
         if name not in fam.instance_options:
             owners = [p for f in families() if name in f.instance_options for p in f.problems]
-            raise NotApplicable(f"{prefix}{name} {value}: applies to problem {', '.join(owners) or 'none'}, not to "
-                                f"problem '{inst.problem}'")
+            raise NotApplicable(f"{prefix}{name} {value}: applies to problem {', '.join(owners)}, not to problem "
+                                f"'{inst.problem}'")
         inst = fam.with_option(inst, name, value, f"{prefix}{name} {value}")
     fam = family_of(inst)
     if problem is not None and problem != inst.problem:
-        if problem not in problem_families():
-            raise InvalidOption(f"{prefix}problem {problem}: unknown problem (problems: "
-                                f"{', '.join(problem_families())})")
+        check_problem(problem, f"{prefix}problem")
         owner = family_for_problem(problem)
         if owner is not fam:
             raise NotApplicable(f"{prefix}problem {problem}: applies to {owner.name} instances "

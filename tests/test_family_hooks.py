@@ -180,3 +180,18 @@ def test_the_peer_report_and_who_has_one():
     toy = load_instance(TOY)
     with pytest.raises(NotApplicable, match="not read from a foreign format"):
         family_of(toy).foreign_report(toy, solve(toy, "cloud-only").metrics)
+
+
+def test_the_command_line_checks_problem_and_family_options_before_reading(tmp_path):
+    from typer.testing import CliRunner
+
+    from splitopt.cli.app import app
+
+    missing = str(tmp_path / "missing.json")  # never read: the options are refused first
+    for args, needle in ((["solve", missing, "--problem", "teleport"], "--problem teleport: unknown problem"),
+                         (["solve", missing, "--contiguity", "paper"], "--contiguity paper: must be one of "
+                                                                       "splitopt, authors"),
+                         (["evaluate", missing, missing, "--contiguity", "paper"], "--contiguity paper")):
+        res = CliRunner().invoke(app, args)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert res.exit_code == 2 and len(lines) == 1 and needle in lines[0], (args, res.stderr)

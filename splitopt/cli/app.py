@@ -77,6 +77,19 @@ def _load(path: Path, problem: Optional[str] = None, objective: Optional[str] = 
     return adjust_instance(inst, problem, objective, options, prefix="--")
 
 
+def _check_choices(problem: Optional[str], contiguity: Optional[str]) -> None:
+    """Before the instance is read: ``--problem`` is a registered problem and the family
+    options (``--contiguity``) take their values."""
+    if problem is None and contiguity is None:
+        return  # nothing to import (start-up time)
+    from splitopt.api import check_option, check_problem
+
+    if problem is not None:
+        check_problem(problem, "--problem")
+    if contiguity is not None:
+        check_option("contiguity", contiguity, "--contiguity")
+
+
 def _check_plot_options(gantt: Optional[Path], breakdown: Optional[Path]) -> None:
     check_output_path(gantt, "--gantt", PLOT_SUFFIXES)
     check_output_path(breakdown, "--breakdown", PLOT_SUFFIXES)
@@ -152,6 +165,7 @@ def solve(
     with errors():
         # every option and path is checked before the instance is read (the slow part)
         check_solve_options(time_limit, threads, seed)
+        _check_choices(problem, contiguity)
         options = parse_solver_options(option)
         sets = parse_set_options(overrides)
         check_output_path(output, "--output", inputs=[instance])
@@ -203,6 +217,7 @@ def evaluate(
 
     with errors():
         _check_plot_options(gantt, breakdown)
+        _check_choices(None, contiguity)
         sets = parse_set_options(overrides)
         inst = _load(instance, objective=objective, contiguity=contiguity, overrides=sets)
         _check_plots_apply(inst, gantt, breakdown)

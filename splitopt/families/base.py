@@ -266,8 +266,9 @@ class Family(ABC):
     #: brute force on the family's random instances costs more
     contract_examples: ClassVar[int] = 100
     #: options of the command line that change this family's instances (``solve`` and
-    #: ``evaluate``: ``--NAME VALUE``), applied by :meth:`with_option`
-    instance_options: ClassVar[tuple[str, ...]] = ()
+    #: ``evaluate``: ``--NAME VALUE``): name -> the values it takes; :meth:`with_option`
+    #: applies one
+    instance_options: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     #: the objectives whose value is, for every plan, an affine function of 1/bandwidth
     #: of each link in :meth:`bandwidth_links` (``splitopt bandwidth --exact`` applies)
     affine_objectives: ClassVar[tuple[str, ...]] = ()
@@ -283,8 +284,8 @@ class Family(ABC):
 
     def with_option(self, inst: Any, name: str, value: str, where: str) -> Any:
         """A prepared copy of ``inst`` with the option ``name`` (one of
-        :attr:`instance_options`) set to ``value``; InvalidOption naming ``where`` for a
-        value the option does not take. The base has no option: NotApplicable."""
+        :attr:`instance_options`) set to ``value`` (one of the values it takes). The base
+        has no option: NotApplicable."""
         raise NotApplicable(f"{where}: does not apply to problem '{inst.problem}'")
 
     def pareto_front(self, inst: Any, solve: Callable[[Any], Any], points: int, mode: str) -> Any:

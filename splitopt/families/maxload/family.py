@@ -29,8 +29,8 @@ from splitopt.families.maxload.latency_cpsat import build_latency_cpsat
 from splitopt.families.maxload.latency_milp import (build_latency_program, decode_latency, encode_latency,
                                                   milp_bound_tolerance_ms, milp_tolerance_ms)
 from splitopt.families.maxload.latency_start import start_placement
-from splitopt.families.maxload.instance import (OBJECTIVES, PROBLEM, MaxloadInstance, check_contiguity, is_peer_data,
-                                              objective_of_path, parse_peer_instance, peer_name)
+from splitopt.families.maxload.instance import (CONTIGUITY, OBJECTIVES, PROBLEM, MaxloadInstance, check_contiguity,
+                                              is_peer_data, objective_of_path, parse_peer_instance, peer_name)
 from splitopt.families.maxload.plan import PLAN_FORMAT, MaxloadPlacement, parse_expert
 from splitopt.families.maxload.program import (MILP_REL_TOL, build_max_load_program, decode_placement,
                                              simple_infeasibility)
@@ -197,13 +197,13 @@ class MaxloadFamily(Family):
 
     # ===== what the generic layers ask (analysis, command line, suites, tests) =================
     contract_examples = 150
-    instance_options = ("contiguity",)
+    instance_options = {"contiguity": CONTIGUITY}
 
     def with_objective(self, inst: MaxloadInstance, objective: str) -> MaxloadInstance:
         return inst.with_objective(objective)
 
     def with_option(self, inst: MaxloadInstance, name: str, value: str, where: str) -> MaxloadInstance:
-        """``contiguity``: the contiguity rule, one of ``instance.CONTIGUITY``."""
+        """``contiguity``: the contiguity rule (``contiguity.py``)."""
         if name != "contiguity":
             return super().with_option(inst, name, value, where)
         return inst.with_contiguity(check_contiguity(value, where))
