@@ -119,7 +119,7 @@ AFFINE_RTOL = 1e-9
 TABLE_FORMAT = "splitopt-bandwidth-breakpoints/1"
 SWEEP_FORMAT = "splitopt-bandwidth-sweep/1"
 #: the sweep table's key (and the printed tables' column) of which layers run where
-PLAN_COLUMN = "split"  # not a family: the column of plan descriptions, named before the families were
+PLAN_COLUMN = "split"  # not a family: the column of plan descriptions (which layers run where)
 
 
 # ----- the link ------------------------------------------------------------------------

@@ -23,7 +23,7 @@ DEFAULT_POINTS = 12
 
 def bandwidth_command(
     instance: Path = typer.Argument(..., help="Instance JSON file (edge/cloud split or split_bits, chain, ...)."),
-    link: Optional[str] = typer.Option(None, "--link", help="The link to vary, SOURCE->TARGET (quote it in a shell). Default: the uplink of an edge/cloud instance, or the only link."),
+    link: Optional[str] = typer.Option(None, "--link", help="The link to vary, SOURCE->TARGET (quote it in a shell). Default: the one link the objective depends on, where there is one (the uplink of an edge/cloud instance, the link of a two-device chain)."),
     low: float = typer.Option(..., "--from", help="Lowest bandwidth, bits/s (e.g. 1e6)."),
     high: float = typer.Option(..., "--to", help="Highest bandwidth, bits/s (e.g. 2e7)."),
     points: Optional[int] = typer.Option(None, "--points", help=f"Sweep: number of log-spaced bandwidths, both ends included (default {DEFAULT_POINTS}); not with --exact."),
