@@ -348,8 +348,8 @@ class Family(ABC):
         return ()
 
     def foreign_report(self, inst: Any, metrics: Any) -> dict[str, Any]:
-        """A plan's metrics as the imported format's own evaluator states them (the
-        former ``splitopt dnnp-eval``); NotApplicable where the family imports none."""
+        """A plan's metrics as the imported format's own evaluator states them (what
+        ``splitopt dnnp-eval`` prints); NotApplicable where the family imports none."""
         raise NotApplicable(f"problem '{inst.problem}' is not read from a foreign format")
 
 
