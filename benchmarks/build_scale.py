@@ -5,7 +5,7 @@ and nonzeros; the builder of commit 4148834 (before the one-row-per-width q rows
 nested closure sums) too, the median of ``--repeats`` builds; then, at the largest size, a
 solve with a 60 s limit (build included).
 
-Instances: ``splitopt.testing.generators.random_instance(seed, n, edge_required=False)``
+Instances: ``splitopt.families.edge_cloud.examples.random_instance(seed, n, edge_required=False)``
 (random DAGs with long skips, 2-4 candidate bit-widths). The earlier builder is read from
 git (``git show 4dca100:...``) and run only up to ``--old-max`` layers (at 10,000 it took
 230 s and 2.95 GB).
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from splitopt.core.gcpause import paused_gc  # noqa: E402
 from splitopt.families.edge_cloud.program import build_split_program  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.testing.generators import random_instance  # noqa: E402
+from splitopt.families.edge_cloud.examples import random_instance  # noqa: E402
 
 OLD_COMMIT = "4dca100"
 #: the commit before this table's last change to the builder

@@ -8,7 +8,7 @@ Per (V, seed): :func:`splitopt.torch.multiview_retrain.multiview_retrain_table` 
 model trained 20 epochs, then per d Conv-Reduce per view + View-Fuse retrained 10 epochs
 by distillation, split-aware init); medians over the seeds. For seed 0 the table becomes
 an instance (:func:`splitopt.torch.width_instance.widths_instance`: V wearables on one
-1 Mbit/s serial link, assumed hardware) and ``splitopt.analysis.pareto.accuracy_front`` (cpsat)
+1 Mbit/s serial link, assumed hardware) and ``splitopt.analysis.pareto.pareto_front`` (cpsat)
 gives the latency-optimal plan per accuracy level. Writes
 ``benchmarks/results/multiview_retrain.md`` and ``.json``.
 """
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from benchmarks.retrain import cpu_name  # noqa: E402
-from splitopt.analysis.pareto import accuracy_front  # noqa: E402
+from splitopt.analysis.pareto import pareto_front  # noqa: E402
 from splitopt.torch.multiview_retrain import multiview_retrain_table  # noqa: E402
 from splitopt.torch.width_instance import widths_instance  # noqa: E402
 
@@ -66,9 +66,9 @@ def main(argv=None) -> int:
                          "payload_bytes": rs[0]["payload_bytes"], "train_seconds": med([r["train_seconds"] for r in rs])})
         inst = widths_instance(tables[(V, seeds[0])], None, name=f"digits_cnn_widths_{V}views")
         s0 = time.perf_counter()
-        front = accuracy_front(inst, solver="cpsat")
+        front = pareto_front(inst, solver="cpsat").points
         fronts[V] = {"seconds": time.perf_counter() - s0,
-                     "points": [{"accuracy": pt.accuracy, "latency_ms": pt.latency_ms, "width": pt.result.plan.width,
+                     "points": [{"accuracy": pt.measure, "latency_ms": pt.latency_ms, "width": pt.result.plan.width,
                                  "status": pt.result.status.value,
                                  "sent_bytes": sum(v.sent_bytes for v in pt.result.metrics.views)} for pt in front]}
     machine = f"{cpu_name()}, {len(os.sched_getaffinity(0))} cores; torch {torch.__version__}, 1 torch thread"

@@ -30,8 +30,8 @@ from splitopt.core.errors import (
 from splitopt.core.instance import Instance
 from splitopt.core.instance_io import save_instance
 from splitopt.core.plan import Plan
+from splitopt.core.result import MetricsLike as Metrics  # what every family's evaluator returns
 from splitopt.core.result import SolveResult, Status
-from splitopt.families.edge_cloud.evaluate import Metrics
 
 __version__ = "0.1.0"
 

@@ -14,26 +14,29 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from splitopt.core.errors import InvalidInstance, InvalidOption, InvalidPlan
+from splitopt.core.errors import InvalidInstance, InvalidOption, InvalidPlan, NotApplicable
 from splitopt.core.instance import Instance, set_build_check
 from splitopt.core.instance_io import FORMAT, check_built, parse_instance_data
 from splitopt.core.jsonfile import check_path_argument, json_type, read_json
 from splitopt.core.result import SolveResult
 from splitopt.families.base import instance_schema as families_schema
-from splitopt.families.registry import family_for_problem, family_of, families, readers
+from splitopt.families.registry import FAMILIES, family_for_problem, family_of, families, problem_families, readers
 
 if TYPE_CHECKING:
     from splitopt.core.overrides import Override
 
-_SCHEMA: dict[str, Any] = {}
+#: the schema built last, by the registry it was built from
+_SCHEMA: dict[tuple, dict[str, Any]] = {}
 
 
 def instance_schema() -> dict[str, Any]:
     """The published JSON Schema of the instance format: the core schema with every
     registered family's problems, objectives and settings (``splitopt.families.base``)."""
-    if not _SCHEMA:
-        _SCHEMA.update(families_schema(families()))
-    return copy.deepcopy(_SCHEMA)
+    key = tuple(FAMILIES.items())
+    if key not in _SCHEMA:
+        _SCHEMA.clear()
+        _SCHEMA[key] = families_schema(families())
+    return copy.deepcopy(_SCHEMA[key])
 
 
 def settings_class_of(problem: str) -> Any:
@@ -141,6 +144,59 @@ def load_instance(path: str | Path, overrides: Overrides = None) -> Any:
             raise InvalidInstance(f"{path}: neither a splitopt instance (no 'format': '{FORMAT}') nor a format "
                                   "splitopt imports (a peer dnn-partitioning file has 'nodes', 'edges', 'maxFPGAs')")
     return parse_instance(data)
+
+
+def check_problem(problem: str, label: str = "problem") -> None:
+    """InvalidOption (one line naming ``label`` and the value, listing the problems)
+    unless a registered family handles ``problem``."""
+    if problem not in problem_families():
+        raise InvalidOption(f"{label} {problem}: unknown problem (problems: {', '.join(problem_families())})")
+
+
+def check_option(name: str, value: str, label: str | None = None) -> None:
+    """InvalidOption (one line naming ``label``, by default the option, and the value)
+    unless ``value`` is one the families that take the instance option ``name``
+    (``Family.instance_options``) accept."""
+    label = name if label is None else label
+    takes = [v for fam in families() for v in fam.instance_options.get(name, ())]
+    if not takes:
+        raise InvalidOption(f"{label} {value}: no problem takes this option")
+    if value not in takes:
+        raise InvalidOption(f"{label} {value}: must be one of {', '.join(dict.fromkeys(takes))}")
+
+
+def adjust_instance(inst: Any, problem: str | None = None, objective: str | None = None,
+                    options: dict[str, str] | None = None, prefix: str = "") -> Any:
+    """A prepared copy of ``inst`` with another problem of its family (``problem``, e.g.
+    split for a split_bits instance), another of its objectives and family options
+    (``options``: name -> value, e.g. ``{"contiguity": "authors"}`` for a peer file:
+    ``Family.instance_options``). Each change is refused in one line naming
+    ``prefix + name`` and the value (the command line passes ``prefix="--"``):
+    InvalidOption for an unknown problem or a value the option does not take,
+    NotApplicable for a change that does not apply to the instance's family."""
+    for name, value in (options or {}).items():
+        check_option(name, value, f"{prefix}{name}")
+        fam = family_of(inst)
+        if name not in fam.instance_options:
+            owners = [p for f in families() if name in f.instance_options for p in f.problems]
+            raise NotApplicable(f"{prefix}{name} {value}: applies to problem {', '.join(owners)}, not to problem "
+                                f"'{inst.problem}'")
+        inst = fam.with_option(inst, name, value, f"{prefix}{name} {value}")
+    fam = family_of(inst)
+    if problem is not None and problem != inst.problem:
+        check_problem(problem, f"{prefix}problem")
+        owner = family_for_problem(problem)
+        if owner is not fam:
+            raise NotApplicable(f"{prefix}problem {problem}: applies to {owner.name} instances "
+                                f"({', '.join(owner.problems)}), not to problem '{inst.problem}'")
+        inst = inst.with_settings(problem=problem)
+        fam.prepare(inst)
+    if objective is not None:
+        if objective not in fam.objectives:
+            raise InvalidOption(f"{prefix}objective {objective}: problem '{inst.problem}' has objectives "
+                                f"{', '.join(fam.objectives)}")
+        inst = fam.with_objective(inst, objective)
+    return inst
 
 
 def plan_from_dict(inst: Any, data: Any, where: str = "plan") -> Any:

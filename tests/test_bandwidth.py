@@ -20,7 +20,7 @@ from splitopt.core.errors import InvalidOption, NotApplicable
 from splitopt.core.result import Status
 from splitopt.families.registry import family_of
 from splitopt.solve import solve
-from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.examples import random_instance
 from splitopt.families.edge_cloud.plan import edge_layers
 
 ROOT = Path(__file__).resolve().parent.parent

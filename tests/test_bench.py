@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from splitopt.cli.app import app
+from splitopt.core.errors import InvalidOption
 from splitopt.sweep.store import read_records
 
 runner = CliRunner()
@@ -35,9 +36,11 @@ def test_list_prints_the_suites():
 
 def test_every_default_solver_exists():
     from splitopt.backends.registry import check_backend
-    from splitopt.sweep.suites import DEFAULT_SOLVERS, SCALE_SOLVERS
+    from splitopt.sweep.suites import default_solvers
 
-    for names in (*DEFAULT_SOLVERS.values(), *SCALE_SOLVERS.values()):
+    listed = default_solvers()
+    assert "split_bits" in listed and "maxload/throughput" in listed and "scale chain" in listed
+    for names in listed.values():
         for name in names:
             check_backend(name, {})
 
@@ -117,15 +120,20 @@ def test_peer_default_folder_is_relative_to_the_cwd(tmp_path, monkeypatch):
 def test_suite_sources_with_solvers(tmp_path):
     """The peer suite's latency files get no throughput-only method; ``-s`` keeps a family
     method only on its family's instances."""
+    from splitopt.families.maxload.examples import random_maxload_data
     from splitopt.sweep.suites import SuiteOptions, peer_sources, scale_sources, solvers_for
 
     peer = tmp_path / "peer"
     for objective in ("throughput", "latency"):
         (peer / f"{objective}-inputs" / "LayerGraphs").mkdir(parents=True)
-        (peer / f"{objective}-inputs" / "LayerGraphs" / "g.json").write_text(json.dumps({"nodes": []}))
+        (peer / f"{objective}-inputs" / "LayerGraphs" / "g.json").write_text(json.dumps(random_maxload_data(0)))
     sources = peer_sources(SuiteOptions(peer_dir=peer))
     assert [s.path.parent.parent.name for s in sources] == ["throughput-inputs", "latency-inputs"]
     assert "intervals" in sources[0].solvers and "intervals" not in sources[1].solvers
+    # a file there that is not in the format is named, not skipped
+    (peer / "latency-inputs" / "LayerGraphs" / "h.json").write_text(json.dumps({"nodes": []}))
+    with pytest.raises(InvalidOption, match="h.json: not a format splitopt imports"):
+        peer_sources(SuiteOptions(peer_dir=peer))
     scale = scale_sources(SuiteOptions(sizes=(5,), cache_dir=tmp_path / "cache"))
     chosen = solvers_for(scale, ["cloud-only", "cpsat"])
     assert [(s.family, names) for s, names in chosen] == [("edge_cloud", ("cloud-only", "cpsat")),
@@ -134,15 +142,23 @@ def test_suite_sources_with_solvers(tmp_path):
 
 def test_the_shipped_suite_skips_files_that_are_not_instances(tmp_path):
     """A JSON file whose settings are not an object (or that is not JSON) is not an
-    instance of the suite: skipped, where it had raised AttributeError."""
+    instance of the suite: skipped, where it had raised AttributeError. An instance of a
+    problem no family handles is an error naming the file and the problem."""
     from splitopt.families.edge_cloud.examples import random_instance_data
     from splitopt.sweep.suites import SuiteOptions, shipped_sources
 
     (tmp_path / "a.json").write_text(json.dumps({"settings": []}))
     (tmp_path / "b.json").write_text("{not json")
     (tmp_path / "c.json").write_text(json.dumps(random_instance_data(0, 4, edge_required=False)))
-    sources = shipped_sources(SuiteOptions(cache_dir=tmp_path / "cache", instances_dir=tmp_path))
+    options = SuiteOptions(cache_dir=tmp_path / "cache", instances_dir=tmp_path)
+    sources = shipped_sources(options)
     assert [s.path.name for s in sources] == ["c.json"]
+    assert sources[0].solvers[0] == "milp-cbc" and "u8" in sources[0].solvers
+    unknown = random_instance_data(0, 4, edge_required=False)
+    unknown["settings"]["problem"] = "teleport"
+    (tmp_path / "d.json").write_text(json.dumps(unknown))
+    with pytest.raises(InvalidOption, match="d.json: .*unknown problem 'teleport'"):
+        shipped_sources(options)
 
 
 def test_bench_refuses_a_plot_whose_second_image_cannot_be_written(tmp_path):

@@ -23,7 +23,7 @@ from splitopt.core.result import Status
 from splitopt.solve import solve
 from splitopt.families.chain.program import build_chain_program, encode_chain_plan
 from splitopt.core.program import row_violations
-from splitopt.testing.generators import random_chain_instance, random_chain_plan
+from splitopt.families.chain.examples import random_chain_instance, random_chain_plan
 
 EXACT = ["milp-cbc", "milp-highs", "cpsat"]
 
@@ -308,9 +308,9 @@ def test_cli_refuses_edge_cloud_commands_on_a_chain(tmp_path):
     path = tmp_path / "three.json"
     path.write_text(json.dumps(three_device_data()))
     out = CliRunner().invoke(app, ["pareto", str(path)])
-    assert out.exit_code == 2 and "defined for problems split and split_bits (latency/accuracy for multiview, latency/bytes for separable), not 'chain'" in out.output
+    assert out.exit_code == 2 and "problem 'chain' has no Pareto front; fronts are defined for split, split_bits (latency / error); multiview (latency / accuracy); separable (latency / bytes)" in out.output
     out = CliRunner().invoke(app, ["solve", str(path), "--problem", "split"])
-    assert out.exit_code == 2 and "--problem split: applies to edge/cloud instances" in out.output
+    assert out.exit_code == 2 and "--problem split: applies to edge_cloud instances (split, split_bits), not to problem 'chain'" in out.output
     out = CliRunner().invoke(app, ["solve", str(path), "--solver", "neurosurgeon"])
     assert out.exit_code == 2 and "does not handle problem 'chain'" in out.output
 

@@ -18,7 +18,7 @@ from splitopt.families.chain.cut import min_weighted_stages
 from splitopt.families.chain.enumerate import enumerate_plans
 from splitopt.families.chain.evaluate import evaluate
 from splitopt.solve import solve
-from splitopt.testing.generators import first_chain_instance_for, random_chain_instance
+from splitopt.families.chain.examples import first_chain_instance_for, random_chain_instance
 
 SMALL = dict(seed=st.integers(0, 10_000), n=st.integers(1, 7), m=st.integers(2, 4), linear=st.booleans())
 

@@ -20,7 +20,7 @@ from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
 from splitopt.families.registry import family
 from splitopt.solve import solve
-from splitopt.testing.generators import first_chain_instance_for, random_chain_instance, random_chain_plan
+from splitopt.families.chain.examples import first_chain_instance_for, random_chain_instance, random_chain_plan
 
 SMALL = dict(seed=st.integers(0, 10_000), n=st.integers(1, 7), m=st.integers(2, 4), linear=st.booleans())
 

@@ -7,12 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from splitopt.families.registry import FAMILIES
+from splitopt.families.registry import FAMILIES, family
 from splitopt.testing import contracts
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
-#: examples per family and check (brute force on multiview and mesh costs the most)
-EXAMPLES = {"edge_cloud": 200, "chain": 150, "mesh": 100, "multiview": 80, "maxload": 150, "loading": 150, "separable": 100}
+
+
+def examples_of(name: str) -> int:
+    """Examples per check for the family (``Family.contract_examples``: brute force on
+    multiview and mesh costs the most)."""
+    return family(name).contract_examples
 
 
 def examples(n: int):
@@ -37,7 +41,7 @@ def test_protocol(family):
 @pytest.mark.parametrize("backend", contracts.EXACT_BACKENDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_exact_matches_brute_force(family, backend):
-    for_seeds(EXAMPLES[family], contracts.check_exact_matches_brute_force, family, backend)
+    for_seeds(examples_of(family), contracts.check_exact_matches_brute_force, family, backend)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -47,7 +51,7 @@ def test_program_agrees_with_evaluator(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_methods_never_beat_the_optimum(family):
-    for_seeds(max(10, EXAMPLES[family] // 2), contracts.check_methods_never_beat_the_optimum, family)
+    for_seeds(max(10, examples_of(family) // 2), contracts.check_methods_never_beat_the_optimum, family)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -73,7 +77,7 @@ def test_same_seed_same_plan(family, backend):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_lower_bound_never_exceeds_the_optimum(family):
-    for_seeds(EXAMPLES[family], contracts.check_lower_bound, family)
+    for_seeds(examples_of(family), contracts.check_lower_bound, family)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -163,7 +163,7 @@ def test_exact_pareto_front_does_not_depend_on_how_a_solver_breaks_latency_ties(
     from splitopt.analysis.pareto import pareto_front
 
     inst = load_instance(DATA / "toy.json").with_settings(problem="split_bits")
-    fronts = [[(round(p.error, 9), round(p.latency_ms, 9)) for p in pareto_front(inst, solver=s)]
+    fronts = [[(round(p.measure, 9), round(p.latency_ms, 9)) for p in pareto_front(inst, solver=s).points]
               for s in ("brute-force", "cpsat")]
     assert fronts[0] == fronts[1] and len(fronts[0]) == 8, fronts
 

@@ -20,9 +20,9 @@ from splitopt.families.edge_cloud.enumerate import all_plans, count_plans, down_
 from splitopt.families.registry import family
 from splitopt.solve import solve
 from splitopt.testing.contracts import EXACT_BACKENDS
-from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.examples import random_instance
 
-from splitopt.testing.strategies import instances
+from splitopt.families.edge_cloud.strategies import instances
 from splitopt.families.edge_cloud.plan import edge_cloud_plan, edge_layers
 from splitopt.families.edge_cloud.settings import candidate_bits
 

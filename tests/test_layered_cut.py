@@ -17,7 +17,7 @@ from splitopt.families.edge_cloud.bound import edge_cloud_lower_bound, relaxed_c
 from splitopt.families.edge_cloud.evaluate import evaluate
 from splitopt.families.registry import family
 from splitopt.solve import solve
-from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.examples import random_instance
 from splitopt.families.edge_cloud.plan import edge_layers
 from splitopt.families.edge_cloud.settings import required_on_edge
 

@@ -21,7 +21,7 @@ from splitopt.families.mesh.plan import plan_from_dict, single_device_plan
 from splitopt.core.result import Status
 from splitopt.core.schedule import overlaps
 from splitopt.solve import solve
-from splitopt.testing.generators import random_mesh_instance
+from splitopt.families.mesh.examples import random_mesh_instance
 
 DEVICES = ["UE", "SBS", "MBS1", "MBS2", "MBS3", "cloud"]
 

@@ -17,7 +17,7 @@ from splitopt.core.errors import InvalidPlan  # noqa: E402
 from splitopt.api import evaluate  # noqa: E402
 from splitopt.api import load_instance  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.testing.generators import random_instance  # noqa: E402
+from splitopt.families.edge_cloud.examples import random_instance  # noqa: E402
 from splitopt.torch.packing import (  # noqa: E402
     QUANTIZED_BITS, SUPPORTED_BITS, PackedTensor, activation_codes,
     check_against_evaluator, pack, pack_sent_tensors, unpack, unpack_codes,

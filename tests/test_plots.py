@@ -15,8 +15,10 @@ from matplotlib.figure import Figure
 from typer.testing import CliRunner
 
 from splitopt.analysis import plots
+from splitopt.core.drawing import Pipeline
+from splitopt.core.front import Front, FrontPoint, Limit
 from splitopt.core.schedule import Task
-from splitopt.families.registry import family
+from splitopt.families.registry import family, family_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY = ROOT / "tests" / "data" / "toy.json"
@@ -43,10 +45,14 @@ def solved(name: str, seed: int, objective: str | None = None):
     fam = family(name)
     inst = fam.random_instance(seed)
     if objective is not None:
-        inst = inst.with_objective(objective) if hasattr(inst, "with_objective") else \
-            inst.with_settings(objective=objective)
-        fam.prepare(inst)
+        inst = fam.with_objective(inst, objective)
     return inst, solve(inst, "brute-force").metrics
+
+
+def pipeline_stages(inst, metrics):
+    """The stages of the pipeline the plan's family draws (none where it draws another picture)."""
+    drawing = family_of(inst).plan_drawing(inst, metrics)
+    return drawing.stages if isinstance(drawing, Pipeline) else ()
 
 
 # ----- schedules -----------------------------------------------------------------------------
@@ -91,7 +97,7 @@ def test_breakdown_returns_a_figure(pyplot_untouched):
 
 def test_a_chain_throughput_plan_is_drawn_as_its_pipeline(pyplot_untouched, tmp_path):
     inst, metrics = solved("chain", 2, "throughput")
-    stages = plots.pipeline_stages(metrics)
+    stages = pipeline_stages(inst, metrics)
     assert len(stages) >= 2
     fig = plots.plot_plan(inst, metrics, tmp_path / "p.png")
     ax = fig.axes[0]
@@ -107,7 +113,7 @@ def test_a_chain_throughput_plan_is_drawn_as_its_pipeline(pyplot_untouched, tmp_
 def test_a_maxload_throughput_plan_is_a_pipeline_and_a_latency_plan_a_gantt(pyplot_untouched):
     inst, metrics = solved("maxload", 0, "throughput")
     fig = plots.plot_plan(inst, metrics)
-    assert len(fig.axes[0].get_yticklabels()) == len(plots.pipeline_stages(metrics))
+    assert len(fig.axes[0].get_yticklabels()) == len(pipeline_stages(inst, metrics))
     assert "pipeline" in fig.axes[0].get_title()
     inst, metrics = solved("chain", 0, "latency")
     assert "makespan" in plots.plot_plan(inst, metrics).axes[0].get_title()
@@ -135,18 +141,25 @@ def test_cli_gantt_draws_an_edge_cloud_timeline(tmp_path):
 
 # ----- Pareto fronts -------------------------------------------------------------------------
 
-def point(error: float, latency: float, status: str = "OPTIMAL"):
-    status = SimpleNamespace(value=status)
-    return SimpleNamespace(error=error, latency_ms=latency, result=SimpleNamespace(status=status))
+def point(measure: float, latency: float, status: str = "OPTIMAL", label: str = ""):
+    result = SimpleNamespace(status=SimpleNamespace(value=status))
+    return FrontPoint(None, result, latency, measure, label)
 
 
-def fake_inst(budget):
-    return SimpleNamespace(name="fake", settings=SimpleNamespace(error_budget=budget))
+def error_front(points, budget=None):
+    """A latency / error front as the edge/cloud family marks it: the budget, the chosen plan."""
+    fits = [p for p in points if budget is None or p.measure <= budget]
+    return Front("latency / error Pareto front", "summed quantization error (relative MSE)", points, None,
+                 limits=() if budget is None else (Limit("measure", budget, f"error budget {budget:.4g}"),),
+                 chosen=min(fits, key=lambda p: p.latency_ms) if fits else None)
+
+
+FAKE = SimpleNamespace(name="fake")
 
 
 def test_pareto_marks_the_budget_and_the_chosen_plan(pyplot_untouched):
-    front = [point(0.0, 5.0), point(0.01, 2.0), point(0.05, 1.0)]
-    fig = plots.plot_front(fake_inst(0.02), front)
+    front = error_front([point(0.0, 5.0), point(0.01, 2.0), point(0.05, 1.0)], budget=0.02)
+    fig = plots.plot_front(FAKE, front)
     ax = fig.axes[0]
     budget = [line for line in ax.get_lines() if line.get_label().startswith("error budget")]
     assert len(budget) == 1 and list(budget[0].get_xdata()) == [0.02, 0.02]
@@ -157,7 +170,7 @@ def test_pareto_marks_the_budget_and_the_chosen_plan(pyplot_untouched):
 
 
 def test_pareto_without_a_budget_marks_the_fastest_plan(pyplot_untouched):
-    fig = plots.plot_front(fake_inst(None), [point(0.0, 5.0), point(0.05, 1.0, "FEASIBLE")])
+    fig = plots.plot_front(FAKE, error_front([point(0.0, 5.0), point(0.05, 1.0, "FEASIBLE")]))
     ax = fig.axes[0]
     assert not [line for line in ax.get_lines() if line.get_label().startswith("error budget")]
     chosen = [c for c in ax.collections if c.get_label().startswith("chosen plan")]
@@ -171,30 +184,45 @@ def test_pareto_without_a_budget_marks_the_fastest_plan(pyplot_untouched):
     ([0.0, 1e-5, 1e-1], [1.0, 2.0, 3.0], "symlog", "linear"),  # a zero error: linear near 0, log beyond
 ])
 def test_pareto_axes_are_log_only_where_values_span_decades(pyplot_untouched, errors, latencies, xscale, yscale):
-    front = [point(e, l) for e, l in zip(errors, latencies)]
-    ax = plots.plot_front(fake_inst(None), front).axes[0]
+    front = error_front([point(e, l) for e, l in zip(errors, latencies)])
+    ax = plots.plot_front(FAKE, front).axes[0]
     assert (ax.get_xscale(), ax.get_yscale()) == (xscale, yscale)
 
 
-def test_accuracy_and_bytes_fronts_mark_their_budgets_and_choices(pyplot_untouched):
+def test_accuracy_and_bytes_fronts_mark_their_budgets_and_choices(pyplot_untouched, monkeypatch):
+    """An accuracy front's limit, labels and chosen plan; the separable family's front
+    (``families/separable/pareto.py``) on stand-in corners: the budgets it marks, the plan
+    it chooses, its rows."""
+    from splitopt.core.front import least_latency
+    from splitopt.families.separable import pareto as sep_pareto
+
     ok = SimpleNamespace(value="OPTIMAL")
-    front = [SimpleNamespace(accuracy=a, latency_ms=lat, result=SimpleNamespace(plan=SimpleNamespace(width=w)))
+    found = [FrontPoint(a, SimpleNamespace(status=ok), lat, a, "no compression" if w is None else f"d={w}")
              for a, lat, w in ((0.90, 1.0, 2), (0.95, 2.0, 4), (0.99, 5.0, None))]
-    inst = SimpleNamespace(name="f", settings=SimpleNamespace(multiview={"min_accuracy": 0.93}))
-    ax = plots.plot_accuracy_front(inst, front).axes[0]
+    front = Front("latency / accuracy front", "measured accuracy", found, None,
+                  limits=(Limit("measure", 0.93, "accuracy budget 0.93"),), step="pre",
+                  chosen=least_latency(found, lambda a: a >= 0.93))
+    ax = plots.plot_front(FAKE, front).axes[0]
     assert "accuracy budget 0.93" in [line.get_label() for line in ax.get_lines()]
     assert [c.get_offsets().tolist() for c in ax.collections if c.get_label() == "chosen plan (solve)"] == \
         [[[0.95, 2.0]]]
-    front = [SimpleNamespace(bytes=b, latency_ms=lat, result=SimpleNamespace(status=ok))
-             for b, lat in ((1e4, 1.0), (4e3, 2.0), (1e2, 10.0))]
+    assert {"d=2", "d=4", "no compression"} <= {t.get_text() for t in ax.texts}
+
+    metrics = lambda b: SimpleNamespace(ratio_to_ring=b / 1e4, intensive_steps=1)  # noqa: E731
+    results = [SimpleNamespace(status=ok, metrics=metrics(b), plan=SimpleNamespace(to_dict=lambda inst: {}), gap=0.0)
+               for b in (1e4, 4e3, 1e2)]
+    found = [FrontPoint(None, r, lat, b) for r, (b, lat) in zip(results, ((1e4, 1.0), (4e3, 2.0), (1e2, 10.0)))]
     options = {"byte_budget_bytes": 5000.0, "latency_budget_ms": 8.0}
     inst = SimpleNamespace(name="f", objective="latency", settings=SimpleNamespace(separable=options))
-    ax = plots.plot_bytes_front(inst, front).axes[0]
+    monkeypatch.setattr(sep_pareto, "bytes_front", lambda inst, solve, points: found)
+    front = sep_pareto.pareto_front(inst, None, 50)
+    ax = plots.plot_front(inst, front).axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
     assert "byte budget 5 kB" in labels and "latency budget 8 ms" in labels
     chosen = [c for c in ax.collections if c.get_label().startswith("chosen plan")]
     assert chosen[0].get_offsets().tolist() == [[4e3, 2.0]]
     assert (ax.get_xscale(), ax.get_yscale()) == ("linear", "linear")  # exactly two decades: not more
+    assert front.records[1]["bytes"] == 4e3 and front.rows[1][0] == "4,000"
 
 
 def test_cli_pareto_plot_has_the_budget_and_the_chosen_plan(tmp_path):
@@ -210,7 +238,7 @@ def test_cli_pareto_plot_has_the_budget_and_the_chosen_plan(tmp_path):
 
 def test_sweep_and_bandwidth_plots_return_figures(pyplot_untouched, tmp_path):
     from splitopt.api import load_instance
-    from splitopt.cli.bandwidth import plot_sweep
+    from splitopt.analysis.plots import plot_sweep
     from splitopt.sweep.plots import plot_objective_vs_time, plot_time_vs_size
 
     records = [{"instance": "a.json", "solver": "evolutionary", "seed": 0, "family": "chain", "problem": "chain",

@@ -143,10 +143,10 @@ def test_pareto_names_each_point_it_solves():
     inst = load_instance(INSTANCES / "resnet50_eyeriss.json")
     seen: list[Progress] = []
     with progress.reporting(seen.append):
-        points = pareto_front(inst, "milp-highs", mode="grid", points=3)
+        front = pareto_front(inst, "milp-highs", mode="grid", points=3)
     steps = list(dict.fromkeys(p.step for p in seen if p.step))
     assert steps[0] == "point 1 of 3: no error budget" and steps[1].startswith("point 2 of 3: error budget 0")
-    assert steps[-1].startswith("point 3 of 3") and len(steps) == 3 and points
+    assert steps[-1].startswith("point 3 of 3") and len(steps) == 3 and front.points
     assert seen[-1].step == ""  # cleared when the sweep ends
 
 

@@ -24,8 +24,8 @@ from splitopt.families.edge_cloud.evaluate import evaluate
 from splitopt.families.edge_cloud.examples import random_instance_data
 from splitopt.families.edge_cloud.program import build_split_program, decode_split_plan, encode_plan
 from splitopt.families.registry import family
-from splitopt.testing.generators import random_instance
-from splitopt.testing.strategies import split_bits_instances, split_instances
+from splitopt.families.edge_cloud.examples import random_instance
+from splitopt.families.edge_cloud.strategies import split_bits_instances, split_instances
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"

@@ -19,7 +19,7 @@ from splitopt.core.options import BuildDeadlinePassed, building_until
 from splitopt.families.edge_cloud import program as edge_cloud_program
 from splitopt.families.registry import family
 from splitopt.testing import contracts
-from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.examples import random_instance
 from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)

@@ -12,7 +12,7 @@ import pytest
 from splitopt import Status, evaluate, parse_instance
 from splitopt.solve import solve
 from splitopt.testing.contracts import EXACT_BACKENDS
-from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.examples import random_instance
 from splitopt.backends.cbc import parse_cbc_log
 from splitopt.families.edge_cloud.plan import edge_layers
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from splitopt import evaluate, parse_instance
 from splitopt.core.instance_io import to_dict
 from splitopt.core.latency import layer_latency_ms
-from splitopt.testing.generators import random_instance
+from splitopt.families.edge_cloud.examples import random_instance
 
-from splitopt.testing.strategies import instances, split_bits_instances, split_instances
+from splitopt.families.edge_cloud.strategies import instances, split_bits_instances, split_instances
 from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
 from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, uplink
 

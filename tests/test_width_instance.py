@@ -1,6 +1,6 @@
 """The compression width d as a solver decision with its measured accuracy
 (``splitopt.torch.width_instance``, ``settings.multiview.accuracy``/``min_accuracy``) and
-the latency / accuracy front (``splitopt.analysis.pareto.accuracy_front``, ``splitopt pareto``).
+the latency / accuracy front (``splitopt.analysis.pareto.pareto_front``, ``splitopt pareto``).
 
 The table below has the shape of a :func:`splitopt.torch.retrain.retrain_table` result
 (accuracies as measured once on the digits CNN); training itself is tested in
@@ -25,7 +25,7 @@ from splitopt.families.multiview import data as _mv_data, plan as _mv_plan  # no
 #: the multiview family's functions these tests call, under short names
 mv = SimpleNamespace(data=_mv_data.data, uniform_plan=_mv_plan.uniform_plan, REDUCE=_mv_data.REDUCE)
 
-from splitopt.analysis.pareto import accuracy_front  # noqa: E402
+from splitopt.analysis.pareto import pareto_front  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
 from splitopt.torch.width_instance import split_tensor, widths_instance  # noqa: E402
 
@@ -77,9 +77,9 @@ def test_raw_image_stays_on_the_sensor():
 
 
 def test_accuracy_front_has_every_corner():
-    front = accuracy_front(widths_instance(TABLE, None), solver="cpsat")
+    front = pareto_front(widths_instance(TABLE, None), solver="cpsat").points
     assert [p.result.plan.width for p in front] == [1, 2, 4, 16, None]  # d=8 is dominated by d=4
-    assert [p.accuracy for p in front] == [0.886, 0.908, 0.939, 0.942, 0.967]
+    assert [p.measure for p in front] == [0.886, 0.908, 0.939, 0.942, 0.967]
     lat = [p.latency_ms for p in front]
     assert lat == sorted(lat) and all(p.result.status is Status.OPTIMAL for p in front)
 

@@ -99,7 +99,7 @@ from typing import Any, Sequence
 from splitopt.core.errors import InvalidOption, NotApplicable
 from splitopt.core.instance import Instance, Link, checked_elsewhere
 from splitopt.core.result import SolveResult, Status
-from splitopt.families.registry import family_of
+from splitopt.families.registry import families, family_of
 from splitopt.solve import solve
 
 #: the rates an instance may hold (``splitopt/core/ranges.py``, the schema's ``rate``)
@@ -115,11 +115,11 @@ DEFAULT_ATOL_MS = 1e-9
 DEFAULT_MAX_SOLVES = 200
 #: relative tolerance of the affinity check of a plan's objective in 1/bandwidth
 AFFINE_RTOL = 1e-9
-#: the objectives whose plan cost is affine in 1/bandwidth, by family
-EXACT_OBJECTIVES = {"edge_cloud": ("latency",), "chain": ("latency",)}
 #: the format tag of the breakpoint table's JSON
 TABLE_FORMAT = "splitopt-bandwidth-breakpoints/1"
 SWEEP_FORMAT = "splitopt-bandwidth-sweep/1"
+#: the sweep table's key (and the printed tables' column) of which layers run where
+PLAN_COLUMN = "split"  # not a family: the column of plan descriptions (which layers run where)
 
 
 # ----- the link ------------------------------------------------------------------------
@@ -141,22 +141,19 @@ def _links_listing(inst: Instance) -> str:
 
 def resolve_link(inst: Any, link: str | tuple[str, str] | None, option: str = "--link") -> Link:
     """The instance's link named by ``link`` (``"SRC->DST"`` or a pair); None: the one
-    link that carries the problem's traffic when there is exactly one (the uplink of an
-    edge/cloud instance, the only link of a two-device chain). InvalidOption (one line,
-    listing the links) when there is no such link, or None is ambiguous; NotApplicable
-    for an instance without links of its own (peer files, loading, separable) or a link
-    on a shared bus."""
-    links = getattr(inst, "links", None)
-    if not isinstance(inst, Instance) or links is None:
-        raise NotApplicable(f"{option}: problem '{inst.problem}' has no links with a bandwidth of their own")
+    link the problem's objective depends on when there is exactly one
+    (``Family.bandwidth_links``: the uplink of an edge/cloud instance, the only link of a
+    two-device chain). InvalidOption (one line, listing the links) when there is no such
+    link, or None is ambiguous; NotApplicable for an instance without links of its own
+    (peer files) or a link on a shared bus."""
     fam = family_of(inst)
+    if not fam.core_instance:
+        raise NotApplicable(f"{option}: problem '{inst.problem}' has no links with a bandwidth of their own")
+    links = inst.links
     if link is None:
-        if fam.name == "edge_cloud":
-            from splitopt.families.edge_cloud.settings import uplink
-
-            return uplink(inst)
-        if len(links) == 1:
-            return links[0]
+        used = fam.bandwidth_links(inst)
+        if len(used) == 1:
+            return used[0]
         raise InvalidOption(f"{option}: give the link to vary, SOURCE->TARGET; problem '{inst.problem}' has "
                             f"{len(links)} links: {_links_listing(inst)}")
     source, target = parse_link(link, option) if isinstance(link, str) else link
@@ -170,25 +167,22 @@ def resolve_link(inst: Any, link: str | tuple[str, str] | None, option: str = "-
     return found
 
 
+def affine(inst: Any) -> bool:
+    """Whether every plan's objective is an affine function of 1/bandwidth of the links
+    the problem uses (its family's ``affine_objectives``)."""
+    return inst.objective in family_of(inst).affine_objectives
+
+
 def check_exact_applies(inst: Instance, link: Link, option: str = "--link") -> None:
     """NotApplicable (one line, saying why) unless the instance's objective is an affine
     function of 1/bandwidth of ``link`` for every plan (the module's docstring), and
     InvalidOption when the objective does not use ``link`` at all."""
     fam = family_of(inst)
     objective = inst.objective
-    if objective not in EXACT_OBJECTIVES.get(fam.name, ()):
-        why = {
-            ("chain", "throughput"): "the bottleneck stage is a max of affine functions of 1/bandwidth per plan, so "
-                                     "the optimum is not concave in it",
-            ("mesh", "latency"): "a schedule's makespan is a max over paths of affine functions of 1/bandwidth, so "
-                                 "the optimum is not concave in it",
-        }.get((fam.name, objective), "its objective is not an affine function of 1/bandwidth per plan")
-        raise NotApplicable(f"--exact: problem '{inst.problem}' objective '{objective}': {why}; exact breakpoints "
-                            f"are defined for {_exact_listing()}; the sweep without --exact works")
-    from splitopt.families.edge_cloud.settings import uplink
-
-    used = [uplink(inst)] if fam.name == "edge_cloud" else \
-        [inst.link_between[(a, b)] for a, b in zip(inst.settings.chain, inst.settings.chain[1:])]
+    if not affine(inst):
+        raise NotApplicable(f"--exact: problem '{inst.problem}' objective '{objective}': {fam.not_affine_reason(inst)}; "
+                            f"exact breakpoints are defined for {_exact_listing()}; the sweep without --exact works")
+    used = fam.bandwidth_links(inst)
     if all(l is not link for l in used):
         names = ", ".join(f"{l.source}->{l.target}" for l in used)
         raise InvalidOption(f"{option} {link.source}->{link.target}: problem '{inst.problem}' sends nothing over this "
@@ -196,7 +190,15 @@ def check_exact_applies(inst: Instance, link: Link, option: str = "--link") -> N
 
 
 def _exact_listing() -> str:
-    return "; ".join(f"{fam} objective {', '.join(objs)}" for fam, objs in EXACT_OBJECTIVES.items())
+    return "; ".join(f"{', '.join(fam.problems)} objective {', '.join(fam.affine_objectives)}" for fam in families()
+                     if fam.affine_objectives)
+
+
+def plan_text(inst: Any, plan: Any, limit: int = 60) -> str:
+    """Which layers run where, in one line of at most ``limit`` characters (and "..."):
+    the family's description of the plan (``Family.describe_plan``)."""
+    text = family_of(inst).describe_plan(inst, plan)
+    return text[:limit] + ("..." if len(text) > limit else "")
 
 
 def check_range(low: float, high: float, low_option: str = "--from", high_option: str = "--to") -> None:
@@ -313,6 +315,29 @@ def bandwidth_sweep(inst: Instance, link: str | tuple[str, str] | Link | None, l
         moved = bool(out) and res.plan is not None and prev is not None and res.plan.key() != prev.key()
         out.append(SweepPoint(bandwidth, res, moved))
     return out
+
+
+def sweep_table(inst: Instance, link: Link, sweep: Sequence[SweepPoint], low: float, high: float,
+                solver: str | None) -> dict[str, Any]:
+    """The JSON table of a sweep over ``[low, high]`` bits/s of ``link`` (``splitopt
+    bandwidth -o``): metadata, and per point its bandwidth, the solve's status, objective,
+    bound and gap, whether the plan moved, the bytes the plan sends over ``link`` (where
+    the objective is affine in 1/bandwidth, else None), which layers run where
+    (:func:`plan_text`, key :data:`PLAN_COLUMN`) and the plan."""
+    fam = family_of(inst)
+    sends = affine(inst)
+    rows = []
+    for p in sweep:
+        res, plan = p.result, p.result.plan
+        rows.append({"bandwidth": p.bandwidth, "status": res.status.value, "objective": res.objective,
+                     "bound": res.bound, "gap": res.gap, "moved": p.moved,
+                     "bytes_sent": plan_line(inst, link, plan, low, high).b / 8000.0 if sends and plan is not None
+                     else None,
+                     PLAN_COLUMN: None if plan is None else plan_text(inst, plan),
+                     "plan": None if plan is None else fam.plan_to_dict(inst, plan)})
+    return {"format": SWEEP_FORMAT, "instance": inst.name, "problem": inst.problem,
+            "link": {"source": link.source, "target": link.target}, "bandwidth_unit": "bits/s",
+            "objective_unit": fam.objective_unit(inst), "solver": solver or "auto", "points": rows}
 
 
 # ----- exact breakpoints --------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Plots of solves and schedules: the schedule as a Gantt chart, a throughput plan as its
-pipeline, an edge/cloud plan as its timeline, the per-device compute/communication
-breakdown, and the Pareto fronts.
+"""Plots of solves and schedules: a plan as its family describes it (a schedule as a Gantt
+chart, a throughput plan as its pipeline, an edge/cloud plan as its timeline), the
+per-device compute/communication breakdown, the Pareto fronts, and objective against a
+link's bandwidth (a sweep, the exact breakpoints).
 
 Every function returns a ``matplotlib.figure.Figure`` built with the object API
 (:func:`new_figure`): matplotlib is imported only when a plot is drawn, the caller's
@@ -14,9 +15,11 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Mapping, Sequence
 
+from splitopt.core.drawing import Gantt, Pipeline, Timeline
 from splitopt.core.errors import MissingDependency
+from splitopt.core.front import Front
 from splitopt.core.schedule import Task, makespan_ms
 
 #: colours of the kinds of bars, the same in every plot
@@ -161,20 +164,6 @@ def note_columns(lines: Sequence[str], width: int) -> list[str]:
             for r in range(height)]
 
 
-def pipeline_stages(metrics: Any) -> list[tuple[str, float, float, str]]:
-    """The stages of a pipelined plan, ``(device, compute ms, transfer ms, what)`` per
-    device with work, in pipeline order: a chain plan's devices (compute, then the send to
-    the next device), a maxload placement's loaded devices (its load less its transfers,
-    then its transfers). Empty for metrics of any other kind."""
-    if hasattr(metrics, "devices") and hasattr(metrics, "bottleneck_ms"):  # chain
-        return [(d.device, d.compute_ms, d.send_ms, f"{d.layers} layers") for d in metrics.devices if d.stage_ms > 0]
-    if hasattr(metrics, "loads_ms"):  # maxload
-        transfers = getattr(metrics, "transfer_ms", {}) or {}
-        return [(d, load - transfers.get(d, 0.0), transfers.get(d, 0.0), "") for d, load in metrics.loads_ms.items()
-                if load > 0]
-    return []
-
-
 def plot_pipeline(stages: Sequence[tuple[str, float, float, str]], path: str | Path | None = None,
                   title: str = "", samples: int = 4):
     """A throughput plan in steady state: one row per stage (device), ``samples``
@@ -223,47 +212,28 @@ def plot_pipeline(stages: Sequence[tuple[str, float, float, str]], path: str | P
     return save_figure(fig, path)
 
 
-def has_timeline(inst: Any) -> bool:
-    """Whether ``inst``'s plans are drawn as an edge/cloud timeline (problems split and
-    split_bits)."""
-    return getattr(inst, "problem", None) in ("split", "split_bits")
-
-
-def human_bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:,.0f} B"
-
-
-def plot_edge_cloud(inst: Any, metrics: Any, path: str | Path | None = None, title: str = ""):
-    """An edge/cloud plan as a timeline: the edge computes its layers, the uplink sends the
-    cut's tensors (their sizes written on and under the bar), the cloud computes the
-    rest; one row each, time in ms."""
-    edge, cloud = inst.settings.edge, inst.settings.cloud
-    e, t, c = metrics.edge_compute_ms, metrics.transmit_ms, metrics.cloud_compute_ms
-    rows = [f"edge ({edge})", f"uplink {edge}->{cloud}", f"cloud ({cloud})"]
-    bars = [(0, e, "compute", f"{metrics.edge_layer_count} edge layers, {e:.4g} ms"),
-            (1, t, "transfer", f"{human_bytes(metrics.transmitted_bytes)} sent, {t:.4g} ms"),
-            (2, c, "compute", f"{len(inst.layers) - metrics.edge_layer_count} cloud layers, {c:.4g} ms")]
-    sent = [f"{name} ({human_bytes(size)})" for name, size in metrics.sent_tensors]
-    note = textwrap.wrap("sent: " + (", ".join(sent) if sent else "nothing (the plan runs on one side)"), 150)
+def plot_timeline(timeline: Timeline, path: str | Path | None = None, title: str = ""):
+    """Bars one after another, one row each (an edge/cloud plan: the edge computes its
+    layers, the uplink sends the cut's tensors, the cloud computes the rest), each bar's
+    text on it (beside it where it is short), the timeline's note under the chart; time
+    in ms."""
+    note = textwrap.wrap(timeline.note, 150)
     height = 3.0 + 0.14 * len(note)
     fig, axes = new_figure((10.0, height))
     ax = axes[0, 0]
-    total = max(e + t + c, 1e-12)
+    total = max(sum(dur for _, dur, _, _ in timeline.bars), 1e-12)
     start = 0.0
-    for y, dur, kind, text in bars:
-        ax.barh(y, dur, left=start, height=0.6, color=COLOURS[kind], edgecolor="black", linewidth=0.3)
+    for y, (_, dur, kind, text) in enumerate(timeline.bars):
+        ax.barh(y, dur, left=start, height=0.6, color=COLOURS.get(kind, "tab:gray"), edgecolor="black", linewidth=0.3)
         x, ha = (start + dur / 2, "center") if dur > 0.3 * total else (start + dur + 0.01 * total, "left")
         ax.text(x, y, text, ha=ha, va="center", fontsize=7)
         start += dur
     ax.set_xlim(0, total * 1.35)
-    ax.set_yticks(range(3))
-    ax.set_yticklabels(rows, fontsize=8)
+    ax.set_yticks(range(len(timeline.bars)))
+    ax.set_yticklabels([row for row, _, _, _ in timeline.bars], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    ax.set_title(title or f"{inst.name}: {inst.problem} plan, latency {metrics.total_ms:.4g} ms")
+    ax.set_title(title or timeline.title)
     ax.legend(handles=legend_patches(["compute", "transfer"]), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(True, axis="x", alpha=0.3)
     fig.text(0.01, 0.01, "\n".join(note), ha="left", va="bottom", fontsize=6, family="monospace")
@@ -272,23 +242,24 @@ def plot_edge_cloud(inst: Any, metrics: Any, path: str | Path | None = None, tit
 
 
 def plot_plan(inst: Any, metrics: Any, path: str | Path | None = None, title: str = ""):
-    """The picture of a plan that ``--gantt`` draws: the timeline of an edge/cloud plan,
-    the pipeline of a throughput plan (chain, maxload), else the schedule as a Gantt
-    chart (ValueError when the plan has no schedule to draw)."""
-    if has_timeline(inst):
-        return plot_edge_cloud(inst, metrics, path, title)
-    stages = pipeline_stages(metrics)
-    if getattr(metrics, "objective", None) == "throughput" and stages:
-        period = max(c + t for _, c, t, _ in stages)
-        rate = f" ({1000.0 / period:.4g} samples/s)" if period > 0 else ""
-        return plot_pipeline(stages, path, title=title or f"{inst.name}: pipeline in steady state, {period:.4g} ms "
-                             f"per sample{rate}")
+    """The picture of a plan that ``--gantt`` draws, as its family describes it
+    (``Family.plan_drawing``): the timeline of an edge/cloud plan, the pipeline of a
+    throughput plan (chain, maxload), else the schedule as a Gantt chart (ValueError when
+    the plan has nothing to draw)."""
     from splitopt.families.registry import family_of
 
-    tasks = family_of(inst).schedule(metrics)
-    if not tasks:
-        raise ValueError(f"this plan of problem '{inst.problem}' has no schedule to draw")
-    return plot_gantt(tasks, path, title=title or f"{inst.name}: makespan {makespan_ms(tasks):.3f} ms")
+    drawing = family_of(inst).plan_drawing(inst, metrics)
+    if isinstance(drawing, Timeline):
+        return plot_timeline(drawing, path, title)
+    if isinstance(drawing, Pipeline):
+        period = max(c + t for _, c, t, _ in drawing.stages)
+        rate = f" ({1000.0 / period:.4g} samples/s)" if period > 0 else ""
+        return plot_pipeline(drawing.stages, path, title=title or f"{inst.name}: pipeline in steady state, "
+                             f"{period:.4g} ms per sample{rate}")
+    if isinstance(drawing, Gantt) and drawing.tasks:
+        return plot_gantt(drawing.tasks, path,
+                          title=title or f"{inst.name}: makespan {makespan_ms(drawing.tasks):.3f} ms")
+    raise ValueError(f"this plan of problem '{inst.problem}' has no schedule to draw")
 
 
 def plot_breakdown(rows: Sequence[tuple[str, float, float]], path: str | Path | None = None, title: str = ""):
@@ -314,106 +285,102 @@ def plot_breakdown(rows: Sequence[tuple[str, float, float]], path: str | Path | 
 
 # ----- Pareto fronts ----------------------------------------------------------------------------
 
-def mark_choice(ax, x: float, y: float, label: str) -> None:
-    """The plan a solve of the instance returns, as a red star on the front."""
-    ax.scatter([x], [y], marker="*", s=220, color="tab:red", edgecolors="black", zorder=4, label=label)
-
-
-def chosen_point(front: Sequence[Any], x: Callable[[Any], float | None], fits: Callable[[float], bool]):
-    """The point a solve under the instance's budget picks: the least latency among the
-    points whose ``x`` meets it (``fits``); None when none does."""
-    ok = [p for p in front if x(p) is not None and fits(x(p))]
-    return min(ok, key=lambda p: p.latency_ms) if ok else None
-
-
-def plot_accuracy_front(inst, front, path: str | Path | None = None):
-    """Latency (ms) against measured accuracy, each point labelled with its width d; the
-    instance's least accuracy (``min_accuracy``) dashed and the plan a solve returns
-    starred."""
-    fig, axes = new_figure((6.5, 4.2))
-    ax = axes[0, 0]
-    pts = [p for p in front if p.accuracy is not None]
-    ax.step([p.accuracy for p in pts], [p.latency_ms for p in pts], where="pre", color="tab:blue", alpha=0.5)
-    ax.scatter([p.accuracy for p in pts], [p.latency_ms for p in pts], color="tab:blue", label="latency-optimal plan")
-    for p in pts:
-        w = p.result.plan.width
-        ax.annotate("no compression" if w is None else f"d={w}", (p.accuracy, p.latency_ms),
-                    textcoords="offset points", xytext=(4, 4), fontsize=8)
-    least = (getattr(inst.settings, "multiview", None) or {}).get("min_accuracy")
-    if least is not None:
-        ax.axvline(least, color="tab:red", linestyle="--", linewidth=1, label=f"accuracy budget {least:.4g}")
-    chosen = chosen_point(pts, lambda p: p.accuracy, lambda a: least is None or a >= least - 1e-12)
-    if chosen is not None:
-        mark_choice(ax, chosen.accuracy, chosen.latency_ms, "chosen plan (solve)")
-    scale_axis(ax, "y", [p.latency_ms for p in pts])
-    return finish_plot(fig, ax, "measured accuracy", "latency (ms)", f"{inst.name}: latency vs accuracy", path)
-
-
-def plot_front(inst, front, path: str | Path | None = None, baselines: dict[str, tuple[float, float]] | None = None):
-    """Latency (ms) against quantization error, with optional baseline points
-    ``{name: (error, latency_ms)}``; the instance's error budget dashed and the plan a
-    solve returns (the least latency within it) starred; log axes where values span
+def plot_front(inst: Any, front: Front, path: str | Path | None = None,
+               baselines: dict[str, tuple[float, float]] | None = None):
+    """Latency (ms) against the front's measure (``splitopt.core.front.Front``: the
+    quantization error of an edge/cloud cut, a multiview instance's measured accuracy, a
+    separable policy's bytes): proven points blue, time-limited ones orange, each with its
+    label; the instance's limits dashed, the plan a solve returns starred, optional
+    baseline points ``{name: (measure, latency_ms)}``; log axes where values span
     decades."""
     fig, axes = new_figure((6.5, 4.2))
     ax = axes[0, 0]
-    xs = [p.error for p in front]
-    ys = [p.latency_ms for p in front]
-    ax.step(xs, ys, where="post", color="tab:blue", alpha=0.5)
-    scatter_proven(ax, front, lambda p: p.error)
-    for name, (err, lat) in (baselines or {}).items():
-        ax.scatter([err], [lat], marker="x")
-        ax.annotate(name, (err, lat), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        xs, ys = xs + [err], ys + [lat]
-    budget = inst.settings.error_budget
-    if budget is not None:
-        ax.axvline(budget, color="tab:red", linestyle="--", linewidth=1, label=f"error budget {budget:.4g}")
-        xs = xs + [budget]
-    chosen = chosen_point(front, lambda p: p.error, lambda e: budget is None or e <= budget * (1 + 1e-6))
-    if chosen is not None:
-        mark_choice(ax, chosen.error, chosen.latency_ms,
-                    "chosen plan (solve)" if budget is not None else "chosen plan (solve, no error budget)")
-    scale_axis(ax, "x", xs)
-    scale_axis(ax, "y", ys)
-    return finish_plot(fig, ax, "summed quantization error (relative MSE)", "end-to-end latency (ms)",
-                       f"{inst.name}: latency vs error", path)
-
-
-def scatter_proven(ax, front, x) -> None:
-    """A front's points at (``x(point)``, latency): proven ones blue, time-limited orange."""
-    proven = [p for p in front if p.result.status.value == "OPTIMAL"]
-    ax.scatter([x(p) for p in proven], [p.latency_ms for p in proven], color="tab:blue", label="Pareto-optimal (proven)")
-    other = [p for p in front if p.result.status.value != "OPTIMAL"]
+    pts = [p for p in front.points if p.measure is not None]
+    xs, ys = [p.measure for p in pts], [p.latency_ms for p in pts]
+    ax.step(xs, ys, where=front.step, color="tab:blue", alpha=0.5)
+    proven = [p for p in pts if p.result.status.value == "OPTIMAL"]
+    ax.scatter([p.measure for p in proven], [p.latency_ms for p in proven], color="tab:blue",
+               label="Pareto-optimal (proven)")
+    other = [p for p in pts if p.result.status.value != "OPTIMAL"]
     if other:
-        ax.scatter([x(p) for p in other], [p.latency_ms for p in other], color="tab:orange", label="time-limited")
-
-
-def plot_bytes_front(inst, front, path: str | Path | None = None):
-    """Latency (ms) against bytes sent (a separable instance's front), each corner marked
-    proven or time-limited; the instance's byte and latency budgets dashed and the plan a
-    solve returns starred; log axes where values span decades."""
-
-    fig, axes = new_figure((6.5, 4.2))
-    ax = axes[0, 0]
-    xs, ys = [p.bytes for p in front], [p.latency_ms for p in front]
-    ax.step(xs, ys, where="post", color="tab:blue", alpha=0.5)
-    scatter_proven(ax, front, lambda p: p.bytes)
-    opts = inst.settings.separable
-    byte_budget, latency_budget = opts.get("byte_budget_bytes"), opts.get("latency_budget_ms")
-    if byte_budget is not None:
-        ax.axvline(byte_budget, color="tab:red", linestyle="--", linewidth=1,
-                   label=f"byte budget {human_bytes(byte_budget)}")
-        xs = xs + [byte_budget]
-    if latency_budget is not None:
-        ax.axhline(latency_budget, color="tab:purple", linestyle="--", linewidth=1,
-                   label=f"latency budget {latency_budget:.4g} ms")
-        ys = ys + [latency_budget]
-    ok = [p for p in front if (byte_budget is None or p.bytes <= byte_budget)
-          and (latency_budget is None or p.latency_ms <= latency_budget * (1 + 1e-9))]
-    if ok:
-        key = (lambda p: (p.bytes, p.latency_ms)) if inst.objective == "bytes" else \
-            (lambda p: (p.latency_ms, p.bytes))
-        chosen = min(ok, key=key)
-        mark_choice(ax, chosen.bytes, chosen.latency_ms, f"chosen plan (solve, objective {inst.objective})")
+        ax.scatter([p.measure for p in other], [p.latency_ms for p in other], color="tab:orange", label="time-limited")
+    for p in pts:
+        if p.label:
+            ax.annotate(p.label, (p.measure, p.latency_ms), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    for name, (x, y) in (baselines or {}).items():
+        ax.scatter([x], [y], marker="x")
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        xs, ys = xs + [x], ys + [y]
+    for limit, colour in zip(front.limits, ("tab:red", "tab:purple", "tab:green")):
+        if limit.axis == "measure":
+            ax.axvline(limit.value, color=colour, linestyle="--", linewidth=1, label=limit.label)
+            xs = xs + [limit.value]
+        else:
+            ax.axhline(limit.value, color=colour, linestyle="--", linewidth=1, label=limit.label)
+            ys = ys + [limit.value]
+    if front.chosen is not None and front.chosen.measure is not None:
+        ax.scatter([front.chosen.measure], [front.chosen.latency_ms], marker="*", s=220, color="tab:red",
+                   edgecolors="black", zorder=4, label=front.chosen_label)
     scale_axis(ax, "x", xs)
     scale_axis(ax, "y", ys)
-    return finish_plot(fig, ax, "bytes sent", "latency (ms)", f"{inst.name}: latency vs bytes", path)
+    return finish_plot(fig, ax, front.measure, "latency (ms)", f"{inst.name}: {front.title}", path)
+
+
+# ----- bandwidth -------------------------------------------------------------------------------
+
+def objective_label(inst: Any) -> str:
+    """The objective axis' label, in the family's unit."""
+    from splitopt.families.registry import family_of
+
+    return f"objective ({family_of(inst).objective_unit(inst)})"
+
+
+def plot_breakpoints(inst: Any, table: Any, path: str | Path | None = None):
+    """Objective against bandwidth (``splitopt.analysis.breakpoints.BreakpointTable``):
+    each interval's line (latency = a + b / B) named by its plan, the breakpoints dashed,
+    the solves marked; log axes where values span decades. Returns the Figure (written to
+    ``path`` if given)."""
+    from splitopt.analysis.breakpoints import plan_text
+
+    fig, axes = new_figure((7, 4))
+    ax = axes[0, 0]
+    colors = [f"C{i}" for i in range(10)]
+    ys: list[float] = []
+    for i, iv in enumerate(table.intervals):
+        n = 40
+        ratio = iv.bandwidth_to / iv.bandwidth_from
+        xs = [iv.bandwidth_from * ratio ** (k / (n - 1)) for k in range(n)]
+        label = plan_text(inst, iv.plan, limit=40)
+        ys += [iv.line.at_bandwidth(x) for x in xs]
+        ax.plot([x / 1e6 for x in xs], [iv.line.at_bandwidth(x) for x in xs], color=colors[i % len(colors)],
+                label=label + ("" if iv.proven else " (unproven)"))
+    for b in table.breakpoints:
+        ax.axvline(b / 1e6, color="gray", linestyle="--", linewidth=0.8)
+    probes = [p for p in table.probes if p.result.objective is not None]
+    ax.scatter([p.bandwidth / 1e6 for p in probes], [p.result.objective for p in probes], s=12, color="black",
+               zorder=3, label=f"solves ({len(table.probes)})")
+    scale_axis(ax, "x", [b / 1e6 for iv in table.intervals for b in (iv.bandwidth_from, iv.bandwidth_to)])
+    scale_axis(ax, "y", ys + [p.result.objective for p in probes])
+    return finish_plot(fig, ax, f"{table.link[0]}->{table.link[1]} bandwidth (Mbit/s)", objective_label(inst),
+                       f"{inst.name}: optimal plan vs bandwidth", path)
+
+
+def plot_sweep(inst: Any, data: Mapping[str, Any], path: str | Path | None = None):
+    """Objective against bandwidth at a sweep's points (its JSON table:
+    ``splitopt.analysis.breakpoints.sweep_table``), the points where the plan moved
+    marked; log axes where values span decades. Returns the Figure (written to ``path``
+    if given)."""
+    pts = [r for r in data["points"] if r["objective"] is not None]
+    fig, axes = new_figure((7, 4))
+    ax = axes[0, 0]
+    ax.plot([r["bandwidth"] / 1e6 for r in pts], [r["objective"] for r in pts], marker="o", markersize=4,
+            color="tab:blue", label="optimum at each point")
+    moved = [r for r in pts if r["moved"]]
+    if moved:
+        ax.scatter([r["bandwidth"] / 1e6 for r in moved], [r["objective"] for r in moved], s=60, facecolors="none",
+                   edgecolors="tab:red", zorder=3, label="plan changed")
+    scale_axis(ax, "x", [r["bandwidth"] / 1e6 for r in pts])
+    scale_axis(ax, "y", [r["objective"] for r in pts])
+    link = data["link"]
+    return finish_plot(fig, ax, f"{link['source']}->{link['target']} bandwidth (Mbit/s)", objective_label(inst),
+                       f"{inst.name}: bandwidth sweep", path)

@@ -44,8 +44,7 @@ from splitopt.cli.progress import quiet_option, showing_progress
 from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
 from splitopt.cli.export import export_command
-from splitopt.core.errors import InvalidOption, NotApplicable
-from splitopt.families.edge_cloud.plan import edge_layers
+from splitopt.core.errors import NotApplicable
 
 app = typer.Typer(
     cls=OneLineErrorsGroup,
@@ -62,48 +61,33 @@ MAX_POINTS = 10_000
 EXPORT_SUFFIXES = (".lp", ".mps", ".txt", ".pbtxt", ".pb")
 
 
-class Problem(str, Enum):
-    split = "split"
-    split_bits = "split_bits"
-
-
 class SweepMode(str, Enum):
     exact = "exact"
     grid = "grid"
 
 
-def _load(path: Path, problem: Optional[Problem] = None, objective: Optional[str] = None,
+def _load(path: Path, problem: Optional[str] = None, objective: Optional[str] = None,
           contiguity: Optional[str] = None, overrides: tuple = ()):
-    """Load an instance; ``--problem`` (edge/cloud instances), ``--objective`` and
-    ``--contiguity`` (maxload) override."""
-    from splitopt.api import load_instance
-    from splitopt.families.registry import family_of
+    """Load an instance; ``--problem`` (another problem of its family), ``--objective``
+    and the family options (``--contiguity``) override (``splitopt.api.adjust_instance``)."""
+    from splitopt.api import adjust_instance, load_instance
 
-    if contiguity is not None:
-        from splitopt.families.maxload.instance import check_contiguity
-
-        check_contiguity(contiguity, f"--contiguity {contiguity}")
     inst = load_instance(path, overrides)  # --set: edits of the file's JSON, checked with it
+    options = {} if contiguity is None else {"contiguity": contiguity}
+    return adjust_instance(inst, problem, objective, options, prefix="--")
+
+
+def _check_choices(problem: Optional[str], contiguity: Optional[str]) -> None:
+    """Before the instance is read: ``--problem`` is a registered problem and the family
+    options (``--contiguity``) take their values."""
+    if problem is None and contiguity is None:
+        return  # nothing to import (start-up time)
+    from splitopt.api import check_option, check_problem
+
+    if problem is not None:
+        check_problem(problem, "--problem")
     if contiguity is not None:
-        if inst.problem != "maxload":
-            raise NotApplicable(f"--contiguity {contiguity}: applies to problem maxload (peer dnn-partitioning "
-                                f"files), not to problem '{inst.problem}'")
-        inst = inst.with_contiguity(contiguity)
-    family = family_of(inst)
-    if problem is not None and problem.value != inst.problem:
-        if family.name != "edge_cloud":
-            raise NotApplicable(f"--problem {problem.value}: applies to edge/cloud instances (split, split_bits), "
-                                f"not to problem '{inst.problem}'")
-        inst = inst.with_settings(problem=problem.value)
-        family.prepare(inst)
-    if objective is not None:
-        if objective not in family.objectives:
-            raise InvalidOption(f"--objective {objective}: problem '{inst.problem}' has objectives "
-                                f"{', '.join(family.objectives)}")
-        inst = inst.with_objective(objective) if hasattr(inst, "with_objective") else \
-            inst.with_settings(objective=objective)
-        family.prepare(inst)
-    return inst
+        check_option("contiguity", contiguity, "--contiguity")
 
 
 def _check_plot_options(gantt: Optional[Path], breakdown: Optional[Path]) -> None:
@@ -112,15 +96,16 @@ def _check_plot_options(gantt: Optional[Path], breakdown: Optional[Path]) -> Non
 
 
 def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> None:
-    """Draw the schedule (Gantt) and the per-device latency breakdown."""
+    """Draw the plan (its family's picture: ``--gantt``) and the per-device latency
+    breakdown."""
     if gantt is None and breakdown is None:
         return
     from splitopt.analysis import plots
     from splitopt.families.registry import family_of
 
     family = family_of(inst)
-    if gantt is not None:  # an edge/cloud timeline, a throughput plan's pipeline, else the Gantt chart
-        if not plots.has_timeline(inst) and not family.schedule(metrics):
+    if gantt is not None:
+        if family.plan_drawing(inst, metrics) is None:
             raise NotApplicable(f"--gantt: this plan of problem '{inst.problem}' has no schedule to draw (e.g. an "
                                 "undefined latency)")
         with writing(gantt, "--gantt"):
@@ -134,17 +119,16 @@ def _plots(inst, metrics, gantt: Optional[Path], breakdown: Optional[Path]) -> N
 
 
 def _check_plots_apply(inst, gantt: Optional[Path], breakdown: Optional[Path]) -> None:
-    """Before solving: the family must have schedules if a plot is asked for (--gantt
-    also draws the edge/cloud timeline of a split/split_bits plan)."""
+    """Before solving: the family must draw its plans (``--gantt``) or have schedules
+    (``--breakdown``) if a plot is asked for."""
     if gantt is None and breakdown is None:
         return  # nothing to import (start-up time)
-    from splitopt.analysis.plots import has_timeline
     from splitopt.families.registry import family_of
 
-    has_schedule = family_of(inst).has_schedule
-    if gantt is not None and not (has_schedule or has_timeline(inst)):
+    family = family_of(inst)
+    if gantt is not None and not family.draws_plans(inst):
         raise NotApplicable(f"--gantt: problem '{inst.problem}' has no multi-device schedule")
-    if breakdown is not None and not has_schedule:
+    if breakdown is not None and not family.has_schedule:
         raise NotApplicable(f"--breakdown: problem '{inst.problem}' has no multi-device schedule")
 
 
@@ -153,7 +137,7 @@ def solve(
     instance: Path = typer.Argument(..., help="Instance JSON file (splitopt's format or a peer dnn-partitioning file)."),
     solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend name; `splitopt solvers` lists them. Default: auto (a short exact run, then evolutionary search, then the exact program for the rest of the time limit); with --option or --export-model and no --solver, the family's exact default: milp-cbc for split/split_bits, cpsat otherwise."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Wall-clock seconds from reading the instance to the answer, building the program included; on reaching it the best plan found is returned with status FEASIBLE and its gap."),
-    problem: Optional[Problem] = typer.Option(None, "--problem", help="Override the instance's problem: split (float cut) or split_bits (cut + bit-widths)."),
+    problem: Optional[str] = typer.Option(None, "--problem", help="Override the instance's problem with another of its family's: split (float cut) or split_bits (cut + bit-widths) for an edge/cloud instance."),
     objective: Optional[str] = typer.Option(None, "--objective", help="Override the instance's objective: chain: latency or throughput; maxload: throughput (max-load) or latency; loading: latency (first response) or balance (heaviest child load); separable: latency or bytes (sent over all steps)."),
     contiguity: Optional[str] = typer.Option(None, "--contiguity", help="maxload: the contiguity rule, splitopt (default: backward-only colour classes free) or authors (the peer dp.cpp's: they get artificial forward nodes and are held to contiguity too)."),
     threads: int = typer.Option(2, "--threads", help="Solver threads."),
@@ -181,6 +165,7 @@ def solve(
     with errors():
         # every option and path is checked before the instance is read (the slow part)
         check_solve_options(time_limit, threads, seed)
+        _check_choices(problem, contiguity)
         options = parse_solver_options(option)
         sets = parse_set_options(overrides)
         check_output_path(output, "--output", inputs=[instance])
@@ -232,6 +217,7 @@ def evaluate(
 
     with errors():
         _check_plot_options(gantt, breakdown)
+        _check_choices(None, contiguity)
         sets = parse_set_options(overrides)
         inst = _load(instance, objective=objective, contiguity=contiguity, overrides=sets)
         _check_plots_apply(inst, gantt, breakdown)
@@ -288,80 +274,10 @@ def _no_front(inst, solver: str, time_limit: float | None) -> None:
     raise typer.Exit(EXIT_NO_PLAN)
 
 
-def _accuracy_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
-                     plot: Path | None, quiet: bool = False) -> None:
-    """The latency / accuracy front of a multiview instance (``splitopt.analysis.pareto``)."""
-    from rich.table import Table
-
-    from splitopt.analysis.pareto import accuracy_front
-    from splitopt.analysis.plots import plot_accuracy_front
-    from splitopt.api import plan_to_dict
-
-    try:
-        with showing_progress(quiet):
-            front = accuracy_front(inst, solver=solver, time_limit=time_limit, points=points)
-    except ValueError as e:
-        raise NotApplicable(f"pareto: {e}") from None
-    if not front:
-        _no_front(inst, solver, time_limit)
-    if plot is not None:
-        with writing(plot, "--plot"):
-            plot_accuracy_front(inst, front, plot)
-    if as_json:
-        print_json([{"min_accuracy": p.min_accuracy, "accuracy": p.accuracy, "latency_ms": p.latency_ms,
-                     "status": p.result.status.value, "gap": p.result.gap, "fusion": p.result.plan.fusion,
-                     "width": p.result.plan.width, "plan": plan_to_dict(inst, p.result.plan)} for p in front])
-        return
-    table = Table(title=esc(f"{inst.name}: latency / accuracy front ({solver})"))
-    for col in ("accuracy", "latency ms", "fusion", "width d", "sent B", "status"):
-        table.add_column(col, justify="right")
-    for p in front:
-        plan, m = p.result.plan, p.result.metrics
-        table.add_row("-" if p.accuracy is None else f"{p.accuracy:.4f}", f"{p.latency_ms:.4f}", esc(plan.fusion),
-                      "none" if plan.width is None else str(plan.width),
-                      f"{sum(v.sent_bytes for v in m.views):,.0f}", p.result.status.value)
-    console.print(table)
-    if plot is not None:
-        console.print(f"plot written to {esc(str(plot))}")
-
-
-def _bytes_pareto(inst, solver: str, points: int, time_limit: float | None, as_json: bool,
-                  plot: Path | None, quiet: bool = False) -> None:
-    """The latency / bytes front of a separable instance (``splitopt.analysis.pareto``)."""
-    from rich.table import Table
-
-    from splitopt.analysis.pareto import bytes_front
-    from splitopt.analysis.plots import plot_bytes_front
-    from splitopt.api import plan_to_dict
-
-    with showing_progress(quiet):
-        front = bytes_front(inst, solver=solver, time_limit=time_limit, points=points)
-    if not front:
-        _no_front(inst, solver, time_limit)
-    if plot is not None:
-        with writing(plot, "--plot"):
-            plot_bytes_front(inst, front, plot)
-    if as_json:
-        print_json([{"byte_budget": p.budget, "bytes": p.bytes, "ratio_to_ring": p.result.metrics.ratio_to_ring,
-                     "latency_ms": p.latency_ms, "status": p.result.status.value, "gap": p.result.gap,
-                     "plan": plan_to_dict(inst, p.result.plan)} for p in front])
-        return
-    table = Table(title=esc(f"{inst.name}: latency / bytes front ({solver})"))
-    for col in ("bytes", "% of ring", "latency ms", "intensive steps", "status"):
-        table.add_column(col, justify="right")
-    for p in front:
-        m = p.result.metrics
-        table.add_row(f"{p.bytes:,.0f}", f"{100 * m.ratio_to_ring:.3f}", f"{p.latency_ms:.4f}",
-                      str(m.intensive_steps), p.result.status.value)
-    console.print(table)
-    if plot is not None:
-        console.print(f"plot written to {esc(str(plot))}")
-
-
 @app.command()
 def pareto(
     instance: Path = typer.Argument(..., help="Instance JSON file (split/split_bits: latency vs error; multiview with measured accuracies: latency vs accuracy; separable: latency vs bytes)."),
-    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend of each solve of the sweep (default: milp-cbc for split/split_bits, cpsat for multiview and separable); a front is proven only where every solve is OPTIMAL, so a heuristic gives a FEASIBLE front."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend of each solve of the sweep (default: the family's exact default, as `solve --option` uses: milp-cbc for split/split_bits, cpsat for multiview and separable); a front is proven only where every solve is OPTIMAL, so a heuristic gives a FEASIBLE front."),
     mode: SweepMode = typer.Option(SweepMode.exact, "--mode", help="exact: every corner of the front; grid: evenly spaced budgets."),
     points: int = typer.Option(50, "--points", help="Most points to compute (at least 1)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds per solve."),
@@ -379,9 +295,9 @@ def pareto(
 
     from splitopt.analysis.pareto import pareto_front
     from splitopt.analysis.plots import plot_front
-    from splitopt.api import plan_to_dict
     from splitopt.backends.registry import check_backend
     from splitopt.core.options import check_time_limit
+    from splitopt.families.registry import family_of
 
     with errors():
         check_positive_count(points, "--points", high=MAX_POINTS)
@@ -389,42 +305,24 @@ def pareto(
         check_output_path(plot, "--plot", PLOT_SUFFIXES)
         if solver is not None:
             check_backend(solver, {})
-        sets = parse_set_options(overrides)
-        inst = _load(instance, overrides=sets)
-        if inst.problem == "multiview":
-            _accuracy_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot, quiet)
-            return
-        if inst.problem == "separable":
-            _bytes_pareto(inst, solver or "cpsat", points, time_limit, as_json, plot, quiet)
-            return
-        if inst.problem not in ("split", "split_bits"):
-            raise NotApplicable(f"pareto: the latency/error front is defined for problems split and split_bits "
-                                f"(latency/accuracy for multiview, latency/bytes for separable), not "
-                                f"'{inst.problem}'")
-        solver = solver or "milp-cbc"
-        inst = _load(instance, Problem.split_bits, overrides=sets)
+        inst = _load(instance, overrides=parse_set_options(overrides))
+        solver = solver or family_of(inst).default_backend
         with showing_progress(quiet):
             front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
-        if not front:
-            _no_front(inst, solver, time_limit)
+        if not front.points:
+            _no_front(front.instance, solver, time_limit)
         if plot is not None:
             with writing(plot, "--plot"):
-                plot_front(inst, front, plot)
+                plot_front(front.instance, front, plot)
         if as_json:
-            print_json([
-                {"error_budget": p.budget, "error": p.error, "latency_ms": p.latency_ms, "status": p.result.status.value,
-                 "gap": p.result.gap, "edge_layers": len(edge_layers(inst, p.result.plan)),
-                 "plan": plan_to_dict(inst, p.result.plan)}
-                for p in front
-            ])
+            print_json(front.records)
             return
-        table = Table(title=esc(f"{inst.name}: latency / error Pareto front ({solver}, {mode.value})"))
-        for col in ("error", "latency ms", "edge layers", "edge memory B", "status"):
+        how = solver if front.mode is None else f"{solver}, {front.mode}"
+        table = Table(title=esc(f"{inst.name}: {front.title} ({how})"))
+        for col in front.columns:
             table.add_column(col, justify="right")
-        for p in front:
-            m = p.result.metrics
-            table.add_row(f"{p.error:.6g}", f"{p.latency_ms:.4f}", str(m.edge_layer_count),
-                          f"{m.edge_memory_bytes:,.0f}", p.result.status.value)
+        for row in front.rows:
+            table.add_row(*(esc(cell) for cell in row))
         console.print(table)
         if plot is not None:
             console.print(f"plot written to {esc(str(plot))}")
@@ -465,16 +363,14 @@ def dnnp_eval(
     and broken rules as JSON (`splitopt evaluate FILE PLACEMENT --json` gives the same)."""
     from splitopt.api import evaluate as run
     from splitopt.api import load_plan
+    from splitopt.families.registry import family_of, readers
 
     with errors():
         inst = _load(instance)
-        if inst.problem != "maxload":
+        family = family_of(inst)
+        if family not in readers():
             raise NotApplicable(f"dnnp-eval: {instance} is not a peer dnn-partitioning file")
-        m = run(inst, load_plan(inst, placement))
-        latency = m.latency_ms if m.latency_ms is not None else "undefined"
-        rules = [v for v in m.violations if not v.startswith("latency:")]
-        print_json({"instance": inst.name, "max_load_ms": m.max_load_ms, "loads_ms": dict(m.loads_ms),
-                    "latency_ms": latency, "violations": rules})
+        print_json(family.foreign_report(inst, run(inst, load_plan(inst, placement))))
 
 
 app.command("profile")(profile_command)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape as esc
@@ -23,7 +23,7 @@ DEFAULT_POINTS = 12
 
 def bandwidth_command(
     instance: Path = typer.Argument(..., help="Instance JSON file (edge/cloud split or split_bits, chain, ...)."),
-    link: Optional[str] = typer.Option(None, "--link", help="The link to vary, SOURCE->TARGET (quote it in a shell). Default: the uplink of an edge/cloud instance, or the only link."),
+    link: Optional[str] = typer.Option(None, "--link", help="The link to vary, SOURCE->TARGET (quote it in a shell). Default: the one link the objective depends on, where there is one (the uplink of an edge/cloud instance, the link of a two-device chain)."),
     low: float = typer.Option(..., "--from", help="Lowest bandwidth, bits/s (e.g. 1e6)."),
     high: float = typer.Option(..., "--to", help="Highest bandwidth, bits/s (e.g. 2e7)."),
     points: Optional[int] = typer.Option(None, "--points", help=f"Sweep: number of log-spaced bandwidths, both ends included (default {DEFAULT_POINTS}); not with --exact."),
@@ -86,34 +86,18 @@ def bandwidth_command(
         raise typer.Exit(EXIT_NO_PLAN)
 
 
-# ----- text helpers ------------------------------------------------------------------------
-
-def split_text(inst: Any, plan: Any, limit: int = 60) -> str:
-    """Which layers run where, in one short line. Edge/cloud: the edge layers' count and
-    last layer (``cloud-only`` for none) and, for a split_bits plan, the first edge
-    layers' bit-widths (weight/activation); other per-layer plans: the layer count per
-    device, in instance order."""
-    device = getattr(plan, "device", None)
-    if not isinstance(device, Mapping):
-        text = str(plan)
-        return text[:limit] + ("..." if len(text) > limit else "")
-    runs: dict[str, list[str]] = {}
-    for layer in inst.layers:
-        runs.setdefault(device[layer.name], []).append(layer.name)
-    if inst.problem in ("split", "split_bits"):
-        edge = runs.get(inst.settings.edge, [])
-        if not edge:
-            return f"cloud-only ({inst.settings.cloud})"
-        text = f"{len(edge)} on {inst.settings.edge} (to {edge[-1]})"
-        if inst.problem == "split_bits":
-            bits = " ".join(f"{plan.weight_bits[n]}/{plan.activation_bits[n]}" for n in edge[:3])
-            text += f", w/a {bits}{' ...' if len(edge) > 3 else ''}"
-        return text
-    return " | ".join(f"{d.name} {len(runs[d.name])}" for d in inst.devices if runs.get(d.name))
-
-
 def _mbps(bandwidth: float) -> str:
     return f"{bandwidth / 1e6:.6g}"
+
+
+def _table(title: str, columns: list[tuple[str, str]]) -> Any:
+    """A rich table with ``columns`` (name, justify)."""
+    from rich.table import Table
+
+    table = Table(title=esc(title))
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
+    return table
 
 
 # ----- the sweep -------------------------------------------------------------------------------
@@ -121,47 +105,33 @@ def _mbps(bandwidth: float) -> str:
 def _sweep(inst: Any, link: Optional[str], low: float, high: float, points: int, solver: Optional[str],
            time_limit: Optional[float], threads: int, seed: int, as_json: bool, output: Optional[Path],
            plot: Optional[Path], quiet: bool = False) -> bool:
-    from rich.table import Table
-
-    from splitopt.analysis.breakpoints import (EXACT_OBJECTIVES, SWEEP_FORMAT, bandwidth_sweep, plan_line,
-                                               resolve_link)
+    from splitopt.analysis.breakpoints import PLAN_COLUMN, bandwidth_sweep, resolve_link, sweep_table
     from splitopt.cli.common import console, print_json, write_output, writing
     from splitopt.families.registry import family_of
 
-    fam = family_of(inst)
     the_link = resolve_link(inst, link)
     with showing_progress(quiet, total=points):
         sweep = bandwidth_sweep(inst, the_link, low, high, points=points, solver=solver, time_limit=time_limit,
                                 threads=threads, seed=seed)
-    affine = inst.objective in EXACT_OBJECTIVES.get(fam.name, ())
-    rows = []
-    for p in sweep:
-        res = p.result
-        sent = None
-        if affine and res.plan is not None:
-            sent = plan_line(inst, the_link, res.plan, low, high).b / 8000.0
-        rows.append({"bandwidth": p.bandwidth, "status": res.status.value, "objective": res.objective,
-                     "bound": res.bound, "gap": res.gap, "moved": p.moved, "bytes_sent": sent,
-                     "split": split_text(inst, res.plan) if res.plan is not None else None,
-                     "plan": fam.plan_to_dict(inst, res.plan) if res.plan is not None else None})
-    data = {"format": SWEEP_FORMAT, "instance": inst.name, "problem": inst.problem,
-            "link": {"source": the_link.source, "target": the_link.target}, "bandwidth_unit": "bits/s",
-            "objective_unit": fam.objective_unit(inst), "solver": solver or "auto", "points": rows}
+    data = sweep_table(inst, the_link, sweep, low, high, solver)
+    rows = data["points"]
     if output is not None:
         write_output(output, "--output", json.dumps(data, indent=1) + "\n")
     if plot is not None:
+        from splitopt.analysis.plots import plot_sweep
+
         with writing(plot, "--plot"):
             plot_sweep(inst, data, str(plot))
     if as_json:
         print_json(data)
     else:
-        table = Table(title=esc(f"{inst.name}: {the_link.source}->{the_link.target} bandwidth sweep "
-                                f"({solver or 'auto'})"))
-        for col in ("Mbit/s", f"objective {fam.objective_unit(inst)}", "split", "bytes sent", "status", "moved"):
-            table.add_column(col, justify="left" if col == "split" else "right")
+        unit = family_of(inst).objective_unit(inst)
+        table = _table(f"{inst.name}: {the_link.source}->{the_link.target} bandwidth sweep ({solver or 'auto'})",
+                       [("Mbit/s", "right"), (f"objective {unit}", "right"), (PLAN_COLUMN, "left"),
+                        ("bytes sent", "right"), ("status", "right"), ("moved", "right")])
         for r in rows:
             table.add_row(_mbps(r["bandwidth"]), "-" if r["objective"] is None else f"{r['objective']:.4f}",
-                          esc(r["split"] or "-"), "-" if r["bytes_sent"] is None else f"{r['bytes_sent']:,.0f}",
+                          esc(r[PLAN_COLUMN] or "-"), "-" if r["bytes_sent"] is None else f"{r['bytes_sent']:,.0f}",
                           r["status"], "<-" if r["moved"] else "")
         console.print(table)
         moves = [r["bandwidth"] for r in rows if r["moved"]]
@@ -179,9 +149,7 @@ def _sweep(inst: Any, link: Optional[str], low: float, high: float, points: int,
 def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Optional[str],
            time_limit: Optional[float], threads: int, seed: int, tolerance: float, as_json: bool,
            output: Optional[Path], plot: Optional[Path], quiet: bool = False) -> bool:
-    from rich.table import Table
-
-    from splitopt.analysis.breakpoints import bandwidth_breakpoints
+    from splitopt.analysis.breakpoints import PLAN_COLUMN, bandwidth_breakpoints, plan_text
     from splitopt.cli.common import console, error_line, print_json, write_output, writing
     from splitopt.families.registry import family_of
 
@@ -193,6 +161,8 @@ def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Opti
     if output is not None:
         write_output(output, "--output", json.dumps(data, indent=1) + "\n")
     if plot is not None and table.intervals:
+        from splitopt.analysis.plots import plot_breakpoints
+
         with writing(plot, "--plot"):
             plot_breakpoints(inst, table, str(plot))
     if as_json:
@@ -202,16 +172,15 @@ def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Opti
         error_line(f"no plan: {table.message}")
         return False
     unit = fam.objective_unit(inst)
-    out = Table(title=esc(f"{inst.name}: {table.link[0]}->{table.link[1]} exact bandwidth breakpoints "
-                          f"({table.solver}, tolerance {table.rtol:g})"))
-    for col in ("from Mbit/s", "to Mbit/s", f"objective {unit} (from .. to)", "split", "bytes sent", "gap ms",
-                "proven"):
-        out.add_column(col, justify="left" if col == "split" else "right")
+    out = _table(f"{inst.name}: {table.link[0]}->{table.link[1]} exact bandwidth breakpoints ({table.solver}, "
+                 f"tolerance {table.rtol:g})",
+                 [("from Mbit/s", "right"), ("to Mbit/s", "right"), (f"objective {unit} (from .. to)", "right"),
+                  (PLAN_COLUMN, "left"), ("bytes sent", "right"), ("gap ms", "right"), ("proven", "right")])
     for iv in table.intervals:
         at_from, at_to = iv.objective_at_ends
         gap = f"{iv.gap_ms:.3g}" if math.isfinite(iv.gap_ms) else "-"
         out.add_row(_mbps(iv.bandwidth_from), _mbps(iv.bandwidth_to), f"{at_from:.4f} .. {at_to:.4f}",
-                    esc(split_text(inst, iv.plan)), f"{iv.line.b / 8000.0:,.0f}", gap, "yes" if iv.proven else "NO")
+                    esc(plan_text(inst, iv.plan)), f"{iv.line.b / 8000.0:,.0f}", gap, "yes" if iv.proven else "NO")
     console.print(out)
     marks = ", ".join(_mbps(b) for b in table.breakpoints) or "none"
     console.print(f"Breakpoints {marks} Mbit/s; {len(table.intervals)} interval(s); {table.solves} solves in "
@@ -224,62 +193,3 @@ def _exact(inst: Any, link: Optional[str], low: float, high: float, solver: Opti
     if plot is not None:
         console.print(f"plot written to {esc(str(plot))}", highlight=False)
     return True
-
-
-# ----- plots --------------------------------------------------------------------------------------
-
-def plot_breakpoints(inst: Any, table: Any, path: str | None = None):
-    """Objective against bandwidth: each interval's line (latency = a + b / B), the
-    breakpoints dashed, the solves marked; log axes where values span decades. Returns
-    the Figure (written to ``path`` if given)."""
-    from splitopt.analysis.plots import finish_plot, new_figure, scale_axis
-
-    fig, axes = new_figure((7, 4))
-    ax = axes[0, 0]
-    colors = [f"C{i}" for i in range(10)]
-    ys: list[float] = []
-    for i, iv in enumerate(table.intervals):
-        n = 40
-        ratio = iv.bandwidth_to / iv.bandwidth_from
-        xs = [iv.bandwidth_from * ratio ** (k / (n - 1)) for k in range(n)]
-        label = split_text(inst, iv.plan, limit=40)
-        ys += [iv.line.at_bandwidth(x) for x in xs]
-        ax.plot([x / 1e6 for x in xs], [iv.line.at_bandwidth(x) for x in xs], color=colors[i % len(colors)],
-                label=(label[:50] + ("..." if len(label) > 50 else "")) + ("" if iv.proven else " (unproven)"))
-    for b in table.breakpoints:
-        ax.axvline(b / 1e6, color="gray", linestyle="--", linewidth=0.8)
-    probes = [p for p in table.probes if p.result.objective is not None]
-    ax.scatter([p.bandwidth / 1e6 for p in probes], [p.result.objective for p in probes], s=12, color="black",
-               zorder=3, label=f"solves ({len(table.probes)})")
-    scale_axis(ax, "x", [b / 1e6 for iv in table.intervals for b in (iv.bandwidth_from, iv.bandwidth_to)])
-    scale_axis(ax, "y", ys + [p.result.objective for p in probes])
-    return finish_plot(fig, ax, f"{table.link[0]}->{table.link[1]} bandwidth (Mbit/s)",
-                       f"objective ({family_unit(inst)})", f"{inst.name}: optimal plan vs bandwidth", path)
-
-
-def plot_sweep(inst: Any, data: Mapping[str, Any], path: str | None = None):
-    """Objective against bandwidth at the sweep's points, points where the plan moved
-    marked; log axes where values span decades. Returns the Figure (written to ``path``
-    if given)."""
-    from splitopt.analysis.plots import finish_plot, new_figure, scale_axis
-
-    pts = [r for r in data["points"] if r["objective"] is not None]
-    fig, axes = new_figure((7, 4))
-    ax = axes[0, 0]
-    ax.plot([r["bandwidth"] / 1e6 for r in pts], [r["objective"] for r in pts], marker="o", markersize=4,
-            color="tab:blue", label="optimum at each point")
-    moved = [r for r in pts if r["moved"]]
-    if moved:
-        ax.scatter([r["bandwidth"] / 1e6 for r in moved], [r["objective"] for r in moved], s=60, facecolors="none",
-                   edgecolors="tab:red", zorder=3, label="plan changed")
-    scale_axis(ax, "x", [r["bandwidth"] / 1e6 for r in pts])
-    scale_axis(ax, "y", [r["objective"] for r in pts])
-    link = data["link"]
-    return finish_plot(fig, ax, f"{link['source']}->{link['target']} bandwidth (Mbit/s)",
-                       f"objective ({family_unit(inst)})", f"{inst.name}: bandwidth sweep", path)
-
-
-def family_unit(inst: Any) -> str:
-    from splitopt.families.registry import family_of
-
-    return family_of(inst).objective_unit(inst)

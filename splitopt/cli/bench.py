@@ -28,16 +28,14 @@ def objective_plot_path(plot: Path) -> Path:
 
 
 def _list_suites() -> None:
-    from splitopt.sweep.suites import DEFAULT_SOLVERS, SCALE_SOLVERS, SUITES
+    from splitopt.sweep.suites import SUITES, default_solvers
 
     for s in SUITES.values():
         options = f" [{', '.join(s.options)}]" if s.options else ""
         console.print(f"{s.name}{options}: {s.description}", highlight=False, markup=False)
     console.print("default solvers (-s replaces them):", highlight=False)
-    for problem, names in DEFAULT_SOLVERS.items():
-        console.print(f"  {problem}: {', '.join(names)}", highlight=False, markup=False)
-    for problem, names in SCALE_SOLVERS.items():
-        console.print(f"  scale {problem}: {', '.join(names)}", highlight=False, markup=False)
+    for what, names in default_solvers().items():
+        console.print(f"  {what}: {', '.join(names)}", highlight=False, markup=False)
 
 
 def bench_command(

@@ -118,16 +118,17 @@ def retrain_command(
         print_json(table)
         return
     s = table["settings"]
+    split_after = table["split"]  # not a family: the retrain table's layer the model is split after
     if views > 1:
         console.print(f"{views} views ({table['data'].split(' views: ')[-1]}); unsplit = View-Pool (max over views), "
                       f"split = Conv-Reduce per view + View-Fuse + 1x1 conv {views}*d -> {table['channels']}; "
                       "bytes are per view", highlight=False)
-    console.print(f"[bold]digits_cnn[/bold] split after {table['split']} ({table['channels']}x{table['height']}x"
+    console.print(f"[bold]digits_cnn[/bold] split after {split_after} ({table['channels']}x{table['height']}x"
                   f"{table['width']}), unsplit accuracy {table['unsplit_accuracy']:.4f} "
                   f"(trained {s['base_epochs']} epochs in {table['base_train_seconds']:.1f} s); retraining: {s['loss']}, "
                   f"{s['epochs']} epochs, init {init}; uncompressed tensor {table['unsplit_bytes']} B at {bits} bits",
                   highlight=False)
-    t = Table(title=f"splitting module after {table['split']}")
+    t = Table(title=f"splitting module after {split_after}")
     console.print("acc: test accuracy (360 digits); before/after: the split model before and after retraining; "
                   f"sent: after, with the split tensor packed at {bits} bits; B/sample: packed payload bytes per "
                   "sample (+ header); s: retraining seconds", highlight=False)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
-from splitopt.core.errors import InvalidInstance, InvalidPlan
+from splitopt.core.errors import InvalidInstance, InvalidPlan, NotApplicable
 from splitopt.core.program import Program
 from splitopt.core.result import BackendOutput, Status
 from splitopt.core.settings import FamilySettings
@@ -253,6 +253,100 @@ class Family(ABC):
         """One line describing ``inst`` (for ``splitopt validate``)."""
         return inst.summary()
 
+    # ===== what the generic layers ask instead of naming a family ==========================
+    # The analysis (fronts, bandwidth, plots), the command line, the benchmark suites and
+    # the tests ask these; each default fits a family without the feature.
+
+    #: hypothesis examples per contract check (``tests/test_contracts.py``): fewer where
+    #: brute force on the family's random instances costs more
+    contract_examples: ClassVar[int] = 100
+    #: options of the command line that change this family's instances (``solve`` and
+    #: ``evaluate``: ``--NAME VALUE``): name -> the values it takes; :meth:`with_option`
+    #: applies one
+    instance_options: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: the objectives whose value is, for every plan, an affine function of 1/bandwidth
+    #: of each link in :meth:`bandwidth_links` (``splitopt bandwidth --exact`` applies)
+    affine_objectives: ClassVar[tuple[str, ...]] = ()
+    #: what the family's Pareto front trades latency against (``splitopt pareto``), e.g.
+    #: "error"; None where it has no front
+    front_measure: ClassVar[str | None] = None
+
+    def with_objective(self, inst: Any, objective: str) -> Any:
+        """A prepared copy of ``inst`` with ``objective`` (one of :attr:`objectives`)."""
+        changed = inst.with_settings(objective=objective)
+        self.prepare(changed)
+        return changed
+
+    def with_option(self, inst: Any, name: str, value: str, where: str) -> Any:
+        """A prepared copy of ``inst`` with the option ``name`` (one of
+        :attr:`instance_options`) set to ``value`` (one of the values it takes). The base
+        has no option: NotApplicable."""
+        raise NotApplicable(f"{where}: does not apply to problem '{inst.problem}'")
+
+    def pareto_front(self, inst: Any, solve: Callable[[Any], Any], points: int, mode: str) -> Any:
+        """The family's Pareto front of latency against :attr:`front_measure`
+        (a ``splitopt.core.front.Front``) with at most ``points`` points, swept as ``mode``
+        says where the family sweeps more than one way (``splitopt.core.front.MODES``).
+        ``solve(variant) -> SolveResult`` solves a variant of ``inst`` (another limit or
+        objective) with the front's backend and time limit. NotApplicable (one line) where
+        the instance has no front; the base has none."""
+        raise NotApplicable(f"pareto: problem '{inst.problem}' has no Pareto front")
+
+    def bandwidth_links(self, inst: Any) -> tuple:
+        """The links whose bandwidth the objective depends on (``splitopt bandwidth``
+        varies the one there is by default, and ``--exact`` varies these only); by
+        default every link of a splitopt instance, none for other instances."""
+        return tuple(getattr(inst, "links", ()) if self.core_instance else ())
+
+    def not_affine_reason(self, inst: Any) -> str:
+        """Why ``inst``'s objective is not in :attr:`affine_objectives` (part of the one
+        line ``splitopt bandwidth --exact`` refuses it with)."""
+        return "its objective is not an affine function of 1/bandwidth per plan"
+
+    def describe_plan(self, inst: Any, plan: Any) -> str:
+        """Which layers run where, in one line (the "split" column of ``splitopt
+        bandwidth``): by default the layer count per device in instance order for a plan
+        with a per-layer ``device`` mapping, else the plan's text."""
+        device = getattr(plan, "device", None)
+        if not isinstance(device, Mapping) or not self.core_instance:
+            return str(plan)
+        counts: dict[str, int] = {}
+        for layer in inst.layers:
+            counts[device[layer.name]] = counts.get(device[layer.name], 0) + 1
+        return " | ".join(f"{d.name} {counts[d.name]}" for d in inst.devices if counts.get(d.name))
+
+    def draws_plans(self, inst: Any) -> bool:
+        """Whether ``--gantt`` can draw the plans of ``inst`` (asked before solving); by
+        default where they have a schedule."""
+        return self.has_schedule
+
+    def plan_drawing(self, inst: Any, metrics: Any) -> Any:
+        """What ``--gantt`` draws for a plan with ``metrics``
+        (``splitopt.core.drawing``): by default its schedule, None without one."""
+        from splitopt.core.drawing import Gantt
+
+        tasks = self.schedule(metrics)
+        return Gantt(tuple(tasks)) if tasks else None
+
+    def default_solvers(self, problem: str, objective: str) -> tuple[str, ...]:
+        """What a benchmark suite runs on an instance of ``problem`` with ``objective`` by
+        default (``splitopt bench``; ``-s`` replaces it): the generic exact backends, the
+        family's default first, then every baseline of the family that runs on
+        ``problem``."""
+        exact = tuple(dict.fromkeys((self.default_backend, "cpsat", "milp-highs")))
+        return exact + tuple(m.name for m in self.methods()
+                             if m.kind == "baseline" and (m.problems is None or problem in m.problems))
+
+    def scale_cases(self) -> Sequence["ScaleCase"]:
+        """The generated instances of growing size this family adds to the benchmark's
+        scale suite; none by default."""
+        return ()
+
+    def foreign_report(self, inst: Any, metrics: Any) -> dict[str, Any]:
+        """A plan's metrics as the imported format's own evaluator states them (what
+        ``splitopt dnnp-eval`` prints); NotApplicable where the family imports none."""
+        raise NotApplicable(f"problem '{inst.problem}' is not read from a foreign format")
+
 
 #: every member a family must provide (checked for each registered family by the tests)
 PROTOCOL_MEMBERS = (
@@ -262,6 +356,30 @@ PROTOCOL_MEMBERS = (
     "lower_bound", "report",
     "schedule", "breakdown", "objective_unit", "summary", "random_instance", "instance_from_data",
 )
+
+
+# ===== the hooks' members and types ===========================================================
+
+@dataclass(frozen=True)
+class ScaleCase:
+    """A kind of generated instance of the benchmark's scale suite: ``make(n_layers,
+    seed)`` returns the JSON data of an instance of ``problem`` with ``n_layers`` layers
+    (deterministic for a seed), written to files named ``<stem>_n<layers>_s<seed>.json``;
+    ``solvers``: what the suite runs on them by default."""
+
+    stem: str
+    problem: str
+    make: Callable[[int, int], Any]
+    solvers: tuple[str, ...]
+
+
+#: the members of the block above, checked like the rest of the protocol
+HOOK_MEMBERS = (
+    "contract_examples", "instance_options", "affine_objectives", "front_measure", "with_objective", "with_option",
+    "pareto_front", "bandwidth_links", "not_affine_reason", "describe_plan", "draws_plans", "plan_drawing",
+    "default_solvers", "scale_cases", "foreign_report",
+)
+PROTOCOL_MEMBERS += HOOK_MEMBERS
 
 
 def instance_schema(families: Sequence[Family]) -> dict[str, Any]:

@@ -8,8 +8,9 @@ a format other than splitopt's).
 from __future__ import annotations
 
 import importlib
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterator
 
 from splitopt.core.errors import InvalidInstance
 from splitopt.families.base import Family
@@ -86,3 +87,22 @@ def family_of(inst: Any) -> Family:
         raise InvalidInstance(f"instance: a splitopt instance is expected (splitopt.load_instance or "
                               f"parse_instance), got {type(inst).__name__}")
     return family_for_problem(problem)
+
+
+@contextmanager
+def registered(fam: Family) -> Iterator[Family]:
+    """``fam`` (an object of a :class:`Family` subclass whose module is importable) in the
+    registry, after the others, for the duration of the ``with`` block; the registry as it
+    was afterwards. What a test of the registry itself uses (a throwaway family): a real
+    family is its folder and one line in ``FAMILIES``."""
+    if fam.name in FAMILIES:
+        raise KeyError(f"family '{fam.name}' is registered already")
+    FAMILIES[fam.name] = f"{type(fam).__module__}:{type(fam).__qualname__}"
+    BUILT[fam.name] = fam
+    problem_families.cache_clear()
+    try:
+        yield fam
+    finally:
+        FAMILIES.pop(fam.name, None)
+        BUILT.pop(fam.name, None)
+        problem_families.cache_clear()

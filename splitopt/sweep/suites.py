@@ -7,21 +7,19 @@ problem and the solvers the suite runs on it by default (``-s`` replaces them).
 * ``peer``: the peer dnn-partitioning files (``throughput-inputs/*/*.json`` and
   ``latency-inputs/*/*.json`` under ``--peer-dir``), problem ``maxload``, the objective
   from the folder;
-* ``scale``: generated instances of growing size (``--sizes``, layers): edge/cloud
-  ``split_bits`` (``random_instance_data``, the generator behind
-  ``splitopt.testing.generators.random_instance``) and ``chain`` instances on 8 devices,
-  latency objective, over random layer DAGs with long skips (``random_chain_data``, behind
-  ``random_chain_instance``); instance seed ``SCALE_SEED``, so the same sizes give the same
-  files, written to a cache folder beside the JSONL store (a job stays a file path, and a
-  file's content is part of its key, so a resumed run finds its records). The max-load
-  generator (``random_maxload_data``) draws small files of its own size, so max-load is not
-  in this suite.
+* ``scale``: generated instances of growing size (``--sizes``, layers), the kinds the
+  families add (``Family.scale_cases``: edge/cloud ``split_bits`` instances, and ``chain``
+  instances on 8 devices with the latency objective, over random layer DAGs with long
+  skips); instance seed ``SCALE_SEED``, so the same sizes give the same files, written to a
+  cache folder beside the JSONL store (a job stays a file path, and a file's content is
+  part of its key, so a resumed run finds its records).
 
-Each problem's default solvers (``DEFAULT_SOLVERS``) are its exact backends (CBC where it
-is the family's default, CP-SAT, HiGHS) and its baselines; methods that apply to some
-instances only (``chain-dp`` on chain-shaped graphs, ``ideal-dp`` on some max-load graphs,
-``partition-search``, ``reference-plans``, ``reference-policies``) run when named with
-``-s``.
+Each instance's default solvers are its family's (``Family.default_solvers``): its exact
+backends (CBC where it is the family's default, CP-SAT, HiGHS) and its baselines; methods
+that apply to some instances only (``chain-dp`` on chain-shaped graphs, ``ideal-dp`` on
+some max-load graphs, ``partition-search``, ``reference-plans``, ``reference-policies``)
+run when named with ``-s``. An instance of a problem no registered family handles is an
+error naming the file and the problem, never skipped.
 """
 
 from __future__ import annotations
@@ -32,36 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from splitopt.core.errors import InvalidOption
+from splitopt.core.errors import InvalidOption, SplitoptError
 
 #: the seed of every generated instance of the scale suite
 SCALE_SEED = 0
 #: the scale suite's sizes (layers) by default, and the largest one accepted
 DEFAULT_SIZES = (100, 300, 1000, 3000, 10000)
 MAX_SIZE = 100_000
-#: devices of the scale suite's chain instances
-SCALE_CHAIN_DEVICES = 8
-
-#: each problem's default solvers: exact backends first, then baselines
-DEFAULT_SOLVERS: dict[str, tuple[str, ...]] = {
-    "split": ("milp-cbc", "cpsat", "milp-highs", "neurosurgeon", "qdmp", "cloud-only", "edge-only"),
-    "split_bits": ("milp-cbc", "cpsat", "milp-highs", "auto-split", "u8", "cloud-only", "edge-only"),
-    "chain": ("cpsat", "milp-highs", "segments-dp", "chain-scan", "best-single-device"),
-    "mesh": ("cpsat", "milp-highs", "heft", "best-single-device"),
-    "multiview": ("cpsat", "milp-highs", "all-on-aggregator", "all-on-sensor", "common-split"),
-    "loading": ("cpsat", "milp-highs", "count-search", "monolithic", "equal-count", "equal-bytes"),
-    "separable": ("cpsat", "milp-highs", "ring-allreduce", "no-communication", "all-intensive", "random-sampling"),
-    # the peer files: intervals and group-moves are max-load (throughput) methods
-    "maxload/throughput": ("cpsat", "milp-highs", "intervals", "group-moves", "all-on-cpu"),
-    "maxload/latency": ("cpsat", "milp-highs", "all-on-cpu"),
-}
-
-#: the scale suite's solvers: the exact backends that scale, the exact chain DP, the
-#: baselines, and the evolutionary search (its anytime curve: the objective-vs-time plot)
-SCALE_SOLVERS: dict[str, tuple[str, ...]] = {
-    "split_bits": ("cpsat", "milp-highs", "auto-split", "cloud-only", "evolutionary"),
-    "chain": ("chain-cut", "cpsat", "milp-highs", "segments-dp", "chain-scan", "evolutionary"),
-}
 
 
 @dataclass(frozen=True)
@@ -98,14 +73,57 @@ class Suite:
     options: tuple[str, ...] = field(default=())
 
 
-def _family_of_problem(problem: str) -> str:
-    from splitopt.families.registry import problem_families
+def default_solvers() -> dict[str, tuple[str, ...]]:
+    """What the suites run by default, for ``bench --list``: per problem (``PROBLEM`` or,
+    where the objectives differ, ``PROBLEM/OBJECTIVE``) its family's default solvers, then
+    per scale case (``scale PROBLEM``) its solvers."""
+    from splitopt.families.registry import families
 
-    return problem_families().get(problem, "?")
+    out: dict[str, tuple[str, ...]] = {}
+    for fam in families():
+        for problem in fam.problems:
+            lists = {objective: fam.default_solvers(problem, objective) for objective in fam.objectives}
+            if len(set(lists.values())) == 1:
+                out[problem] = next(iter(lists.values()))
+            else:
+                out.update({f"{problem}/{objective}": names for objective, names in lists.items()})
+    for fam in families():
+        for case in fam.scale_cases():
+            out[f"scale {case.problem}"] = case.solvers
+    return out
+
+
+def instance_source(path: Path, data: object, where: str) -> Source | None:
+    """The source of an instance file's parsed ``data``: splitopt's format, its problem
+    and objective from its settings; a format a family imports (the peer files), that
+    family's (the objective from the file's folder); None for JSON that is neither (a
+    table, a list). InvalidOption naming ``where``, the file and the problem for a problem
+    no registered family handles."""
+    from splitopt.families.registry import family_for_problem, readers
+
+    if not isinstance(data, dict):
+        return None
+    if "format" not in data:
+        for fam in readers():
+            if fam.reads(data):
+                inst = fam.read(data, path)
+                return Source(path, fam.name, inst.problem, fam.default_solvers(inst.problem, inst.objective))
+        return None
+    settings = data.get("settings")
+    problem = settings.get("problem") if isinstance(settings, dict) else None
+    if not isinstance(problem, str):
+        raise InvalidOption(f"{where}: {path.name}: settings.problem is missing (a splitopt instance names its problem)")
+    try:
+        fam = family_for_problem(problem)
+    except SplitoptError as e:
+        raise InvalidOption(f"{where}: {path.name}: {e}") from None
+    objective = settings.get("objective", "latency")
+    return Source(path, fam.name, problem, fam.default_solvers(problem, str(objective)))
 
 
 def shipped_sources(options: SuiteOptions) -> list[Source]:
-    """Every ``*.json`` splitopt instance in ``options.instances_dir`` (sorted by name)."""
+    """Every ``*.json`` instance in ``options.instances_dir`` (sorted by name): splitopt's
+    format or one a family imports; other JSON (and unreadable files) are not instances."""
     folder = options.instances_dir
     if not folder.is_dir():
         raise InvalidOption(f"--instances-dir {folder}: no such folder (the shipped instances are the repository's "
@@ -116,18 +134,17 @@ def shipped_sources(options: SuiteOptions) -> list[Source]:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        settings = data.get("settings") if isinstance(data, dict) else None
-        problem = settings.get("problem") if isinstance(settings, dict) else None
-        if not isinstance(problem, str) or problem not in DEFAULT_SOLVERS:
-            continue
-        out.append(Source(path, _family_of_problem(problem), problem, DEFAULT_SOLVERS[problem]))
+        source = instance_source(path, data, f"--instances-dir {folder}")
+        if source is not None:
+            out.append(source)
     if not out:
         raise InvalidOption(f"--instances-dir {folder}: holds no splitopt instance (*.json)")
     return out
 
 
 def peer_sources(options: SuiteOptions) -> list[Source]:
-    """The peer's input files, throughput then latency, each sorted by path."""
+    """The peer's input files, throughput then latency, each sorted by path (their family:
+    the one that imports them; the objective from the folder)."""
     folder = options.peer_dir
     if not folder.is_dir():
         raise InvalidOption(f"--peer-dir {folder}: no such folder (the peer dnn-partitioning repository, holding "
@@ -135,7 +152,14 @@ def peer_sources(options: SuiteOptions) -> list[Source]:
     out = []
     for objective in ("throughput", "latency"):
         for path in sorted((folder / f"{objective}-inputs").glob("*/*.json")):
-            out.append(Source(path, "maxload", "maxload", DEFAULT_SOLVERS[f"maxload/{objective}"]))
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                raise InvalidOption(f"--peer-dir {folder}: {path}: not a JSON file") from None
+            source = instance_source(path, data, f"--peer-dir {folder}")
+            if source is None:
+                raise InvalidOption(f"--peer-dir {folder}: {path}: not a format splitopt imports")
+            out.append(source)
     if not out:
         raise InvalidOption(f"--peer-dir {folder}: holds no throughput-inputs/*/*.json or latency-inputs/*/*.json")
     return out
@@ -152,27 +176,22 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def scale_sources(options: SuiteOptions) -> list[Source]:
-    """The generated instances, by family then size, written to ``options.cache_dir``."""
-    from splitopt.families.chain.examples import random_chain_data
-    from splitopt.families.edge_cloud.examples import random_instance_data
+    """The generated instances, by family (registry order) and case, then size, written to
+    ``options.cache_dir``."""
+    from splitopt.families.registry import families
 
-    generators: list[tuple[str, str, str, Callable[[int], dict]]] = [
-        ("edge_cloud", "split_bits", "edge_cloud_split_bits",
-         lambda n: random_instance_data(SCALE_SEED, n, problem="split_bits", edge_required=False)),
-        ("chain", "chain", f"chain{SCALE_CHAIN_DEVICES}_latency",
-         lambda n: random_chain_data(SCALE_SEED, n, SCALE_CHAIN_DEVICES, "latency")),
-    ]
     try:
         options.cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InvalidOption(f"--out: cannot create the instance cache {options.cache_dir} "
                             f"({e.strerror or type(e).__name__})") from None
     out = []
-    for family, problem, stem, make in generators:
-        for n in options.sizes:
-            path = options.cache_dir / f"{stem}_n{n}_s{SCALE_SEED}.json"
-            _write_if_changed(path, json.dumps(make(n), sort_keys=True) + "\n")
-            out.append(Source(path, family, problem, SCALE_SOLVERS[problem]))
+    for fam in families():
+        for case in fam.scale_cases():
+            for n in options.sizes:
+                path = options.cache_dir / f"{case.stem}_n{n}_s{SCALE_SEED}.json"
+                _write_if_changed(path, json.dumps(case.make(n, SCALE_SEED), sort_keys=True) + "\n")
+                out.append(Source(path, fam.name, case.problem, case.solvers))
     return out
 
 
@@ -181,9 +200,9 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           "exact backends and baselines", shipped_sources, ("--instances-dir",)),
     Suite("peer", "the peer dnn-partitioning files (throughput- and latency-inputs under --peer-dir), problem "
           "maxload: CP-SAT, HiGHS and the max-load baselines", peer_sources, ("--peer-dir",)),
-    Suite("scale", f"generated edge/cloud split_bits and chain instances (8 devices, DAGs with skips) of --sizes layers (default "
-          f"{', '.join(map(str, DEFAULT_SIZES))}; seed {SCALE_SEED}): chain-cut, CP-SAT, HiGHS, baselines, "
-          "evolutionary search", scale_sources, ("--sizes",)),
+    Suite("scale", f"generated instances of --sizes layers (default {', '.join(map(str, DEFAULT_SIZES))}; seed "
+          f"{SCALE_SEED}), the kinds the families add (edge/cloud split_bits; chain, 8 devices, DAGs with skips): "
+          "exact methods, CP-SAT, HiGHS, baselines, evolutionary search", scale_sources, ("--sizes",)),
 )}
 
 
@@ -220,7 +239,7 @@ def solvers_for(sources: list[Source], chosen: list[str] | None) -> list[tuple[S
         check_backend(name, {})
     out = []
     for s in sources:
-        methods = set() if s.family == "?" else {n for m in family(s.family).methods() for n in (m.name, *m.aliases)}
+        methods = {n for m in family(s.family).methods() for n in (m.name, *m.aliases)}
         mine = tuple(dict.fromkeys(n for n in chosen if ALIASES.get(n, n) in BACKENDS or n in methods))
         if mine:
             out.append((s, mine))

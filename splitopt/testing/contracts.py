@@ -79,6 +79,18 @@ def check_protocol(family_name: str) -> None:
     # reading a file asks only the READERS families: any other must keep the base ``reads``
     imports_a_format = type(fam).reads is not Family.reads
     assert imports_a_format == (family_name in READERS), (family_name, "reads", "registry.READERS")
+    # what the generic layers ask: consistent with the rest of the protocol
+    assert set(fam.affine_objectives) <= set(fam.objectives), (family_name, fam.affine_objectives)
+    assert isinstance(fam.contract_examples, int) and fam.contract_examples >= 1
+    assert fam.front_measure is None or (isinstance(fam.front_measure, str) and fam.front_measure)
+    for problem in fam.problems:
+        for objective in fam.objectives:
+            solvers = fam.default_solvers(problem, objective)
+            assert solvers and all(isinstance(n, str) for n in solvers), (family_name, problem, objective, solvers)
+            for name in solvers:
+                assert name in names() or any(name in (m.name, *m.aliases) for m in fam.methods()), (family_name, name)
+    for case in fam.scale_cases():
+        assert case.problem in fam.problems and case.stem and case.solvers, (family_name, case)
 
 
 def check_exact_matches_brute_force(family_name: str, backend: str, seed: int) -> None:

@@ -4,7 +4,7 @@ the random layer DAGs of the edge/cloud examples over a line of devices."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -76,3 +76,38 @@ def small_random_data(seed: int) -> dict[str, Any]:
     """A random instance small enough for brute force (2-8 layers, 2-4 devices)."""
     rng = np.random.default_rng([seed, 101])
     return random_chain_data(seed, int(rng.integers(2, 9)), int(rng.integers(2, 5)))
+
+
+def random_chain_instance(seed: int, n_layers: int, n_devices: int, objective: str | None = None,
+                          linear: bool = False) -> Any:
+    """The instance of :func:`random_chain_data` (same arguments), parsed and checked."""
+    from splitopt.families.registry import family
+
+    return family("chain").instance_from_data(random_chain_data(seed, n_layers, n_devices, objective, linear))
+
+
+def first_chain_instance_for(method: str, n_layers: int, n_devices: int, objective: str,
+                             seeds: Sequence[int] = range(40)) -> Any | None:
+    """The first random chain instance (:func:`random_chain_instance`, ``seeds`` in
+    order) whose ``auto`` exact method (``Family.exact_method``) is ``method``; None if
+    none is."""
+    from splitopt.families.registry import family
+
+    chain = family("chain")
+    for seed in seeds:
+        inst = random_chain_instance(seed, n_layers, n_devices, objective=objective)
+        if chain.exact_method(inst) == method:
+            return inst
+    return None
+
+
+def random_chain_plan(inst: Any, rng: Any) -> Any:
+    """A random monotone chain plan of ``inst`` (each layer on a device at or after its
+    inputs'; ``rng`` a numpy Generator)."""
+    from splitopt.families.chain.plan import plan_from_indices
+
+    index: dict[str, int] = {}
+    for layer in inst.layers:
+        low = max([index[s] for s in layer.inputs if s in index], default=0)
+        index[layer.name] = int(rng.integers(low, len(inst.settings.chain)))
+    return plan_from_indices(inst, index)

@@ -12,7 +12,7 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
-from splitopt.families.base import Family, Method
+from splitopt.families.base import Family, Method, ScaleCase
 from splitopt.families.chain import branch, methods
 from splitopt.families.chain.bound import chain_lower_bound, memory_free_latency, memory_free_optimum_fits
 from splitopt.families.chain.checks import check_chain
@@ -121,3 +121,39 @@ class ChainFamily(Family):
 
     def report(self, console, inst: Instance, plan: Plan, metrics: ChainMetrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
+
+    # ===== what the generic layers ask (analysis, command line, suites, tests) =================
+    contract_examples = 150
+    affine_objectives = ("latency",)  # a sum of stage times: compute + link latency + bits sent / bandwidth
+
+    def bandwidth_links(self, inst: Instance) -> tuple:
+        """The links between consecutive devices of the chain."""
+        chain = inst.settings.chain
+        return tuple(inst.link_between[(a, b)] for a, b in zip(chain, chain[1:]))
+
+    def not_affine_reason(self, inst: Instance) -> str:
+        if inst.objective == "throughput":
+            return ("the bottleneck stage is a max of affine functions of 1/bandwidth per plan, so the optimum is not "
+                    "concave in it")
+        return super().not_affine_reason(inst)
+
+    def plan_drawing(self, inst: Instance, metrics: ChainMetrics) -> Any:
+        """A throughput plan as its pipeline (each device with work a stage: its compute,
+        then its send to the next device); a latency plan as its schedule."""
+        from splitopt.core.drawing import Pipeline
+
+        stages = tuple((d.device, d.compute_ms, d.send_ms, f"{d.layers} layers") for d in metrics.devices
+                       if d.stage_ms > 0)
+        if metrics.objective == "throughput" and stages:
+            return Pipeline(stages)
+        return super().plan_drawing(inst, metrics)
+
+    def scale_cases(self) -> Sequence[ScaleCase]:
+        """8 devices, latency objective, over random layer DAGs with long skips
+        (``examples.random_chain_data``)."""
+        from splitopt.families.chain.examples import random_chain_data
+
+        devices = 8
+        return (ScaleCase(f"chain{devices}_latency", "chain",
+                          lambda n, seed: random_chain_data(seed, n, devices, "latency"),
+                          ("chain-cut", "cpsat", "milp-highs", "segments-dp", "chain-scan", "evolutionary")),)

@@ -241,3 +241,14 @@ def small_random_data(seed: int) -> dict[str, Any]:
     n = int(rng.integers(3, 4 if len(bits) == 3 else 6))
     problem = "split" if rng.random() < 0.3 else "split_bits"
     return random_instance_data(seed, n, problem=problem, bit_widths=bits)
+
+
+def random_instance(seed: int, n_layers: int, problem: str = "split_bits", bit_widths: Sequence[int] | None = None,
+                    cloud_bits: int | None = None, overrides: bool | None = None, n_inputs: int | None = None,
+                    edge_required: bool = True) -> Any:
+    """The instance of :func:`random_instance_data` (same arguments), parsed and checked."""
+    from splitopt.families.registry import family
+
+    return family("edge_cloud").instance_from_data(random_instance_data(
+        seed, n_layers, problem=problem, bit_widths=bit_widths, cloud_bits=cloud_bits, overrides=overrides,
+        n_inputs=n_inputs, edge_required=edge_required))

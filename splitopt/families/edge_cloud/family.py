@@ -11,7 +11,7 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
-from splitopt.families.base import Family, Method
+from splitopt.families.base import Family, Method, ScaleCase
 from splitopt.families.edge_cloud.baselines import auto_split, cloud_only, edge_only, neurosurgeon, qdmp, u8
 from splitopt.families.edge_cloud.bound import edge_cloud_lower_bound, relaxed_cut_plan
 from splitopt.families.edge_cloud.checks import check_edge_cloud
@@ -20,7 +20,7 @@ from splitopt.families.edge_cloud.dominance import without_dominated_frontier
 from splitopt.families.edge_cloud.enumerate import enumerate_plans
 from splitopt.families.edge_cloud.evaluate import Metrics, evaluate
 from splitopt.families.edge_cloud.plan import plan_from_dict, plan_to_dict
-from splitopt.families.edge_cloud.settings import EdgeCloudSettings
+from splitopt.families.edge_cloud.settings import EdgeCloudSettings, uplink
 from splitopt.families.edge_cloud.program import build_split_program, decode_split_plan, encode_plan, start_plan
 from splitopt.families.edge_cloud.report import report
 from splitopt.families.edge_cloud.space import edge_cloud_space
@@ -117,3 +117,61 @@ class EdgeCloudFamily(Family):
 
     def report(self, console, inst: Instance, plan: Plan, metrics: Metrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
+
+    # ===== what the generic layers ask (analysis, command line, suites, tests) =================
+    contract_examples = 200
+    affine_objectives = ("latency",)  # edge + cloud compute + link latency + bits sent / bandwidth
+    front_measure = "error"
+
+    def pareto_front(self, inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str) -> Any:
+        """The latency / quantization-error front (``pareto.py``), on problem split_bits."""
+        from splitopt.families.edge_cloud.pareto import pareto_front
+
+        if inst.problem != "split_bits":
+            inst = inst.with_settings(problem="split_bits")
+        self.prepare(inst)
+        return pareto_front(inst, solve, points, mode)
+
+    def bandwidth_links(self, inst: Instance) -> tuple:
+        """The uplink: the one link a plan sends over."""
+        return (uplink(inst),)
+
+    def describe_plan(self, inst: Instance, plan: Plan) -> str:
+        """The edge layers' count and last layer (``cloud-only`` for none) and, for a
+        split_bits plan, the first edge layers' bit-widths (weight/activation)."""
+        edge = [layer.name for layer in inst.layers if plan.device[layer.name] == inst.settings.edge]
+        if not edge:
+            return f"cloud-only ({inst.settings.cloud})"
+        text = f"{len(edge)} on {inst.settings.edge} (to {edge[-1]})"
+        if inst.problem == "split_bits":
+            bits = " ".join(f"{plan.weight_bits[n]}/{plan.activation_bits[n]}" for n in edge[:3])
+            text += f", w/a {bits}{' ...' if len(edge) > 3 else ''}"
+        return text
+
+    def draws_plans(self, inst: Instance) -> bool:
+        return True  # as a timeline: edge compute, the uplink's transfer, cloud compute
+
+    def plan_drawing(self, inst: Instance, metrics: Metrics) -> Any:
+        """The plan as a timeline: the edge computes its layers, the uplink sends the
+        cut's tensors (their sizes on the bar and under the chart), the cloud computes
+        the rest."""
+        from splitopt.core.drawing import Timeline, human_bytes
+
+        edge, cloud = inst.settings.edge, inst.settings.cloud
+        e, t, c = metrics.edge_compute_ms, metrics.transmit_ms, metrics.cloud_compute_ms
+        sent = [f"{name} ({human_bytes(size)})" for name, size in metrics.sent_tensors]
+        bars = ((f"edge ({edge})", e, "compute", f"{metrics.edge_layer_count} edge layers, {e:.4g} ms"),
+                (f"uplink {edge}->{cloud}", t, "transfer", f"{human_bytes(metrics.transmitted_bytes)} sent, {t:.4g} ms"),
+                (f"cloud ({cloud})", c, "compute",
+                 f"{len(inst.layers) - metrics.edge_layer_count} cloud layers, {c:.4g} ms"))
+        return Timeline(bars, "sent: " + (", ".join(sent) if sent else "nothing (the plan runs on one side)"),
+                        f"{inst.name}: {inst.problem} plan, latency {metrics.total_ms:.4g} ms")
+
+    def scale_cases(self) -> Sequence[ScaleCase]:
+        """split_bits over random layer DAGs (``examples.random_instance_data``), no layer
+        pinned to the edge."""
+        from splitopt.families.edge_cloud.examples import random_instance_data
+
+        return (ScaleCase("edge_cloud_split_bits", "split_bits",
+                          lambda n, seed: random_instance_data(seed, n, problem="split_bits", edge_required=False),
+                          ("cpsat", "milp-highs", "auto-split", "cloud-only", "evolutionary")),)

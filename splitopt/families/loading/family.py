@@ -173,3 +173,12 @@ class LoadingFamily(Family):
         from splitopt.families.loading.report import report
 
         report(console, inst, plan, metrics, show_layers)
+
+    # ===== what the generic layers ask (analysis, command line, suites, tests) =================
+    contract_examples = 150
+
+    def default_solvers(self, problem: str, objective: str) -> tuple[str, ...]:
+        """The exact backends, the count search and the simple baselines (``partition-search``,
+        ``reference-plans`` and ``paper-rlu`` apply to some instances only: run them with
+        ``-s``)."""
+        return ("cpsat", "milp-highs", "count-search", "monolithic", "equal-count", "equal-bytes")

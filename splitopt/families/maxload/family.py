@@ -29,8 +29,8 @@ from splitopt.families.maxload.latency_cpsat import build_latency_cpsat
 from splitopt.families.maxload.latency_milp import (build_latency_program, decode_latency, encode_latency,
                                                   milp_bound_tolerance_ms, milp_tolerance_ms)
 from splitopt.families.maxload.latency_start import start_placement
-from splitopt.families.maxload.instance import (OBJECTIVES, PROBLEM, MaxloadInstance, is_peer_data,
-                                              objective_of_path, parse_peer_instance, peer_name)
+from splitopt.families.maxload.instance import (CONTIGUITY, OBJECTIVES, PROBLEM, MaxloadInstance, check_contiguity,
+                                              is_peer_data, objective_of_path, parse_peer_instance, peer_name)
 from splitopt.families.maxload.plan import PLAN_FORMAT, MaxloadPlacement, parse_expert
 from splitopt.families.maxload.program import (MILP_REL_TOL, build_max_load_program, decode_placement,
                                              simple_infeasibility)
@@ -194,3 +194,44 @@ class MaxloadFamily(Family):
 
     def breakdown(self, inst: MaxloadInstance, metrics: MaxloadMetrics) -> list[tuple[str, float, float]]:
         return metrics.breakdown()
+
+    # ===== what the generic layers ask (analysis, command line, suites, tests) =================
+    contract_examples = 150
+    instance_options = {"contiguity": CONTIGUITY}
+
+    def with_objective(self, inst: MaxloadInstance, objective: str) -> MaxloadInstance:
+        return inst.with_objective(objective)
+
+    def with_option(self, inst: MaxloadInstance, name: str, value: str, where: str) -> MaxloadInstance:
+        """``contiguity``: the contiguity rule (``contiguity.py``)."""
+        if name != "contiguity":
+            return super().with_option(inst, name, value, where)
+        return inst.with_contiguity(check_contiguity(value, where))
+
+    def default_solvers(self, problem: str, objective: str) -> tuple[str, ...]:
+        """The exact backends, ``all-on-cpu`` and, for the max-load (throughput) objective,
+        its baselines ``intervals`` and ``group-moves`` (``ideal-dp`` applies to some graphs
+        only: run it with ``-s``)."""
+        extra = ("intervals", "group-moves") if objective == "throughput" else ()
+        return ("cpsat", "milp-highs", *extra, "all-on-cpu")
+
+    def plan_drawing(self, inst: MaxloadInstance, metrics: MaxloadMetrics) -> Any:
+        """A max-load (throughput) placement as its pipeline (each loaded device a stage:
+        its load less its transfers, then its transfers); a latency placement as its
+        schedule. Nothing (None) for a placement without a schedule: its latency is
+        undefined (a device's node set is not convex, so no order runs it)."""
+        from splitopt.core.drawing import Pipeline
+
+        if not metrics.schedule:
+            return None
+        stages = tuple((device, compute, transfer, "") for device, compute, transfer in metrics.breakdown())
+        if metrics.objective == "throughput" and stages:
+            return Pipeline(stages)
+        return super().plan_drawing(inst, metrics)
+
+    def foreign_report(self, inst: MaxloadInstance, metrics: MaxloadMetrics) -> dict[str, Any]:
+        """The peer evaluator's view: max-load, loads, latency ("undefined" where the
+        placement has none) and the broken rules (latency's own problems left out)."""
+        return {"instance": inst.name, "max_load_ms": metrics.max_load_ms, "loads_ms": dict(metrics.loads_ms),
+                "latency_ms": metrics.latency_ms if metrics.latency_ms is not None else "undefined",
+                "violations": [v for v in metrics.violations if not v.startswith("latency:")]}

@@ -67,3 +67,10 @@ def small_random_data(seed: int) -> dict[str, Any]:
 
     rng = np.random.default_rng([seed, 101])
     return random_mesh_data(seed, int(rng.integers(1, 5)), int(rng.integers(2, 4)))
+
+
+def random_mesh_instance(seed: int, n_layers: int, n_devices: int) -> Any:
+    """The instance of :func:`random_mesh_data` (same arguments), parsed and checked."""
+    from splitopt.families.registry import family
+
+    return family("mesh").instance_from_data(random_mesh_data(seed, n_layers, n_devices))

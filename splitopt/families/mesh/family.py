@@ -95,3 +95,10 @@ class MeshFamily(Family):
 
     def report(self, console, inst: Instance, plan: MeshPlan, metrics: MeshMetrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
+
+    # ===== what the generic layers ask (analysis, command line, suites, tests) =================
+    contract_examples = 100
+
+    def not_affine_reason(self, inst: Instance) -> str:
+        return ("a schedule's makespan is a max over paths of affine functions of 1/bandwidth, so the optimum is not "
+                "concave in it")

@@ -99,3 +99,15 @@ class MultiviewFamily(Family):
     def report(self, console, inst: Instance, plan: MultiviewPlan, metrics: MultiviewMetrics,
                show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
+
+    # ===== what the generic layers ask (analysis, command line, suites, tests) =================
+    contract_examples = 80
+    front_measure = "accuracy"
+
+    def pareto_front(self, inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str) -> Any:
+        """The latency / accuracy front over the measured widths (``pareto.py``); one
+        sweep only (every measured level), so ``mode`` is not used."""
+        from splitopt.families.multiview.pareto import pareto_front
+
+        self.prepare(inst)
+        return pareto_front(inst, solve, points)

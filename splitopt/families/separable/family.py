@@ -160,3 +160,20 @@ class SeparableFamily(Family):
         from splitopt.families.separable.report import report
 
         report(console, inst, plan, metrics, show_layers)
+
+    # ===== what the generic layers ask (analysis, command line, suites, tests) =================
+    contract_examples = 100
+    front_measure = "bytes"
+
+    def pareto_front(self, inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str) -> Any:
+        """The latency / bytes front (``pareto.py``); one sweep only (every corner, each
+        lexicographic), so ``mode`` is not used."""
+        from splitopt.families.separable.pareto import pareto_front
+
+        self.prepare(inst)
+        return pareto_front(inst, solve, points)
+
+    def default_solvers(self, problem: str, objective: str) -> tuple[str, ...]:
+        """The exact backends and the baselines but ``reference-policies`` (only where the
+        instance carries published policies: run it with ``-s``)."""
+        return ("cpsat", "milp-highs", "ring-allreduce", "no-communication", "all-intensive", "random-sampling")
