@@ -17,6 +17,7 @@ mkdocs-gen-files plugin at every `mkdocs build`, never by hand):
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import re
 import sys
@@ -96,21 +97,27 @@ def paragraphs(text: str) -> str:
     return "\n\n".join(escape(b) for b in blocks if b)
 
 
-def type_text(param) -> str:
-    import click
+def is_option(param) -> bool:
+    # by duck type: typer ships its own copy of click, whose classes are not click's
+    return getattr(param, "param_type_name", "") == "option"
 
-    if isinstance(param, click.Option) and param.is_flag:
+
+def is_argument(param) -> bool:
+    return getattr(param, "param_type_name", "") == "argument"
+
+
+def type_text(param) -> str:
+    if is_option(param) and param.is_flag:
         return "flag"
-    if isinstance(param.type, click.Choice):
-        return "|".join(str(c) for c in param.type.choices)
+    choices = getattr(param.type, "choices", None)
+    if choices:
+        return "|".join(str(getattr(c, "value", c)) for c in choices)
     return param.type.name.upper()
 
 
 def default_text(param) -> str | None:
-    import click
-
     default = param.default
-    if default is None or (isinstance(param, click.Option) and param.is_flag and not default):
+    if default is None or (is_option(param) and param.is_flag and not default):
         return None
     if callable(default) or default == () or default == []:
         return None
@@ -120,39 +127,45 @@ def default_text(param) -> str | None:
 
 
 def usage(name: str, command) -> str:
-    import click
-
     pieces = [f"splitopt {name}"]
-    if any(isinstance(p, click.Option) for p in command.params):
+    if any(is_option(p) and not p.hidden for p in command.params):
         pieces.append("[OPTIONS]")
     for p in command.params:
-        if isinstance(p, click.Argument):
+        if is_argument(p):
             metavar = p.name.upper() + ("..." if p.nargs == -1 else "")
             pieces.append(metavar if p.required else f"[{metavar}]")
     return " ".join(pieces)
 
 
-def command_section(name: str, command) -> str:
-    import click
+def command_module(command) -> str | None:
+    """The module that defines the command's function (its help may point to its docstring)."""
+    callback = inspect.unwrap(command.callback) if command.callback is not None else None
+    module = getattr(callback, "__module__", None)
+    return module if module and module.startswith(PACKAGE + ".") else None
 
+
+def command_section(name: str, command) -> str:
     lines = [f"## `splitopt {name}`", ""]
     if command.hidden:
         lines += ["*Not listed by `splitopt --help`: an alias kept so that existing command lines work.*", ""]
     lines += ["```text", usage(name, command), "```", "", paragraphs(command.help or ""), ""]
-    arguments = [p for p in command.params if isinstance(p, click.Argument)]
-    options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
+    module = command_module(command)
+    if module is not None:
+        lines += [f"Defined in [`{module}`][{module}].", ""]
+    arguments = [p for p in command.params if is_argument(p)]
+    options = [p for p in command.params if is_option(p) and not p.hidden]
     if arguments:
         lines += ["**Arguments**", ""]
         for p in arguments:
-            extra = "" if p.required else " (optional)"
-            lines.append(f"- `{p.name.upper()}` ({type_text(p)}){extra}: {escape(' '.join((getattr(p, 'help', None) or '').split()))}")
+            extra = "" if p.required else ", optional"
+            text = escape(" ".join((getattr(p, "help", None) or "").split()))
+            lines.append(f"- `{p.name.upper()}{'...' if p.nargs == -1 else ''}` ({type_text(p)}{extra}): {text}")
         lines.append("")
     if options:
         lines += ["**Options**", ""]
         for p in options:
             names = ", ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts])
-            kind = type_text(p)
-            facts = [kind] + ([f"default {escape(d)}"] if (d := default_text(p)) is not None else [])
+            facts = [type_text(p)] + ([f"default {escape(d)}"] if (d := default_text(p)) is not None else [])
             if p.multiple:
                 facts.append("repeatable")
             if p.required:
@@ -163,15 +176,15 @@ def command_section(name: str, command) -> str:
 
 
 def cli_reference() -> None:
-    import click
     import typer
 
     from splitopt.cli.app import app
 
     group = typer.main.get_command(app)
-    names = group.list_commands(click.Context(group, info_name="splitopt"))
+    names = list(group.commands)  # in the order the application defines them
     shown = [n for n in names if not group.commands[n].hidden]
     hidden = [n for n in names if group.commands[n].hidden]
+    summary = {n: paragraphs((group.commands[n].help or "").split("\n\n")[0]).replace("\n", " ") for n in shown}
     head = [
         "# CLI reference",
         "",
@@ -181,8 +194,7 @@ def cli_reference() -> None:
         "",
         "| command | what it does |",
         "|---|---|",
-        *(f"| [`{n}`](#splitopt-{n}) | {paragraphs((group.commands[n].help or '').split(chr(10) + chr(10))[0]).replace(chr(10), ' ')} |"
-          for n in shown),
+        *(f"| [`{n}`](#splitopt-{n}) | {summary[n]} |" for n in shown),
         "",
         "Exit codes: 0 a plan (or the command's result), 1 an internal solver failure or a failed check "
         "(`run`, `export`, `run-tcp`, `run-loading`, `run-separable`), 2 bad input (one line naming the field "

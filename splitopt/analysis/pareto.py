@@ -10,7 +10,7 @@ down to the least-error plan (cloud-only, error 0, unless layers are pinned to t
 unconstrained optimum.
 
 The latency / accuracy front of a ``multiview`` instance whose compression widths carry
-measured accuracies (``settings.multiview.accuracy``; issue 4) is swept the same way in
+measured accuracies (``settings.multiview.accuracy``) is swept the same way in
 the other direction (:func:`accuracy_front`): minimise latency subject to accuracy >=
 ``min_accuracy``, starting from the least measured accuracy and raising the limit each
 step to the next measured level above the last plan's accuracy. The levels are discrete,
