@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "pareto_resnet50.png")
 
 inst = splitopt.load_instance(ROOT / "instances" / "resnet50_eyeriss.json")
-front = pareto_front(inst, solver="cpsat", mode="exact", points=50, time_limit=30)
+front = pareto_front(inst, solver="cpsat", mode="exact", points=50, time_limit=30, threads=1)
 
 print(f"{'error budget':>12} {'error':>10} {'latency ms':>11} {'status':>8}  edge layers")
 for point in front:

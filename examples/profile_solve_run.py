@@ -58,7 +58,7 @@ def main() -> None:
         inst = splitopt.parse_instance(json.loads(profiled.read_text()),
                                        overrides=["devices[eyeriss].mac_per_s=1e8"])
         splitopt.save_instance(inst, instance)
-        result = splitopt.solve(inst, time_limit=30, seed=0)
+        result = splitopt.solve(inst, time_limit=30, threads=1, seed=0)
         edge = [name for name, layer in splitopt.plan_to_dict(inst, result.plan)["layers"].items()
                 if layer["device"] == "eyeriss"]
         print(f"solve: {result.status.name}, {result.objective:.3f} ms, edge layers {edge}, "

@@ -29,7 +29,7 @@ for memory in EDGE_MEMORIES:
             f"links[eyeriss->tpu].bandwidth_bits_per_s={bandwidth}",
             f"settings.edge_memory_bytes={memory}",
         ])
-        result = splitopt.solve(inst, time_limit=30, seed=0)
+        result = splitopt.solve(inst, time_limit=30, threads=1, seed=0)  # repeatable: one thread
         plan = splitopt.plan_to_dict(inst, result.plan)
         edge = [name for name, layer in plan["layers"].items() if layer["device"] == "eyeriss"]
         print(f"{bandwidth / 1e6:>13g} {memory / 1e6:>7g} {result.status.name:>8} {result.objective:>11.3f} "

@@ -36,7 +36,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], float, tuple[str, ...]]] = {
         r"\nOK\n",
     )),
     "pareto_plot.py": ((), 300, (
-        r"none\s+1\.399\s+141\.849\s+OPTIMAL",
+        r"none\s+[\d.]+\s+141\.849\s+OPTIMAL",
         r"\s0\s+405\.378\s+OPTIMAL\s+0",
         r"wrote pareto_resnet50\.png \([\d,]+ B\): \d+ points",
     )),
