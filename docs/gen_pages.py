@@ -216,6 +216,8 @@ def schema_type(node: dict, defs: dict) -> tuple[str, dict]:
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
         kind, resolved = schema_type(merged, defs)
         return kind, resolved
+    if "const" in node:
+        return f"`{json.dumps(node['const'])}`", node
     if "enum" in node:
         return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in node["enum"]), node
     kinds = node.get("type")
@@ -252,9 +254,10 @@ def schema_rows(node: dict, defs: dict, prefix: str, depth: int = 0) -> list[str
         kind, resolved = schema_type(child, defs)
         path = f"{prefix}.{name}" if prefix else name
         text = " ".join((resolved.get("description") or child.get("description") or "").split())
-        flag = "yes" if name in required else ""
-        rows.append(f"| `{path}` | {escape(kind) if '`' not in kind else kind} | {flag} | "
-                    f"{escape(schema_range(resolved))} | {escape(text)} |")
+        kind = escape(kind) if "`" not in kind else kind
+        if name in required:
+            kind += ", required"
+        rows.append(f"| `{path}` | {kind} | {escape(schema_range(resolved))} | {escape(text)} |")
         item = resolved.get("items") if resolved.get("type") == "array" else None
         if isinstance(item, dict):
             _, item = schema_type(item, defs)
@@ -272,6 +275,7 @@ def schema_reference() -> None:
     schema = instance_schema()
     defs = schema.get("$defs", {})
     lines = [
+        "---", "hide:", "  - toc", "---", "",  # the table needs the page's width
         "# Instance schema",
         "",
         "Generated at every build from the schema splitopt checks instances against "
@@ -281,8 +285,8 @@ def schema_reference() -> None:
         "",
         escape(" ".join((schema.get("description") or "").split())),
         "",
-        "| field | type | required | range | meaning |",
-        "|---|---|---|---|---|",
+        "| field | type | range | meaning |",
+        "|---|---|---|---|",
         *schema_rows(schema, defs, ""),
         "",
     ]

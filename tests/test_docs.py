@@ -34,9 +34,6 @@ HISTORY = re.compile(r"\b(previous run|last session|this session|what moved sinc
 def mkdocs_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    # mkdocs-material prints a banner about MkDocs 2 on every build; it is not a warning of
-    # this site's
-    env.update(NO_MKDOCS_2_WARNING="1", DISABLE_MKDOCS_2_WARNING="true")
     return env
 
 
