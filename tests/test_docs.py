@@ -164,6 +164,56 @@ def test_a_dead_link_or_a_missing_function_fails_the_build(tmp_path):
     assert "splitopt.api.solve_instance" in output, output[-4000:]
 
 
+#: a command line as the pages show one: in a code span, or a line of a code block ("$ " optional)
+CODE_SPAN_COMMAND = re.compile(r"`(splitopt [a-z][^`]*)`")
+OUTPUT_HEADER = re.compile(r"^splitopt \S+ \| ")  # the first line that `solve` prints
+
+
+def command_lines(text: str) -> list[str]:
+    """The ``splitopt VERB ...`` command lines of a Markdown page: code spans, and the lines of
+    fenced or indented code blocks (output lines such as ``splitopt NAME | problem ...`` left out)."""
+    found = CODE_SPAN_COMMAND.findall(text)
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or line.startswith("    "):
+            body = line.strip()
+            body = body[2:] if body.startswith("$ ") else body
+            if body.startswith("splitopt ") and not OUTPUT_HEADER.match(body):
+                found.append(body)
+    return found
+
+
+def test_every_command_line_in_the_pages_names_a_real_command_and_options():
+    """The pages show command lines as they are: each verb is a command of the CLI and each
+    option one that command takes (the CLI reference is generated; the guides are written)."""
+    import typer
+
+    from splitopt.cli.app import app
+
+    commands = typer.main.get_command(app).commands
+    known = {name: {o for p in c.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+             | {"--help"} for name, c in commands.items()}
+    wrong, seen = [], 0
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for line in command_lines(page.read_text(encoding="utf-8")):
+            seen += 1
+            line = line.split(" # ")[0]
+            verb = line.split()[1]
+            if verb.startswith("-"):
+                continue  # `splitopt --help`
+            if verb not in known:
+                wrong.append(f"{page.relative_to(ROOT)}: no command {verb!r}: {line}")
+                continue
+            for option in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", line):
+                if option not in known[verb]:
+                    wrong.append(f"{page.relative_to(ROOT)}: splitopt {verb} has no option {option}: {line}")
+    assert seen >= 30, seen
+    assert not wrong, "\n".join(wrong)
+
+
 def readme_commands() -> list[str]:
     """The README's two commands: the indented lines under its heading "Two commands"."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
