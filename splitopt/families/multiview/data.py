@@ -41,7 +41,7 @@ width ``d`` (None: no compression):
   operations, no weights). With V = 1 and no ``d`` there is no fusion layer;
 * the post-fusion layers (every other backbone layer), run once on the aggregator.
 
-Accuracy (issue 4: the width ``d`` as a decision with its measured accuracy): a record
+Accuracy (the width ``d`` as a decision with its measured accuracy): a record
 gives the accuracy measured for width ``d`` (``null``: no Conv-Reduce) at one fusion
 point, or at every fusion point when it names none (a record naming the fusion point wins).
 With ``min_accuracy`` set, an architecture (fusion, d) may be chosen only if its accuracy
