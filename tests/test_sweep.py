@@ -55,6 +55,19 @@ def test_a_sweep_resumes_from_its_store(files, tmp_path):
     assert len(read_records(store)) == 3
 
 
+def test_a_limit_given_as_an_int_is_the_same_job_as_its_float(files, tmp_path):
+    """The worker reads the limit back from JSON as a float: a job keyed with the int had
+    come back under another key, so the sweep returned no record and a resume ran it again."""
+    jobs = expand(files[:1], ["cpsat"], range(1), 20, 1)
+    assert jobs[0].key == expand(files[:1], ["cpsat"], range(1), 20.0, 1)[0].key
+    assert jobs[0].key == Job.from_dict(json.loads(json.dumps(jobs[0].to_dict()))).key
+    store = tmp_path / "runs.jsonl"
+    assert [r["key"] for r in run_sweep(jobs, store, workers=1)] == [jobs[0].key]
+    ran = []
+    run_sweep(jobs, store, workers=1, progress=lambda r, done, total: ran.append(r["key"]))
+    assert ran == []
+
+
 def test_a_store_line_cut_short_by_a_kill_is_run_again(files, tmp_path):
     store = tmp_path / "runs.jsonl"
     jobs = expand(files[:2], ["cpsat"], range(1), 20.0, 1)

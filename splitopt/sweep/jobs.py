@@ -23,6 +23,12 @@ class Job:
     time_limit_s: Optional[float] = None
     threads: int = 1
 
+    def __post_init__(self) -> None:
+        # a limit given as an int (60) is the same job as 60.0, which is how a worker reads
+        # it back from JSON: the key must not tell them apart
+        if isinstance(self.time_limit_s, int) and not isinstance(self.time_limit_s, bool):
+            object.__setattr__(self, "time_limit_s", float(self.time_limit_s))
+
     @property
     def key(self) -> str:
         """A stable id of the job's inputs (the file's path and content, solver, seed,
