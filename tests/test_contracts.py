@@ -105,7 +105,7 @@ OPTIMUM_RATE = 0.8
 def test_evolutionary_search_finds_the_brute_force_optimum_in_most_draws(family):
     """On small random instances, 2,000 evaluations of evolutionary search reach the
     brute-force optimum in at least 80 % of the draws where a feasible plan exists (the
-    rates measured are in the README)."""
+    rates measured are in docs/guide/verification.md)."""
     found = [contracts.heuristic_finds_optimum(family, "evolutionary", seed, 2000) for seed in range(OPTIMUM_DRAWS)]
     judged = [f for f in found if f is not None]
     assert len(judged) >= OPTIMUM_DRAWS // 3, f"only {len(judged)} draws had a feasible optimum"

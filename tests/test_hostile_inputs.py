@@ -5,7 +5,7 @@ be one line on stderr naming the field or option and the value, exit 2, and come
 any long work (checked by making the slow step fail if it is reached). Most checks run
 in-process (CliRunner, library calls); a few run ``python -m splitopt`` end to end.
 
-1. huge or tiny numbers: refused against the documented ranges (README "Ranges"), or
+1. huge or tiny numbers: refused against the documented ranges (docs/guide/instances.md, "Ranges"), or
    solved with an honest gap (wildly different magnitudes against brute force);
 2. plan files: wrong types, fields of other problems, another instance or family;
 3. files: encodings, nesting, long literals, duplicate keys, empty, directories, top levels;

@@ -1,6 +1,6 @@
 """Keeping the user's wall-clock budget and Ctrl-C, for backends that run a solver.
 
-The promise (README, "What a result promises"): a solve with ``time_limit=L`` returns
+The promise (docs/guide/backends.md, "What a result promises"): a solve with ``time_limit=L`` returns
 within ``L * 1.1 + 1`` seconds, building included, with its incumbent; Ctrl-C stops the
 solver, leaves no child process and returns the incumbent. Solvers' own limits are not
 enough to keep it: CBC checks its ``-sec`` limit only between phases (a root LP of 50,000

@@ -123,7 +123,7 @@ def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
                                       f"{shown(err.instance['problem'])}")
         if err.validator in _BOUNDS:
             raise InvalidInstance(f"{_json_path(err.absolute_path)}: must be {_BOUNDS[err.validator]} "
-                                  f"{err.validator_value:.17g}, got {shown(err.instance)} (README 'Ranges')")
+                                  f"{err.validator_value:.17g}, got {shown(err.instance)} (docs/guide/instances.md, 'Ranges')")
         raise InvalidInstance(f"{_json_path(err.absolute_path)}: {cut(err.message.splitlines()[0], 200)} "
                               f"(got {cut(json.dumps(err.instance, default=lambda v: f'{type(v).__name__}({v!r})'))})")
 

@@ -3,7 +3,7 @@
 The JSON Schema (``schema/instance.schema.json``) states the bound of each single value;
 :func:`check_ranges` checks, after the schema, the bounds that need totals or derived
 values (a layer's latency from its MACs and the device's rate, a transfer's time from a
-tensor's size and the link's rate). Each bound and why (README "Ranges"):
+tensor's size and the link's rate). Each bound and why (docs/guide/instances.md, "Ranges"):
 
 * sizes: every size in bits is an integer, and the sum over all tensors and weights at
   the widest bit-width of the instance stays below ``MAX_TOTAL_BITS = 2**50``: memory

@@ -91,7 +91,7 @@ class Family(ABC):
     default_backend: ClassVar[str] = "cpsat"
     #: whether its plans have a schedule to draw (``--gantt``, ``--breakdown``)
     has_schedule: ClassVar[bool] = True
-    #: one line for ``splitopt solvers`` and the README
+    #: one line for ``splitopt solvers`` and the documentation
     description: ClassVar[str] = ""
 
     # ----- foreign formats -----------------------------------------------------------------
