@@ -114,3 +114,11 @@ class ChainFamily(Family):
 
     def report(self, console, inst: Instance, plan: Plan, metrics: ChainMetrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
+
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.chain.side:ChainSide"
+    topology = "chain"
+
+    def topology_settings(self, names, devices, bit_widths, quantized, reference_bits):
+        """The devices in the given order are the chain."""
+        return {"problem": "chain", "chain": list(names)}

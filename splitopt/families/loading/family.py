@@ -174,3 +174,6 @@ class LoadingFamily(Family):
         from splitopt.families.loading.report import report
 
         report(console, inst, plan, metrics, show_layers)
+
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.loading.side:LoadingSide"

@@ -107,3 +107,18 @@ class MeshFamily(Family):
 
     def report(self, console, inst: Instance, plan: MeshPlan, metrics: MeshMetrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
+
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.mesh.side:MeshSide"
+    topology = "mesh"
+
+    def topology_links(self, devices):
+        """A link from every device to every later one (the input arrives at the first, the
+        output leaves from the last)."""
+        return [(a, b) for i, a in enumerate(devices) for b in devices[i + 1:]]
+
+    def topology_settings(self, names, devices, bit_widths, quantized, reference_bits):
+        """The first device receives the input, the last delivers the outputs; shortest-path
+        routing."""
+        return {"problem": "mesh", "edge": names[0], "cloud": names[-1],
+                "mesh": {"routing": "shortest", "deliver_outputs": True}}

@@ -106,3 +106,6 @@ class MultiviewFamily(Family):
     def report(self, console, inst: Instance, plan: MultiviewPlan, metrics: MultiviewMetrics,
                show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
+
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.multiview.side:MultiviewSide"

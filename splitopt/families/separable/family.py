@@ -161,3 +161,6 @@ class SeparableFamily(Family):
         from splitopt.families.separable.report import report
 
         report(console, inst, plan, metrics, show_layers)
+
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.separable.side:SeparableSide"

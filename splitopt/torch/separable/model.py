@@ -568,7 +568,7 @@ def host_devices(config: SepConfig, layers: Sequence[LayerProfile], prefix: str 
     ms = sum(l.ms * (config.groups if l.op == "block" else 1) for l in layers)
     rate = max(1.0, macs / (ms / 1000.0)) if ms > 0 else 1e9
     return [{"name": f"{prefix}{g}", "description": "this host (one torch thread), measured by "
-             "splitopt.torch.separable_model.profile_layers", "mac_per_s": rate, "offchip_bytes_per_s": None,
+             "splitopt.torch.separable.model.profile_layers", "mac_per_s": rate, "offchip_bytes_per_s": None,
              "onchip_bytes": 0.0, "memory_bytes": 8e9, "bit_widths": [16, 32]} for g in range(config.groups)]
 
 

@@ -71,7 +71,7 @@ class SplitWeights:
 
     def splitting_modules(self, c: int, views: int) -> tuple[nn.Module, nn.Module]:
         """(Conv-Reduce ``c -> d``, restore ``V*d -> c``) with the saved weights."""
-        from splitopt.torch.splitting import ConvRecover, ConvReduce
+        from splitopt.torch.multiview.splitting import ConvRecover, ConvReduce
 
         d = self.meta["d"]
         if d is None or self.reduce is None or self.restore is None:
@@ -116,12 +116,12 @@ def load(path: str | Path) -> SplitWeights:
 
 def packed_accuracy(split, views: torch.Tensor, labels: torch.Tensor) -> float:
     """Fraction of ``labels`` that a multiview ``split``
-    (:class:`splitopt.torch.partition_multiview.MultiviewSplitModel`) predicts on
+    (:class:`splitopt.torch.multiview.partition.MultiviewSplitModel`) predicts on
     ``views`` (n, V, ...), each sent tensor packed and unpacked per sample at its sent
-    bits (:func:`splitopt.torch.splitting.send`, as ``splitopt retrain`` measures; a raw
+    bits (:func:`splitopt.torch.multiview.splitting.send`, as ``splitopt retrain`` measures; a raw
     view is passed unchanged, as the evaluator counts it exact)."""
     from splitopt.torch.capture import INPUT_NAME
-    from splitopt.torch.splitting import send
+    from splitopt.torch.multiview.splitting import send
 
     out = split.run(views, lambda name, t, bits: t if name == INPUT_NAME else send(t, bits))
     logits = out if isinstance(out, torch.Tensor) else out[0]

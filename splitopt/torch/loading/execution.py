@@ -11,13 +11,13 @@ inference of loaded children overlaps the loading of the rest.
 Two ways to load (``mode``):
 
 * ``threads``: each plan thread is a ``threading.Thread`` that loads a child with
-  :func:`splitopt.torch.loading_children.load_child` (read, deserialise, build on meta,
+  :func:`splitopt.torch.loading.children.load_child` (read, deserialise, build on meta,
   assign) in this process. ``torch.load`` runs much of its work in Python (the
   restricted unpickler) holding the GIL, and building the modules is Python too, so
   loading threads partly interleave rather than overlap, with each other and with the
   inferring thread (``benchmarks/results/loading_torch.md`` has the measured slowdowns).
 * ``processes``: a :class:`ProcessLoaderPool` of ``T`` worker processes, started (and
-  warmed: torch imported; :func:`splitopt.torch.loading.run_loading` also runs the plan
+  warmed: torch imported; :func:`splitopt.torch.loading.run.run_loading` also runs the plan
   once untimed) before the clock starts. Worker ``t`` loads
   its children in order with ``torch.load(weights_only=True)``, copies each child's
   tensors into one shared-memory buffer and sends it back (``torch.multiprocessing``
@@ -42,9 +42,9 @@ from typing import Any, Sequence
 
 import torch
 
-from splitopt.torch.loading_children import ChildModel, build_child, load_child, read_child
+from splitopt.torch.loading.children import ChildModel, build_child, load_child, read_child
+from splitopt.torch.loading.options import MODES
 
-MODES = ("threads", "processes")
 #: shared-memory buffers align each tensor to this many bytes
 _ALIGN = 64
 

@@ -1,5 +1,5 @@
 """Training and policy search for the separable ResNeXt
-(:mod:`splitopt.torch.separable_model`), the Separable NN paper's Sec. 3.2 scaled down
+(:mod:`splitopt.torch.separable.model`), the Separable NN paper's Sec. 3.2 scaled down
 to a minute of CPU on the digits:
 
 * stage 1 (:func:`train_separable`): train the separable network with a policy drawn
@@ -33,7 +33,7 @@ from torch import nn
 
 from splitopt.families.separable.data import AccuracyRecord
 from splitopt.families.separable.evaluate import meets_record, step_features
-from splitopt.torch.separable_model import (DigitsData, PolicyStep, SepConfig, SepResNeXt, accuracy,
+from splitopt.torch.separable.model import (DigitsData, PolicyStep, SepConfig, SepResNeXt, accuracy,
                                             identity_policy, intensive_policy, load_digits_split, normalize_policy,
                                             permutations, policy_bytes, random_policy, ring_bytes)
 
@@ -122,7 +122,7 @@ def train_separable(model: SepResNeXt, data: DigitsData, *, epochs: int = 20, ba
 def accuracy_of_policies(model: SepResNeXt, policies: Iterable[Any], data: DigitsData | None = None,
                          split: str = "test") -> list[float]:
     """Top-1 accuracy (fraction) of ``model`` under each policy (anything
-    :func:`~splitopt.torch.separable_model.normalize_policy` reads: a ``SeparablePlan``, a
+    :func:`~splitopt.torch.separable.model.normalize_policy` reads: a ``SeparablePlan``, a
     list of ``(send_to, level, dtype)``) on ``split`` ("train", "val" or "test") of
     ``data`` (default: the digits split with seed 0)."""
     if split not in ("train", "val", "test"):
@@ -394,7 +394,7 @@ def load_models(path: Any) -> tuple[SepResNeXt, SepResNeXt | None, dict]:
     """The networks :func:`save_models` wrote (eval mode); ValueError naming the file where
     it is not such a checkpoint. Read with ``weights_only=True``: tensors and plain
     containers only, no code from the file runs."""
-    from splitopt.torch.separable_model import build_model, build_reference
+    from splitopt.torch.separable.model import build_model, build_reference
 
     try:
         raw = torch.load(path, map_location="cpu", weights_only=True)

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from splitopt.torch.loading_children import ChildModel
+from splitopt.torch.loading.children import ChildModel
 
 
 def synthetic_labels(n: int, classes: int, seed: int = 7) -> torch.Tensor:

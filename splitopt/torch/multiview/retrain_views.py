@@ -13,15 +13,15 @@ the views and classifies.
   the rest of the CNN. Trained here from scratch.
 * Split model (:class:`MultiViewDigits`): the trained head + Conv-Reduce ``c -> d``,
   shared by every view as in the ``multiview`` family (one backbone on every sensor;
-  :class:`~splitopt.torch.splitting.MultiViewSplitNet` with ``shared=True``), View-Fuse (interlaced
+  :class:`~splitopt.torch.multiview.splitting.MultiViewSplitNet` with ``shared=True``), View-Fuse (interlaced
   concatenation, ``V*d`` channels), then a 1x1 conv ``V*d -> c`` and the trained rest of
   the CNN: exactly the ``mv.reduce`` / ``mv.fuse`` layers of ``formulations/multiview_bus.md``.
   Reduce and the fuse conv are drawn with the chosen initialisation, then the whole split
   model is retrained by distillation from the View-Pool model (or cross-entropy).
 
 :func:`multiview_retrain_table` returns a table with the keys of
-:func:`splitopt.torch.retrain.retrain_table` plus ``views``, so that
-:func:`splitopt.torch.width_instance.widths_instance` turns it into a V-sensor instance.
+:func:`splitopt.torch.multiview.retrain.retrain_table` plus ``views``, so that
+:func:`splitopt.torch.multiview.width_instance.widths_instance` turns it into a V-sensor instance.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from splitopt.core.errors import InvalidModel
-from splitopt.torch.retrain import (LOSSES, TRANSMIT_BITS, Data, TrainLog, accuracy, check_widths, retrain_row,
+from splitopt.torch.multiview.retrain import (LOSSES, TRANSMIT_BITS, Data, TrainLog, accuracy, check_widths, retrain_row,
                                     save_weights, train)
 
 MAX_VIEWS = 4
@@ -64,7 +64,7 @@ def multiview_data(views: int, seed: int = 0) -> Data:
 
 
 def _send(z: torch.Tensor, bits: int | None) -> torch.Tensor:
-    from splitopt.torch.splitting import send
+    from splitopt.torch.multiview.splitting import send
 
     return send(z, bits)
 
@@ -88,13 +88,13 @@ class ViewPoolNet(nn.Module):
 
 
 class MultiViewDigits(nn.Module):
-    """The split multi-view model: :class:`~splitopt.torch.splitting.MultiViewSplitNet`
+    """The split multi-view model: :class:`~splitopt.torch.multiview.splitting.MultiViewSplitNet`
     (one head + Conv-Reduce shared by the views, View-Fuse) with a tail that starts with
     the 1x1 fuse conv ``V*d -> c``. ``forward(x, bits=None)`` with ``x`` (n, V, ...)."""
 
     def __init__(self, pool: ViewPoolNet, views: int, c: int, d: int, init: str = "split-aware", seed: int = 0):
         super().__init__()
-        from splitopt.torch.splitting import ConvRecover, MultiViewSplitNet
+        from splitopt.torch.multiview.splitting import ConvRecover, MultiViewSplitNet
 
         g = torch.Generator().manual_seed(seed + 1)  # the heads' Reduce convs draw from seed
         tail = nn.Sequential(OrderedDict([("fuse_conv", ConvRecover(views * d, c, init, g)),
@@ -118,7 +118,7 @@ class MultiViewDigits(nn.Module):
     def transmitted(self, example_view: torch.Tensor, bits: int = TRANSMIT_BITS) -> dict[str, int]:
         """Per view and sample: the packed Conv-Reduce output of view 0's head on
         ``example_view`` (1, ...) (:func:`splitopt.torch.packing.pack`)."""
-        from splitopt.torch.splitting import packed_sizes
+        from splitopt.torch.multiview.splitting import packed_sizes
 
         with torch.no_grad():
             z = self.net.head(0).eval()(example_view)[0]
@@ -127,9 +127,9 @@ class MultiViewDigits(nn.Module):
 
 def split_sequential(model: nn.Sequential, split: str) -> tuple[nn.Sequential, nn.Sequential]:
     """``model`` cut after its child ``split`` (one of
-    :func:`splitopt.torch.splitting.block_names`): (head, tail), sharing the children's
+    :func:`splitopt.torch.multiview.splitting.block_names`): (head, tail), sharing the children's
     modules; raises InvalidModel for an unknown block."""
-    from splitopt.torch.splitting import block_names
+    from splitopt.torch.multiview.splitting import block_names
 
     names = block_names(model)
     if split not in names:
@@ -147,11 +147,11 @@ def multiview_retrain_table(views: int = 2, split: str = "block2", widths: Seque
     split model with fresh Conv-Reduce / fuse conv: accuracy before and after retraining
     (float and with each view's tensor packed at ``bits``) and bytes per view and sample.
 
-    Returns the keys of :func:`splitopt.torch.retrain.retrain_table` (``unsplit_*`` are
+    Returns the keys of :func:`splitopt.torch.multiview.retrain.retrain_table` (``unsplit_*`` are
     the View-Pool model's; ``unsplit_bytes`` per view) plus ``views``. ``save_dir``: also
-    write the weights (:mod:`splitopt.torch.split_weights`) as ``retrain_table`` does."""
+    write the weights (:mod:`splitopt.torch.multiview.weights`) as ``retrain_table`` does."""
     from splitopt.torch.architectures import digits_cnn
-    from splitopt.torch.splitting import INITS
+    from splitopt.torch.multiview.splitting import INITS
 
     if loss not in LOSSES:
         raise InvalidModel(f"loss: unknown loss '{loss}' (choose from {', '.join(LOSSES)})")

@@ -44,7 +44,7 @@ def partition_mesh(capture: Capture, plan, inst, order: list[str], example_input
     (:func:`splitopt.torch.partition.partition` does): stages (:func:`mesh_stages`) as
     parts, crossings per device pair. ``order``: the devices (without an instance the
     first one produces the raw input); ``wbits``/``abits``/``ranges``/``quantized`` as
-    for :func:`splitopt.torch.partition_chain.partition_chain` (mesh plans run in
+    for :func:`splitopt.torch.partition_sequential.partition_sequential` (mesh plans run in
     float)."""
     names = [l.name for l in capture.layers]
     device = {n: plan.device[n] for n in names}

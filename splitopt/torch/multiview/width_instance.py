@@ -1,7 +1,7 @@
 """The compression width ``d`` as a solver decision with its measured accuracy: turn a
-:func:`splitopt.torch.retrain.retrain_table` result into a ``multiview`` instance with one
+:func:`splitopt.torch.multiview.retrain.retrain_table` result into a ``multiview`` instance with one
 view (SplitNets' single-view split: Conv-Reduce on the sensor, Conv-Recover on the
-aggregator), or a :func:`splitopt.torch.multiview_retrain.multiview_retrain_table` result
+aggregator), or a :func:`splitopt.torch.multiview.retrain_views.multiview_retrain_table` result
 into one with ``V`` sensors (Conv-Reduce per view, View-Fuse on the aggregator; no
 compression: View-Pool), whose ``settings.multiview.accuracy`` holds the measured
 accuracies.
@@ -88,8 +88,8 @@ def widths_instance(table: Mapping[str, Any], min_accuracy: float | None = None,
                     sensor: Mapping[str, Any] | None = None, aggregator: Mapping[str, Any] | None = None,
                     bus: Mapping[str, Any] | None = None, required_first_layer: bool = True) -> Instance:
     """A ``multiview`` instance of the digits CNN whose widths carry the measured
-    accuracies of ``table`` (:func:`~splitopt.torch.retrain.retrain_table`: one view;
-    :func:`~splitopt.torch.multiview_retrain.multiview_retrain_table`: ``table["views"]``
+    accuracies of ``table`` (:func:`~splitopt.torch.multiview.retrain.retrain_table`: one view;
+    :func:`~splitopt.torch.multiview.retrain_views.multiview_retrain_table`: ``table["views"]``
     sensors, named ``wearable0``, ``wearable1``, ... on one serial bus), with
     ``min_accuracy`` (None: no limit). Hardware defaults: :func:`wearable`,
     :func:`phone`, :func:`ble_bus`; ``required_first_layer``: the raw image stays on the
@@ -120,7 +120,7 @@ def widths_instance(table: Mapping[str, Any], min_accuracy: float | None = None,
     what = "one view" if views == 1 else f"{views} views ({table['data'].split(' views: ')[-1]}), View-Pool or View-Fuse"
     data["description"] = (
         f"digits CNN on {views} wearable(s) sending to a phone over a 1 Mbit/s serial link (assumed hardware, "
-        f"splitopt/torch/width_instance.py); {what}; the SplitNets splitting module after {table['split']} "
+        f"splitopt/torch/multiview/width_instance.py); {what}; the SplitNets splitting module after {table['split']} "
         f"('{fusion}') with widths {[r['d'] for r in table['rows']]} whose accuracies were measured by "
         f"splitopt retrain; the raw image stays on the wearable")
     data["source"]["retrain"] = {k: table[k] for k in ("model", "data", "split", "channels", "height", "width", "bits")}

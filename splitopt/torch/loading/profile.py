@@ -10,10 +10,10 @@ forward over ``repeats`` runs of the whole model, block by block, batch 1 (after
 warm-up run; torch's intra-op threads as set).
 
 ``settings.loading`` (ms, bytes/s), each measured with files written by
-:func:`splitopt.torch.loading_children.save_child` and loaded by
-:func:`splitopt.torch.loading_children.load_child` (read, deserialise, build on meta,
+:func:`splitopt.torch.loading.children.save_child` and loaded by
+:func:`splitopt.torch.loading.children.load_child` (read, deserialise, build on meta,
 assign), medians of ``repeats``, the page cache in state ``cache`` before every timed
-load (:mod:`splitopt.torch.loading_cache`):
+load (:mod:`splitopt.torch.loading.cache`):
 
 * ``child_fixed_ms``: loading a child file of no blocks (open, zip directory, unpickle
   the spec): the per-file fixed cost;
@@ -35,7 +35,7 @@ load (:mod:`splitopt.torch.loading_cache`):
   GIL during deserialisation as much as the storage;
 * ``threads``, ``children`` (1 .. max(8, the longest reference plan), at most N),
   ``trainable_tail`` (the classifier), ``weight_bits`` 32, ``reference_plans`` (the
-  paper's Table 2 on these blocks, :func:`splitopt.torch.loading_models.reference_plans`).
+  paper's Table 2 on these blocks, :func:`splitopt.torch.loading.models.reference_plans`).
 
 The instance's ``source`` records the model configuration (``block_model``: what
 ``splitopt run-loading`` rebuilds), the cache state, the repeats and the raw
@@ -57,9 +57,9 @@ import torch
 from torch import nn
 
 from splitopt.api import FORMAT, parse_instance
-from splitopt.torch.loading_cache import prepare_cache, resident_fraction
-from splitopt.torch.loading_children import load_child, save_child, state_elements
-from splitopt.torch.loading_models import (BlockModelConfig, BlockSequence, build_block_model, reference_plans,
+from splitopt.torch.loading.cache import prepare_cache, resident_fraction
+from splitopt.torch.loading.children import load_child, save_child, state_elements
+from splitopt.torch.loading.models import (BlockModelConfig, BlockSequence, build_block_model, reference_plans,
                                            synthetic_input, trainable_tail)
 from splitopt.torch.macs import count_macs
 
@@ -279,7 +279,7 @@ def profile_loading(config: BlockModelConfig, threads: int, *, seed: int = 0, ca
                    "torch_threads": torch.get_num_threads(),
                    "measurements": {k: v for k, v in measurements.items() if k != "block_file_ms"}},
         "graph": {"inputs": [{"name": "x", "shape": list(x.shape[1:]), "bits": 32}], "layers": layers},
-        "devices": [{"name": HOST, "description": f"this host, measured by splitopt.torch.loading_profile "
+        "devices": [{"name": HOST, "description": f"this host, measured by splitopt.torch.loading.profile "
                                                    f"(torch {torch.__version__}, {torch.get_num_threads()} threads)",
                      "mac_per_s": total_macs / (total_ms / 1000.0) if total_ms > 0 and total_macs > 0 else 1e9,
                      "offchip_bytes_per_s": None, "onchip_bytes": 0, "memory_bytes": 8e9,

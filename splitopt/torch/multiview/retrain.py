@@ -194,7 +194,7 @@ def distill(student: nn.Module, teacher: nn.Module, data: Data, epochs: int, tem
 def accuracy(model: nn.Module, data: Data, bits: int | None = None, train_set: bool = False) -> float:
     """Fraction (0..1) of ``data``'s test samples (training samples with ``train_set``)
     that ``model`` classifies correctly, in eval mode without gradients. ``bits``: for a
-    :class:`~splitopt.torch.splitting.SplitNet`, send the split tensor at that bit-width
+    :class:`~splitopt.torch.multiview.splitting.SplitNet`, send the split tensor at that bit-width
     (packed and unpacked per sample); None runs in float."""
     x, y = (data.x_train, data.y_train) if train_set else (data.x_test, data.y_test)
     was_training = model.training
@@ -255,8 +255,8 @@ def retrain_row(net: nn.Module, teacher: nn.Module, data: Data, loss: str, epoch
 
 def save_weights(save_dir: str, backbone: nn.Module, splitting, meta: dict) -> str:
     """Write one weights file into ``save_dir`` (created if needed) named by ``meta["d"]``
-    (:func:`splitopt.torch.split_weights.weights_file`); returns its name."""
-    from splitopt.torch import split_weights
+    (:func:`splitopt.torch.multiview.weights.weights_file`); returns its name."""
+    from splitopt.torch.multiview import weights as split_weights
 
     path = split_weights.weights_file(save_dir, meta["d"])
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -273,7 +273,7 @@ def retrain_table(split: str = DEFAULT_SPLIT, widths: Sequence[int] = DEFAULT_WI
 
     The unsplit model is trained once (``base_epochs`` epochs, seed ``seed``; or given as
     ``base`` = :func:`train_digits`'s result). Then for each ``init`` and width ``d``: a
-    :class:`~splitopt.torch.splitting.SplitNet` from the trained weights with a fresh
+    :class:`~splitopt.torch.multiview.splitting.SplitNet` from the trained weights with a fresh
     Reduce/Recover (drawn with ``seed``), its test accuracy before retraining, ``epochs``
     epochs of retraining of the whole split model (``loss`` "kd": :func:`distill` from the
     unsplit model; "ce": :func:`train`), its accuracy after (float, and with the split
@@ -287,9 +287,9 @@ def retrain_table(split: str = DEFAULT_SPLIT, widths: Sequence[int] = DEFAULT_WI
     ``header_bytes``, ``train_seconds``, ``losses`` (per epoch).
 
     ``save_dir`` (one init only): also write the weights of the unsplit model and of each
-    retrained split model there (:mod:`splitopt.torch.split_weights`: ``none.pt``,
+    retrained split model there (:mod:`splitopt.torch.multiview.weights`: ``none.pt``,
     ``d{d}.pt``); each row then names its ``weights_file``."""
-    from splitopt.torch.splitting import INITS, SplitNet, block_names, send
+    from splitopt.torch.multiview.splitting import INITS, SplitNet, block_names, send
 
     if loss not in LOSSES:
         raise InvalidModel(f"loss: unknown loss '{loss}' (choose from {', '.join(LOSSES)})")

@@ -14,7 +14,7 @@ tensors)::
 
 Loading a child (:func:`load_child`) = reading and deserialising the file, building its
 blocks on the meta device from the named builders of
-:mod:`splitopt.torch.loading_models` (no random init, no allocation) and assigning the
+:mod:`splitopt.torch.loading.models` (no random init, no allocation) and assigning the
 loaded tensors to them (``load_state_dict(assign=True)``, no copy). The monolithic model
 is the one child of the plan with k = 1, loaded the same way, so the comparison is fair.
 """
@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import nn
 
-from splitopt.torch.loading_models import BlockModelConfig, BlockSequence, BlockSpec, block_specs
+from splitopt.torch.loading.models import BlockModelConfig, BlockSequence, BlockSpec, block_specs
 
 CHILD_FORMAT = "splitopt-loading-child/1"
 

@@ -1,7 +1,7 @@
 """Run a separable policy split across G worker processes on this host: one process per
 device (``torch.multiprocessing`` with the spawn start method, ``torch.distributed``
 with the gloo backend on 127.0.0.1), each holding only its device's part
-(:func:`~splitopt.torch.separable_model.device_state`: its stem copy, its blocks' parts
+(:func:`~splitopt.torch.separable.model.device_state`: its stem copy, its blocks' parts
 and, on the head device, the head). The only tensors that cross processes during
 inference are the policy's messages: at step ``j`` a sender posts the first ``N_send``
 channels of its stream in the step's dtype (``dist.isend``) right after block
@@ -35,7 +35,7 @@ import torch
 
 from splitopt.core.child_processes import (ChildFailure, collect_reports, exit_with_parent, sigterm_interrupts,
                                           stop_processes)
-from splitopt.torch.separable_model import (DTYPES, DeviceModule, PolicyStep, SepConfig, SepResNeXt, device_state,
+from splitopt.torch.separable.model import (DTYPES, DeviceModule, PolicyStep, SepConfig, SepResNeXt, device_state,
                                             forward_streams, merge, normalize_policy, wire)
 
 
@@ -264,6 +264,6 @@ def measure_link(sizes: Sequence[int] = (64, 1024, 4096, 16384, 65536), repeats:
 
 def predicted_latency_ms(inst: Any, policy: Any) -> float:
     """The family evaluator's latency (ms) of ``policy`` on ``inst``."""
-    from splitopt.torch.separable_model import evaluate_plan
+    from splitopt.torch.separable.model import evaluate_plan
 
     return float(evaluate_plan(inst, policy).latency_ms)

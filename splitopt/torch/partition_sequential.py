@@ -1,15 +1,16 @@
-"""Partition edge/cloud (``split``, ``split_bits``) and ``chain`` plans: one part per device.
+"""Partition a plan into one part per device, the devices in a sequence: what the
+edge/cloud (``split``, ``split_bits``) and ``chain`` families' sides cut their plans with
+(:meth:`splitopt.torch.layer_graph.LayerGraphSide.cut`).
 
-The devices are ordered (edge/cloud: edge then cloud; chain: ``settings.chain``; otherwise
-the order in which the layers first use them; :func:`splitopt.torch.partition.device_order`)
-and every device gets one part (:mod:`splitopt.torch.part_builder`), run in that order.
-A part returns the outputs of its layers that later parts read and the model output
-when it produces it. Which tensors cross each boundary ``m -> m+1`` follows the
-evaluators (:mod:`splitopt.families.edge_cloud.evaluate`,
-:mod:`splitopt.families.chain.evaluate`): every tensor produced on a device <= m and
-read by a layer on a device > m, each once per boundary (a tensor read two devices
-further is forwarded, crossing both boundaries); the raw input is produced on the first
-device. Per sample a tensor costs ``elements * bits / 8`` bytes, ``bits`` =
+The devices are ordered (by the family's side: edge/cloud: edge then cloud; chain:
+``settings.chain``; without an instance the order in which the layers first use them;
+:func:`splitopt.torch.partition.device_order`) and every device gets one part
+(:mod:`splitopt.torch.part_builder`), run in that order. A part returns the outputs of
+its layers that later parts read and the model output when it produces it. Which
+tensors cross each boundary ``m -> m+1`` follows those families' evaluators: every
+tensor produced on a device <= m and read by a layer on a device > m, each once per
+boundary (a tensor read two devices further is forwarded, crossing both boundaries); the
+raw input is produced on the first device. Per sample a tensor costs ``elements * bits / 8`` bytes, ``bits`` =
 ``Instance.sent_bits`` of the producing layer's activation bits (the raw input at its
 own bits; :func:`splitopt.torch.split_model.sent_bits`).
 """
@@ -26,10 +27,10 @@ from splitopt.torch.part_builder import PartBuilder, PartContext, model_outputs
 from splitopt.torch.split_model import Crossing, Part, SplitModel, sent_bits, tensor_elements
 
 
-def partition_chain(capture: Capture, plan, inst, order: list[str], example_input: torch.Tensor,
-                    reference_bits: int, wbits: dict[str, int], abits: dict[str, int],
-                    ranges: dict[str, tuple[float, float]], quantized: bool) -> SplitModel:
-    """Edge/cloud and chain plans, already checked against the capture
+def partition_sequential(capture: Capture, plan, inst, order: list[str], example_input: torch.Tensor,
+                         reference_bits: int, wbits: dict[str, int], abits: dict[str, int],
+                         ranges: dict[str, tuple[float, float]], quantized: bool) -> SplitModel:
+    """A plan already checked against the capture
     (:func:`splitopt.torch.partition.partition` does): one part per device of ``order``,
     crossings per boundary. ``wbits``/``abits``: per layer weight and activation bits;
     ``ranges``: calibrated (min, max) of quantized layers' outputs; ``quantized``: some
@@ -38,7 +39,7 @@ def partition_chain(capture: Capture, plan, inst, order: list[str], example_inpu
     index = {d: i for i, d in enumerate(order)}
     dev = {n: index[plan.device[n]] for n in names}
     ctx = PartContext(capture, plan, order, dev, reference_bits, ranges, wbits=wbits, abits=abits)
-    crossings = chain_crossings(capture, abits, inst, order, dev)
+    crossings = sequential_crossings(capture, abits, inst, order, dev)
     output_names, out_at = model_outputs(ctx)
 
     parts = []
@@ -51,13 +52,13 @@ def partition_chain(capture: Capture, plan, inst, order: list[str], example_inpu
             parts.append(Part(d, (), (), (), None))
             continue
         parts.append(PartBuilder(ctx, m).build(pairs))
-    check_chain_flow(parts, crossings, output_names)
+    check_sequential_flow(parts, crossings, output_names)
     return SplitModel(capture, plan, order, parts, crossings, tuple(output_names), example_input, quantized, ranges,
                       inst=inst)
 
 
-def chain_crossings(cap: Capture, abits: Mapping[str, int], inst, order: list[str],
-                    dev: Mapping[str, int]) -> list[Crossing]:
+def sequential_crossings(cap: Capture, abits: Mapping[str, int], inst, order: list[str],
+                         dev: Mapping[str, int]) -> list[Crossing]:
     """One Crossing per boundary ``order[m] -> order[m+1]``: every tensor (raw input, then
     capture order) produced on a device <= m and read on a device > m. ``dev``: layer ->
     index of its device in ``order``."""
@@ -75,7 +76,7 @@ def chain_crossings(cap: Capture, abits: Mapping[str, int], inst, order: list[st
     return out
 
 
-def check_chain_flow(parts: list[Part], crossings: list[Crossing], output_names: Sequence[str]) -> None:
+def check_sequential_flow(parts: list[Part], crossings: list[Crossing], output_names: Sequence[str]) -> None:
     """Every tensor a part receives must have been produced on an earlier device and sent
     over every boundary in between (the evaluators' accounting); raises SplitoptError
     naming the first tensor the graph needs but the accounting does not send."""

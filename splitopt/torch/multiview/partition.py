@@ -79,7 +79,7 @@ class _FusionTail(torch.nn.Module):
 
     def __init__(self, kind: str, views: int, restore: torch.nn.Module | None, post: torch.fx.GraphModule | None):
         super().__init__()
-        from splitopt.torch.splitting import ViewFuse
+        from splitopt.torch.multiview.splitting import ViewFuse
 
         self.kind = kind
         self.fuse = ViewFuse(views)
@@ -101,11 +101,11 @@ class _FusionTail(torch.nn.Module):
 def pointwise_conv(cin: int, cout: int, shape: Sequence[int], seed: int = 0) -> torch.nn.Module:
     """A 1x1 convolution ``cin -> cout`` over the channel dimension (the first one after
     the batch) of a tensor of per-sample ``shape`` (channels first), with bias, drawn by
-    SplitNets' split-aware initialisation (:func:`splitopt.torch.splitting.init_conv_`)
+    SplitNets' split-aware initialisation (:func:`splitopt.torch.multiview.splitting.init_conv_`)
     from a generator seeded with ``seed``: Conv2d for (c, h, w) (:class:`ConvReduce`),
     Conv1d for (c, l), Linear for (c,)."""
     from splitopt.core.errors import NotApplicable
-    from splitopt.torch.splitting import ConvReduce, init_conv_
+    from splitopt.torch.multiview.splitting import ConvReduce, init_conv_
 
     g = torch.Generator().manual_seed(seed)
     if len(shape) == 3:
@@ -294,7 +294,7 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
     The network (``formulations/multiview_bus.md``): per view, the backbone up to the
     fusion tensor ``f``, then Conv-Reduce ``c -> d`` when the plan has a width ``d``;
     the fusion layer: View-Fuse (interlaced concatenation of the V reduced views,
-    :class:`splitopt.torch.splitting.ViewFuse`, then the 1x1 conv ``restore`` ``V*d -> c``)
+    :class:`splitopt.torch.multiview.splitting.ViewFuse`, then the 1x1 conv ``restore`` ``V*d -> c``)
     with ``d``, View-Pool (element-wise max over the views) without ``d`` and V > 1,
     nothing for one view without ``d``; then the backbone's post-fusion layers, once. All
     views share the backbone's weights. ``reduce``/``restore``: the Conv-Reduce and

@@ -2,13 +2,13 @@
 model into a ``loading`` instance, write a plan's child models, load and run them as the
 plan says and compare with the family's evaluator.
 
-* :func:`splitopt.torch.loading_profile.profile_loading`: the instance, measured here;
-* :func:`splitopt.torch.loading_children.write_children`: one checkpoint file per child;
+* :func:`splitopt.torch.loading.profile.profile_loading`: the instance, measured here;
+* :func:`splitopt.torch.loading.children.write_children`: one checkpoint file per child;
 * :func:`run_loading` (here): write the plan's children and the monolithic model (k = 1),
-  load and run both ``repeats`` times (:mod:`splitopt.torch.loading_execution`: threads or
+  load and run both ``repeats`` times (:mod:`splitopt.torch.loading.execution`: threads or
   processes, the page cache warm or cold), check the output against the unsplit model
   and report the measured schedule beside the evaluator's prediction;
-* :func:`splitopt.torch.loading_finetune.fine_tune_last_child`: the trainable tail.
+* :func:`splitopt.torch.loading.finetune.fine_tune_last_child`: the trainable tail.
 
 Both the plan and the monolithic model are run once before the timed runs (not counted:
 the first call of an operator on a new shape builds its kernels), then alternately, so
@@ -25,12 +25,12 @@ from typing import Any
 import torch
 
 from splitopt.core.errors import InvalidModel
-from splitopt.torch.loading_cache import prepare_cache, resident_fraction
-from splitopt.torch.loading_children import write_children
-from splitopt.torch.loading_finetune import fine_tune_last_child
-from splitopt.torch.loading_execution import MODES, LoadingRun, ProcessLoaderPool, run_with_threads
-from splitopt.torch.loading_models import BlockModelConfig, BlockSequence, build_block_model, synthetic_input
-from splitopt.torch.loading_profile import profile_loading
+from splitopt.torch.loading.cache import prepare_cache, resident_fraction
+from splitopt.torch.loading.children import write_children
+from splitopt.torch.loading.finetune import fine_tune_last_child
+from splitopt.torch.loading.execution import MODES, LoadingRun, ProcessLoaderPool, run_with_threads
+from splitopt.torch.loading.models import BlockModelConfig, BlockSequence, build_block_model, synthetic_input
+from splitopt.torch.loading.profile import profile_loading
 
 __all__ = ["profile_loading", "write_children", "run_loading", "fine_tune_last_child"]
 

@@ -1,11 +1,11 @@
 """Profile the separable ResNeXt into the family's instance (problem ``separable``):
 train it (or take trained weights), measure its layers on this host, measure the
 accuracy records, and write ``settings.separable`` so that the solver plans on the same
-network that :mod:`splitopt.torch.separable_run` runs.
+network that :mod:`splitopt.torch.separable.run` runs.
 
 Two device profiles: ``host`` (G devices that are this host, one torch thread each:
 every layer carries its measured ``latency_ms``; links measured between two gloo
-processes by :func:`~splitopt.torch.separable_run.measure_link`, or given) and
+processes by :func:`~splitopt.torch.separable.run.measure_link`, or given) and
 ``analytic`` (G devices of a given MAC rate, e.g. the paper's Raspberry Pi 3B+ at 1.7e8
 FLOPS = 0.85e8 MAC/s, links of a given rate: latency from the MACs). Units: ms, bytes,
 bits/s, MAC/s, seconds of training.
@@ -19,10 +19,10 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from splitopt.torch.separable_model import (DigitsData, LayerProfile, SepConfig, SepResNeXt, build_model,
+from splitopt.torch.separable.model import (DigitsData, LayerProfile, SepConfig, SepResNeXt, build_model,
                                             build_reference, full_mesh_links, host_devices, instance_dict,
                                             load_digits_split, parse_separable_instance, profile_layers)
-from splitopt.torch.separable_nas import TrainLog, accuracy_records, train_separable
+from splitopt.torch.separable.nas import TrainLog, accuracy_records, train_separable
 
 
 @dataclass
@@ -67,7 +67,7 @@ class SeparableProfile:
 
 def measured_records(model: SepResNeXt, data: DigitsData, *, samples: int = 8, statistic: str = "min",
                      seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """:func:`~splitopt.torch.separable_nas.accuracy_records` on the validation split."""
+    """:func:`~splitopt.torch.separable.nas.accuracy_records` on the validation split."""
     return accuracy_records(model, data, samples=samples, statistic=statistic, split="val", seed=seed)
 
 
@@ -87,7 +87,7 @@ def profile_instance(model: SepResNeXt, *, name: str, devices: str = "host", lin
         devs = host_devices(c, layers, prefix or "host")
         measured_on = [d["name"] for d in devs]
         if link is None:
-            from splitopt.torch.separable_run import measure_link
+            from splitopt.torch.separable.run import measure_link
 
             measured_link = measure_link()
             link = measured_link
@@ -124,7 +124,7 @@ def model_from_source(inst: Any, checkpoint: Any = None) -> tuple[SepResNeXt, di
     config = SepConfig.from_dict(raw)
     info: dict[str, Any] = {"weights": "random", "seed": int(source.get("seed", 0))}
     if checkpoint is not None:
-        from splitopt.torch.separable_nas import load_models
+        from splitopt.torch.separable.nas import load_models
 
         model, _, extra = load_models(checkpoint)
         if model.config != config:

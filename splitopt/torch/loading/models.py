@@ -29,7 +29,7 @@ have the published sizes (ResNet-152 60.2 M parameters, Inception-V3 23.8 M with
 auxiliary head, DenseNet-201 20.0 M, MobileNet-V1 4.2 M). Tests build tiny versions
 (width 1/16, depth 0.1, small images) in milliseconds.
 
-The builders here only describe blocks; :mod:`splitopt.torch.loading_children` builds a
+The builders here only describe blocks; :mod:`splitopt.torch.loading.children` builds a
 child's blocks on the meta device and assigns the loaded tensors to them.
 """
 
@@ -42,8 +42,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
-#: the models by name
-MODEL_NAMES = ("resnet152", "inception_v3", "densenet201", "mobilenet_v1")
+from splitopt.torch.loading.options import MODEL_NAMES
+
 #: input image side (pixels) at full size
 DEFAULT_IMAGE_SIZE = {"resnet152": 224, "inception_v3": 299, "densenet201": 224, "mobilenet_v1": 224}
 #: seed of the synthetic images the batch norms are recalibrated on
