@@ -274,12 +274,14 @@ def profile_loading(config: BlockModelConfig, threads: int, *, seed: int = 0, ca
         "name": name or f"loading_{config.model}_host",
         "description": f"{config.model} (width {config.width:g}, depth {config.depth:g}, {config.size}x{config.size} "
                        f"input) as {n} blocks, loaded from child checkpoint files on this host, {cache} page cache",
+        # the generator's name as the instances written so far record it (the module's name then)
         "source": {"generator": "splitopt.torch.loading_profile", "torch": torch.__version__,
                    "block_model": dict(config.to_dict(), seed=seed), "input_shape": list(x.shape[1:]),
                    "torch_threads": torch.get_num_threads(),
                    "measurements": {k: v for k, v in measurements.items() if k != "block_file_ms"}},
         "graph": {"inputs": [{"name": "x", "shape": list(x.shape[1:]), "bits": 32}], "layers": layers},
-        "devices": [{"name": HOST, "description": f"this host, measured by splitopt.torch.loading.profile "
+        # (the description names the module as the instances written so far do)
+        "devices": [{"name": HOST, "description": f"this host, measured by splitopt.torch.loading_profile "
                                                    f"(torch {torch.__version__}, {torch.get_num_threads()} threads)",
                      "mac_per_s": total_macs / (total_ms / 1000.0) if total_ms > 0 and total_macs > 0 else 1e9,
                      "offchip_bytes_per_s": None, "onchip_bytes": 0, "memory_bytes": 8e9,

@@ -118,9 +118,11 @@ def widths_instance(table: Mapping[str, Any], min_accuracy: float | None = None,
     fusion = split_tensor([l.name for l in base.layers], table["split"])
     data = to_dict(base)
     what = "one view" if views == 1 else f"{views} views ({table['data'].split(' views: ')[-1]}), View-Pool or View-Fuse"
+    # the text as the instances written so far have it (instances/digits_cnn_widths*.json), word for word:
+    # a regenerated instance is byte-identical (the module was splitopt/torch/width_instance.py then)
     data["description"] = (
         f"digits CNN on {views} wearable(s) sending to a phone over a 1 Mbit/s serial link (assumed hardware, "
-        f"splitopt/torch/multiview/width_instance.py); {what}; the SplitNets splitting module after {table['split']} "
+        f"splitopt/torch/width_instance.py); {what}; the SplitNets splitting module after {table['split']} "
         f"('{fusion}') with widths {[r['d'] for r in table['rows']]} whose accuracies were measured by "
         f"splitopt retrain; the raw image stays on the wearable")
     data["source"]["retrain"] = {k: table[k] for k in ("model", "data", "split", "channels", "height", "width", "bits")}

@@ -567,8 +567,9 @@ def host_devices(config: SepConfig, layers: Sequence[LayerProfile], prefix: str 
     macs = sum(l.macs for l in layers)
     ms = sum(l.ms * (config.groups if l.op == "block" else 1) for l in layers)
     rate = max(1.0, macs / (ms / 1000.0)) if ms > 0 else 1e9
+    # (the description names the function as the instances written so far do)
     return [{"name": f"{prefix}{g}", "description": "this host (one torch thread), measured by "
-             "splitopt.torch.separable.model.profile_layers", "mac_per_s": rate, "offchip_bytes_per_s": None,
+             "splitopt.torch.separable_model.profile_layers", "mac_per_s": rate, "offchip_bytes_per_s": None,
              "onchip_bytes": 0.0, "memory_bytes": 8e9, "bit_widths": [16, 32]} for g in range(config.groups)]
 
 
@@ -617,6 +618,7 @@ def instance_dict(config: SepConfig, layers: Sequence[LayerProfile], devices: Se
         "name": name,
         "description": description or (f"Sep-ResNeXt on digits: G = {c.groups}, C = {c.paths} paths, widths "
                                         f"{list(c.widths)} per device, {c.blocks} blocks, alpha = {c.alpha}"),
+        # the generator's name as the instances written so far record it (the module's name then)
         "source": dict(source or {"generator": "splitopt.torch.separable_model", "torch": torch.__version__,
                                   "separable_model": c.to_dict()}),
         "graph": {"inputs": [{"name": "x", "shape": [c.in_channels, c.image_size, c.image_size], "bits": 32}],

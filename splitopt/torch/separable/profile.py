@@ -101,6 +101,7 @@ def profile_instance(model: SepResNeXt, *, name: str, devices: str = "host", lin
         raise ValueError(f"devices: must be host or analytic, got {devices!r}")
     names = [d["name"] for d in devs]
     links = full_mesh_links(names, float(link["bits_per_s"]), float(link.get("latency_ms", 0.0)))
+    # the generator's name as the instances written so far record it (the module's name then)
     src = {"generator": "splitopt.torch.separable_profile", "torch": torch.__version__,
            "separable_model": c.to_dict(), "torch_threads": torch.get_num_threads(),
            "device_profile": devices, "link": dict(link)}
