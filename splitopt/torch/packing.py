@@ -19,11 +19,11 @@ Header (little-endian, what :meth:`PackedTensor.to_bytes` writes before the payl
 ``uint8 bits``, ``uint8 ndim``, ``ndim x uint32`` shape dims, and for quantized widths
 ``float32 scale`` + ``int32 zero_point``: ``2 + 4 * ndim (+ 8)`` bytes.
 
-Relation to the evaluator: :func:`splitopt.families.edge_cloud.evaluate.evaluate` counts
-``elements * bits / 8`` bytes per sent tensor, a *fractional* byte count without
-headers; the packer rounds each tensor's payload up to whole bytes, so per tensor
-``0 <= payload - evaluator < 1`` byte. Headers are reported separately
-(:func:`check_against_evaluator`).
+Relation to the evaluators: they count ``elements * bits / 8`` bytes per sent tensor, a
+*fractional* byte count without headers; the packer rounds each tensor's payload up to
+whole bytes, so per tensor ``0 <= payload - evaluator < 1`` byte. Headers are reported
+separately (:func:`check_against_evaluator`). The tensors an edge/cloud plan sends,
+packed: :func:`splitopt.torch.edge_cloud.packing.pack_sent_tensors`.
 """
 
 from __future__ import annotations
@@ -290,9 +290,9 @@ def check_against_evaluator(packed: Mapping[str, PackedTensor],
                             sent_tensors: Any) -> TransmissionCheck:
     """Check packed tensors against the evaluator's transmission size.
 
-    ``sent_tensors``: a :class:`splitopt.families.edge_cloud.evaluate.Metrics` or its
-    ``sent_tensors`` (``(tensor, bytes)`` pairs, bytes = ``elements * bits / 8``,
-    fractional). Checks that the packed tensors are exactly the sent ones, that each was
+    ``sent_tensors``: an evaluator's metrics with ``sent_tensors`` (the edge/cloud
+    family's) or those ``(tensor, bytes)`` pairs themselves, bytes = ``elements * bits /
+    8``, fractional. Checks that the packed tensors are exactly the sent ones, that each was
     packed at the evaluator's bit-width (``8 * bytes == elements * bits``), that its
     payload is ``ceil(elements * bits / 8)`` bytes, and hence exceeds the evaluator's
     figure by less than 1 byte. Headers are counted separately. Raises InvalidPlan (one line) on any
