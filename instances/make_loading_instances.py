@@ -9,7 +9,7 @@ Each model is built in code at full size (random init, seed 0; no download:
 checkpoint file (warm page cache, median of ``--repeats``), the per-file fixed cost, one
 thread's rate and the rate ``--threads`` threads get together; the paper's Table 2 cut
 positions as ``reference_plans`` where the architecture matches (not MobileNet-V1). The
-solver then plans on this machine's numbers; ``splitopt run-loading`` rebuilds the same
+solver then plans on this machine's numbers; ``splitopt run`` rebuilds the same
 model from ``source.block_model`` and measures a plan.
 
 Measured numbers differ from run to run (a shared host); the files are not expected to

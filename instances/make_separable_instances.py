@@ -11,7 +11,7 @@ The network (:mod:`splitopt.torch.separable.model`: 8 paths, per-device widths 1
 records (``settings.separable.accuracy``: per policy class the minimum validation
 accuracy of ``--samples`` policies drawn in the class) go into both files; so does the
 test accuracy of the reference points (``source.test_accuracy``). ``splitopt
-run-separable`` rebuilds the network from ``source.separable_model`` (random weights
+run`` rebuilds the network from ``source.separable_model`` (random weights
 unless given ``--checkpoint``, which ``--checkpoint`` here writes).
 
 Measured numbers differ from run to run (a shared host); the files are not expected to
