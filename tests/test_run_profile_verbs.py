@@ -342,3 +342,33 @@ def test_profile_and_run_the_separable_network(tmp_path):
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["ok"] and report["bytes_equal"] and report["plan"] == str(plan_path)
+
+
+@torch_only
+@pytest.mark.torch
+def test_the_library_profiles_runs_and_exports_without_the_command_line(tmp_path):
+    """What the commands print comes from functions that return data: the profile of a
+    model (the instance the command writes), a side's run report, the export report."""
+    from splitopt.api import load_instance
+    from splitopt.core.instance_io import instance_json
+    from splitopt.core.plan import Plan
+    from splitopt.torch.export_parts import export_plan
+    from splitopt.torch.profile_model import LayerGraphProfileOptions, profile_model
+    from splitopt.torch.side import side_of
+
+    spec = f"{TINY}:build"
+    profiled = profile_model(spec, LayerGraphProfileOptions(preset="pi4,v100", calibration_images=2))
+    inst = profiled.instance
+    assert inst.problem == "split_bits" and profiled.summary.startswith("4 layers")
+    assert inst.settings.error_budget is not None  # the family completed it: the W8A8 error
+    path = tmp_path / "inst.json"
+    path.write_text(instance_json(inst))
+    inst = load_instance(path)
+    plan = Plan.uniform(inst, ["conv1"], bits=8)
+    side = side_of(inst, "run")
+    report = side.run(inst, plan, side.run_options(model=spec, samples=1))
+    assert report["ok"] and report["bytes_match"] and report["instance"] == inst.name
+    assert [c["source"] for c in report["crossings"]] == ["pi4"]
+    exported = export_plan(inst, plan, model=spec, fmt="pt2", directory=tmp_path / "parts", samples=1)
+    assert exported["ok"] and exported["bytes_match"] and len(exported["parts"]) == 2
+    assert (tmp_path / "parts" / "manifest.json").exists()

@@ -99,14 +99,16 @@ ALLOWED = {
 
 def family_literals(path: Path) -> list[tuple[int, str]]:
     """(line, literal) of every string constant equal to a family's or a problem's name,
-    and every import of a family's package (``splitopt.families.NAME``)."""
+    and every import of a family's package (``splitopt.families.NAME``) or of its torch
+    side (``splitopt.torch.NAME``)."""
+    packages = [f"splitopt.families.{n}" for n in FAMILIES] + [f"splitopt.torch.{n}" for n in FAMILIES]
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names():
             found.append((node.lineno, node.value))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for m in imported_modules_of(node):
-                if any(m == f"splitopt.families.{n}" or m.startswith(f"splitopt.families.{n}.") for n in FAMILIES):
+                if any(m == p or m.startswith(p + ".") for p in packages):
                     found.append((node.lineno, m))
     return found
 

@@ -4,8 +4,9 @@ over TCP on this host through a paced link, and measure it against the evaluator
 Processes. :func:`run_tcp` starts one process per device of the plan (``multiprocessing``
 with the spawn start method; the devices in the order the family's torch side gives,
 :meth:`splitopt.torch.layer_graph.LayerGraphSide.tcp_devices`: edge/cloud: edge, cloud;
-chain: ``settings.chain`` in order). Each rebuilds the model by name with the seed (:func:`splitopt.torch.models.build_model`,
-deterministic: every process holds the same weights and calibrated ranges), captures it
+chain: ``settings.chain`` in order). Each rebuilds the model by name with the seed
+(:func:`splitopt.torch.models.build_model`, deterministic: every process holds the same
+weights and calibrated ranges), captures it
 once and cuts it by every plan it may run (:func:`splitopt.torch.partition.partition`;
 with a breakpoint table, every interval's plan is built at start), and keeps its own
 part of each. Device ``m > 0`` is a :class:`splitopt.netrun.service.FrameService` on

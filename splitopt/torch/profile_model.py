@@ -44,6 +44,17 @@ def model_suffix(model: str) -> str:
     return "" if is_factory_spec(model) else Path(model).suffix.lower()
 
 
+def model_file(model: str) -> Path:
+    """The file MODEL names (``.onnx``, ``.pt2``); InvalidModel (one line) where there is
+    none."""
+    from splitopt.core.errors import InvalidModel
+
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise InvalidModel(f"model file '{model}' not found" if not path.exists() else f"model file '{model}' is not a file")
+    return path
+
+
 def model_sources(model: str) -> list[Path]:
     """The files MODEL reads (a user model's source, an ``.onnx``/``.pt2`` file): an output
     must not be one of them."""
@@ -120,14 +131,11 @@ def profile_model(model: str, options: LayerGraphProfileOptions) -> Profiled:
 
 def _profile_onnx(model: str, devices: list, links: list, settings: dict, options: LayerGraphProfileOptions):
     """The instance of an ONNX file (the onnx extra; no torch)."""
-    from splitopt.core.errors import InvalidModel
     from splitopt.onnx.deps import require_onnx
 
     if options.input_dtype is not None:
         raise NotApplicable("--input-dtype: an ONNX model declares its input types; not applicable to .onnx files")
-    path = Path(model).expanduser()
-    if not path.is_file():
-        raise InvalidModel(f"model file '{model}' not found" if not path.exists() else f"model file '{model}' is not a file")
+    path = model_file(model)
     require_onnx("splitopt profile MODEL.onnx")
     from splitopt.onnx.profile import profile_onnx
 
@@ -146,8 +154,8 @@ def _profile_torch(model: str, suffix: str, devices: list, links: list, settings
     if suffix == ".pt2":
         from splitopt.torch.saved_program import saved_program
 
-        module, example, calibration_fn, guard = saved_program(model, options.input_shape, options.input_dtype,
-                                                               options.input_high)
+        module, example, calibration_fn, guard = saved_program(model_file(model), model, options.input_shape,
+                                                               options.input_dtype, options.input_high)
         rename, name = None, name or Path(model).stem
     else:
         from splitopt.torch.models import build_model

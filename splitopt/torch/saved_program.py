@@ -17,14 +17,13 @@ from splitopt.torch.seeds import CALIBRATION_SEED, RUN_INPUT_SEED
 from splitopt.torch.user_model import one_line, parse_dtype, quiet_torch, synthetic_inputs
 
 
-def saved_program(model: str, input_shape: Optional[str], input_dtype: Optional[str], input_high: Optional[int]):
+def saved_program(path: Path, model: str, input_shape: Optional[str], input_dtype: Optional[str],
+                  input_high: Optional[int]):
     """``(program, example input, calibration inputs(n), error guard)`` of a
     ``torch.export.save`` file: the example is the saved example input unless
     ``--input-shape``/``--input-dtype`` ask for another; calibration inputs are seeded
-    synthetic ones of that shape and dtype (those of user models)."""
-    path = Path(model).expanduser()
-    if not path.is_file():
-        raise InvalidModel(f"model file '{model}' not found" if not path.exists() else f"model file '{model}' is not a file")
+    synthetic ones of that shape and dtype (those of user models). ``path``: the file
+    (:func:`splitopt.torch.profile_model.model_file`), ``model`` as the user named it."""
     try:
         with quiet_torch():
             program, saved = load_exported(str(path))

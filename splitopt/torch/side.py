@@ -15,7 +15,9 @@ What a side offers (each piece optional; the class attributes say which):
   :meth:`TorchSide.run` (a JSON-ready report with ``ok``) and
   :meth:`TorchSide.print_run`; ``--transport tcp``: :attr:`TorchSide.tcp_options` and the
   hooks of :class:`splitopt.torch.layer_graph.LayerGraphSide`;
-* ``splitopt export``: :attr:`TorchSide.exports`;
+* cutting plans into parts (:func:`splitopt.torch.partition.partition`, which finds the
+  side by :func:`partition_side`) and ``splitopt export``: :attr:`TorchSide.cuts_plans`,
+  :attr:`TorchSide.exports`;
 * ``splitopt profile MODEL``: :attr:`TorchSide.profile_models` (the models its own
   profiler builds), :attr:`TorchSide.profile_options` and :meth:`TorchSide.profile`;
 * :attr:`TorchSide.former_verbs`: the family's own former command names (hidden aliases
@@ -111,15 +113,15 @@ class TorchSide:
     def check_family(self, inst: Any, where: str) -> None:
         """NotApplicable (one line) unless ``inst`` is an instance of this side's family: what
         the family's former ``run`` command said of another instance (``where``: its file)."""
-        if inst.problem not in _family_problems(self.family):
+        from splitopt.families.registry import family
+
+        if inst.problem not in family(self.family).problems:
             maker = f" (made by `splitopt {self.former_verbs[0]}`)" if self.former_verbs else ""
             raise NotApplicable(f"{where}: problem '{inst.problem}' is not a {self.family} instance{maker}")
 
 
-def _family_problems(name: str) -> tuple[str, ...]:
-    from splitopt.families.registry import family
-
-    return family(name).problems
+#: the sides built so far in this process, by import path
+_BUILT: dict[str, TorchSide] = {}
 
 
 def torch_side(family: Any) -> TorchSide | None:
@@ -132,10 +134,6 @@ def torch_side(family: Any) -> TorchSide | None:
         module, cls = path.split(":")
         _BUILT[path] = getattr(importlib.import_module(module), cls)()
     return _BUILT[path]
-
-
-#: the sides built so far in this process, by import path
-_BUILT: dict[str, TorchSide] = {}
 
 
 def sides() -> list[TorchSide]:
