@@ -3,16 +3,16 @@ modularization paper's PyTorch experiment, Tables 2-3, on a CPU instead of a 108
 desktop).
 
 For each model at full size (MobileNet-V1, Inception-V3, DenseNet-201, ResNet-152;
-random init, :mod:`splitopt.torch.loading_models`):
+random init, :mod:`splitopt.torch.loading.models`):
 
-1. profile (:func:`splitopt.torch.loading_profile.profile_loading`, warm page cache,
+1. profile (:func:`splitopt.torch.loading.profile.profile_loading`, warm page cache,
    ``--profile-repeats``): per-block inference and load times, the per-file fixed cost,
    one thread's rate; the concurrent load measured again for T = 1, 2, 4
-   (:func:`~splitopt.torch.loading_profile.instance_for_threads`);
+   (:func:`~splitopt.torch.loading.profile.instance_for_threads`);
 2. for T in {1, 2, 4} and k in 1..8: the exact plan with exactly k children
    (``children.min = children.max = k``, ``solve(inst, "cpsat", time_limit=...)``; the
    status says whether it was proven optimal), then the plan measured
-   (:func:`splitopt.torch.loading.run_loading`, threads mode, warm cache, median of
+   (:func:`splitopt.torch.loading.run.run_loading`, threads mode, warm cache, median of
    ``--repeats``) against the evaluator's prediction, and against the monolithic model
    (k = 1, measured once per model, median of ``--repeats`` + 1);
 3. threads vs processes, and warm vs cold page cache: the best measured plan of T = 2
@@ -48,10 +48,10 @@ import torch  # noqa: E402
 from splitopt.families.loading.data import data as loading_data  # noqa: E402
 from splitopt.families.loading.plan import plan_from_starts  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.torch.loading import run_loading  # noqa: E402
-from splitopt.torch.loading_execution import ProcessLoaderPool  # noqa: E402
-from splitopt.torch.loading_models import BlockModelConfig, build_block_model, synthetic_input  # noqa: E402
-from splitopt.torch.loading_profile import instance_for_threads, profile_loading  # noqa: E402
+from splitopt.torch.loading.run import run_loading  # noqa: E402
+from splitopt.torch.loading.execution import ProcessLoaderPool  # noqa: E402
+from splitopt.torch.loading.models import BlockModelConfig, build_block_model, synthetic_input  # noqa: E402
+from splitopt.torch.loading.profile import instance_for_threads, profile_loading  # noqa: E402
 
 MODELS = ("mobilenet_v1", "inception_v3", "densenet201", "resnet152")
 THREADS = (1, 2, 4)
@@ -177,9 +177,9 @@ def markdown(report: dict) -> str:
              f"Machine: {meta['machine']}; torch {meta['torch']}, inference with {meta['torch_threads']} intra-op "
              f"thread; started {meta['started']}, {meta['seconds']:.0f} s in all. Run `python benchmarks/loading_torch.py`.",
              "", "Models built in code at full size with random init (no download): MobileNet-V1, Inception-V3, "
-             "DenseNet-201, ResNet-152 as sequences of blocks (`splitopt/torch/loading_models.py`). Children are "
+             "DenseNet-201, ResNet-152 as sequences of blocks (`splitopt/torch/loading/models.py`). Children are "
              "`torch.save`d state dicts read with `torch.load(weights_only=True)`, built on the meta device and "
-             "assigned (`splitopt/torch/loading_children.py`). Times in ms; the first response is from the start of "
+             "assigned (`splitopt/torch/loading/children.py`). Times in ms; the first response is from the start of "
              "loading to the output of the last child (load + inference, the paper's T_total). Page cache warm "
              "(each file read once before each run) unless stated. Plans: `solve(inst, \"cpsat\")` with exactly k "
              f"children, {meta['time_limit']} s limit (status OPTIMAL = proven). Measured = median of "

@@ -4,10 +4,10 @@ front the solver finds on the resulting instances.
 
     python benchmarks/multiview_retrain.py [--views 2,3] [--widths 1,2,4,8] [--seeds 0,1,2]
 
-Per (V, seed): :func:`splitopt.torch.multiview_retrain.multiview_retrain_table` (View-Pool
+Per (V, seed): :func:`splitopt.torch.multiview.retrain_views.multiview_retrain_table` (View-Pool
 model trained 20 epochs, then per d Conv-Reduce per view + View-Fuse retrained 10 epochs
 by distillation, split-aware init); medians over the seeds. For seed 0 the table becomes
-an instance (:func:`splitopt.torch.width_instance.widths_instance`: V wearables on one
+an instance (:func:`splitopt.torch.multiview.width_instance.widths_instance`: V wearables on one
 1 Mbit/s serial link, assumed hardware) and ``splitopt.analysis.pareto.pareto_front`` (cpsat)
 gives the latency-optimal plan per accuracy level. Writes
 ``benchmarks/results/multiview_retrain.md`` and ``.json``.
@@ -30,8 +30,8 @@ import torch  # noqa: E402
 
 from benchmarks.retrain import cpu_name  # noqa: E402
 from splitopt.analysis.pareto import pareto_front  # noqa: E402
-from splitopt.torch.multiview_retrain import multiview_retrain_table  # noqa: E402
-from splitopt.torch.width_instance import widths_instance  # noqa: E402
+from splitopt.torch.multiview.retrain_views import multiview_retrain_table  # noqa: E402
+from splitopt.torch.multiview.width_instance import widths_instance  # noqa: E402
 
 
 def main(argv=None) -> int:

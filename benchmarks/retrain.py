@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from splitopt.torch.retrain import retrain_table, train_digits  # noqa: E402
+from splitopt.torch.multiview.retrain import retrain_table, train_digits  # noqa: E402
 
 INITS = ("split-aware", "kaiming", "xavier")
 

@@ -3,25 +3,25 @@ Separable NN paper's Tables 2 and 5 and its Sec. 4.6 deployment, scaled down to 
 digits and one CPU).
 
 1. Train (stage 1, Eq. 9: a uniform random policy per mini-batch; ``--epochs``) the
-   Sep-ResNeXt of :mod:`splitopt.torch.separable_model` (G = 4, 8 paths, per-device
+   Sep-ResNeXt of :mod:`splitopt.torch.separable.model` (G = 4, 8 paths, per-device
    widths 16/32/64, 2 blocks per stage, alpha = 2: 3 transmission steps; 9 levels from
    50 %, float32/float16) and the unseparated ResNeXt of the same widths; measure the
-   accuracy records on the validation split (:func:`~splitopt.torch.separable_nas.accuracy_records`).
+   accuracy records on the validation split (:func:`~splitopt.torch.separable.nas.accuracy_records`).
 2. Accuracy vs bytes on the test split: the unseparated model (ring all-reduce: 100 %),
    no communication, every step intensive at 100 % float32 and at 50 % float16,
    ``--random`` uniform random policies, the REINFORCE controller's best
-   (:func:`~splitopt.torch.separable_nas.search_controller`, ``--controller-steps``
+   (:func:`~splitopt.torch.separable.nas.search_controller`, ``--controller-steps``
    updates, reward = validation accuracy, then ``--stage3`` samples, best on validation),
    and the exact optimum of the family (``solve``, objective ``bytes``) for each
    accuracy record as ``min_accuracy`` (the fewest bytes the solver can prove for that
    credited accuracy), plus any ``--plans`` files. Bytes and the ratio to the ring
    all-reduce come from the family evaluator.
-3. Multi-process runs (:func:`~splitopt.torch.separable_run.run_policies`: one process
+3. Multi-process runs (:func:`~splitopt.torch.separable.run.run_policies`: one process
    per device, gloo on 127.0.0.1, batch 1, median of ``--repeats``) of some of those
    policies: outputs equal to the single-process forward, bytes sent equal to the
    evaluator's, measured wall time against the evaluator's latency on the host
    instance (each layer's measured time, links measured by
-   :func:`~splitopt.torch.separable_run.measure_link`); the same for a G = 2 network
+   :func:`~splitopt.torch.separable.run.measure_link`); the same for a G = 2 network
    (random weights), where each process has a core of its own.
 
 Run: ``python benchmarks/separable_torch.py [--epochs 25] [--checkpoint FILE]``; writes
@@ -49,12 +49,12 @@ from splitopt.api import load_plan, parse_instance  # noqa: E402
 from splitopt.families.separable.evaluate import evaluate  # noqa: E402
 from splitopt.families.separable.plan import SeparablePlan  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.torch.separable_model import (SepConfig, accuracy, build_model, identity_policy,  # noqa: E402
+from splitopt.torch.separable.model import (SepConfig, accuracy, build_model, identity_policy,  # noqa: E402
                                             intensive_policy, normalize_policy, policy_to_json, policy_to_plan)
-from splitopt.torch.separable_nas import (accuracy_of_policies, load_models, random_policies,  # noqa: E402
+from splitopt.torch.separable.nas import (accuracy_of_policies, load_models, random_policies,  # noqa: E402
                                           save_models, search_controller)
-from splitopt.torch.separable_profile import TrainedPair, measured_records, profile_instance, train_pair  # noqa: E402
-from splitopt.torch.separable_run import run_policies  # noqa: E402
+from splitopt.torch.separable.profile import TrainedPair, measured_records, profile_instance, train_pair  # noqa: E402
+from splitopt.torch.separable.run import run_policies  # noqa: E402
 
 
 def _row(name: str, inst, policy, acc: float, **extra) -> dict:
@@ -180,7 +180,7 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     config = SepConfig()
     if args.checkpoint is not None and args.checkpoint.is_file():
-        from splitopt.torch.separable_model import load_digits_split
+        from splitopt.torch.separable.model import load_digits_split
 
         model, ref, extra = load_models(args.checkpoint)
         pair = TrainedPair(model, ref, load_digits_split(0))

@@ -93,7 +93,7 @@ def bench(model: str, calibration: int, repeats: int, samples: int) -> dict:
 def bench_mesh(samples: int) -> dict:
     import splitopt
     from splitopt.families.mesh.plan import MeshPlan
-    from splitopt.torch.partition import evaluator_link_bytes
+    from splitopt.torch.mesh.compare import evaluator_link_bytes, link_bytes
 
     module, rename, example, sampler, _ = build_model("googlenet", seed=0)
     inst = splitopt.load_instance(ROOT / "instances" / "jmsnas_mesh_googlenet.json")
@@ -105,7 +105,7 @@ def bench_mesh(samples: int) -> dict:
     plan = MeshPlan(device)
     split, partition_s = timed(lambda: partition(module, example, plan, inst, rename=rename))
     unsplit_t, split_t, diff = time_split_run(module, split, sampler(samples))
-    ours, theirs = split.link_bytes(), evaluator_link_bytes(inst, plan)
+    ours, theirs = link_bytes(split), evaluator_link_bytes(inst, plan)
     return {"model": "googlenet (mesh, 5 parts)", "layers": len(inst.layers), "partition_s": partition_s,
             "parts": [p.device for p in split.parts], "unsplit_ms": 1000 * statistics.median(unsplit_t),
             "split_ms": 1000 * statistics.median(split_t),

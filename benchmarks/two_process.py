@@ -1,6 +1,6 @@
 """A real split, measured: the edge part and the cloud part of the shipped models' plans
 run as two processes on this host that exchange the crossing tensors over TCP through
-a paced link (``splitopt run-tcp``, :mod:`splitopt.netrun`), against the evaluator's
+a paced link (``splitopt run --transport tcp``, :mod:`splitopt.netrun`), against the evaluator's
 prediction, with THIS HOST as the device profile of both sides.
 
 Per model (``--models``, default ResNet-50, MobileNetV2, GoogLeNet) and problem

@@ -3,13 +3,13 @@ for ResNet-152, Inception-V3, DenseNet-201 and MobileNet-V1 (problem ``loading``
 modularization paper's model set).
 
 Each model is built in code at full size (random init, seed 0; no download:
-:mod:`splitopt.torch.loading_models`) and profiled by
-:func:`splitopt.torch.loading_profile.profile_loading`: per block its inference time
+:mod:`splitopt.torch.loading.models`) and profiled by
+:func:`splitopt.torch.loading.profile.profile_loading`: per block its inference time
 (one torch intra-op thread), MACs, stored elements and the time to load it from its own
 checkpoint file (warm page cache, median of ``--repeats``), the per-file fixed cost, one
 thread's rate and the rate ``--threads`` threads get together; the paper's Table 2 cut
 positions as ``reference_plans`` where the architecture matches (not MobileNet-V1). The
-solver then plans on this machine's numbers; ``splitopt run-loading`` rebuilds the same
+solver then plans on this machine's numbers; ``splitopt run`` rebuilds the same
 model from ``source.block_model`` and measures a plan.
 
 Measured numbers differ from run to run (a shared host); the files are not expected to
@@ -31,8 +31,8 @@ sys.path.insert(0, str(HERE.parent))
 import torch  # noqa: E402
 
 from splitopt.core.instance_io import instance_json  # noqa: E402
-from splitopt.torch.loading_models import MODEL_NAMES, BlockModelConfig  # noqa: E402
-from splitopt.torch.loading_profile import profile_loading  # noqa: E402
+from splitopt.torch.loading.models import MODEL_NAMES, BlockModelConfig  # noqa: E402
+from splitopt.torch.loading.profile import profile_loading  # noqa: E402
 
 
 def main() -> None:

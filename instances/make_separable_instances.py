@@ -5,13 +5,13 @@ gloo processes on 127.0.0.1) and ``instances/separable_digits_pi.json`` (G = 4 d
 of the paper's Sec. 4.6 Raspberry Pi 3B+, 1.7e8 FLOPS = 0.85e8 MAC/s, links of 300
 Mbit/s: latency from the MACs).
 
-The network (:mod:`splitopt.torch.separable_model`: 8 paths, per-device widths 16/32/64,
+The network (:mod:`splitopt.torch.separable.model`: 8 paths, per-device widths 16/32/64,
 2 blocks per stage, alpha = 2, 9 levels from 50 %, float32 and float16) is trained once
 (stage 1, a uniform random policy per mini-batch, seed 0, ``--epochs``) and its accuracy
 records (``settings.separable.accuracy``: per policy class the minimum validation
 accuracy of ``--samples`` policies drawn in the class) go into both files; so does the
 test accuracy of the reference points (``source.test_accuracy``). ``splitopt
-run-separable`` rebuilds the network from ``source.separable_model`` (random weights
+run`` rebuilds the network from ``source.separable_model`` (random weights
 unless given ``--checkpoint``, which ``--checkpoint`` here writes).
 
 Measured numbers differ from run to run (a shared host); the files are not expected to
@@ -37,10 +37,10 @@ def main() -> None:
     import torch
 
     from splitopt.core.instance_io import instance_json
-    from splitopt.torch.separable_model import (SepConfig, accuracy, identity_policy, intensive_policy,
+    from splitopt.torch.separable.model import (SepConfig, accuracy, identity_policy, intensive_policy,
                                                 load_digits_split)
-    from splitopt.torch.separable_nas import load_models, save_models
-    from splitopt.torch.separable_profile import TrainedPair, measured_records, profile_instance, train_pair
+    from splitopt.torch.separable.nas import load_models, save_models
+    from splitopt.torch.separable.profile import TrainedPair, measured_records, profile_instance, train_pair
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=25, help="stage-1 epochs (default 25, about 45 s)")

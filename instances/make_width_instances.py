@@ -7,8 +7,8 @@ Steps: train the digits CNN on scikit-learn's shipped digits (20 epochs, seed 0)
 the splitting module after ``block2`` (Conv-Reduce 32 -> d on the sensor, Conv-Recover
 d -> 32 on the aggregator, split-aware init), retrain it by knowledge distillation for
 10 epochs per width d in {1, 2, 4, 8, 16} and measure the test accuracy with the split
-tensor packed at 8 bits (:func:`splitopt.torch.retrain.retrain_table`); then write the
-one-view ``multiview`` instance of :func:`splitopt.torch.width_instance.widths_instance`
+tensor packed at 8 bits (:func:`splitopt.torch.multiview.retrain.retrain_table`); then write the
+one-view ``multiview`` instance of :func:`splitopt.torch.multiview.width_instance.widths_instance`
 (wearable -> phone over a 1 Mbit/s link, assumed hardware stated there), with
 ``min_accuracy`` 0.93: ``digits_cnn_widths.json``. The same as
 ``splitopt retrain --instance-out F --min-accuracy 0.93``.
@@ -16,7 +16,7 @@ one-view ``multiview`` instance of :func:`splitopt.torch.width_instance.widths_i
 Two views (``digits_cnn_widths_2views.json``): two wearables each see a column band of
 the digit (columns 0-4 and 3-7); the View-Pool model is trained here (20 epochs), then per
 d in {1, 2, 4, 8} Conv-Reduce per view + View-Fuse retrained by distillation
-(:func:`splitopt.torch.multiview_retrain.multiview_retrain_table`); both wearables share
+(:func:`splitopt.torch.multiview.retrain_views.multiview_retrain_table`); both wearables share
 the 1 Mbit/s serial link; ``min_accuracy`` 0.93. The same as ``splitopt retrain --views 2
 --widths 1,2,4,8 --instance-out F --min-accuracy 0.93``.
 
@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 from splitopt.core.instance_io import save_instance
-from splitopt.torch.multiview_retrain import multiview_retrain_table
-from splitopt.torch.retrain import retrain_table
-from splitopt.torch.width_instance import widths_instance
+from splitopt.torch.multiview.retrain_views import multiview_retrain_table
+from splitopt.torch.multiview.retrain import retrain_table
+from splitopt.torch.multiview.width_instance import widths_instance
 
 NAME = "digits_cnn_widths"
 NAME_2VIEWS = "digits_cnn_widths_2views"

@@ -41,9 +41,8 @@ from splitopt.torch.export_manifest import MANIFEST, onnx_graph_name, read_manif
 from splitopt.torch.export_parts import check_exported, check_format, export_split  # noqa: E402
 from splitopt.torch.exported_run import run_exported  # noqa: E402
 from splitopt.torch.packing import activation_qparams  # noqa: E402
-from splitopt.torch.partition import (  # noqa: E402
-    evaluator_mesh_crossings, evaluator_sent_bytes, identity_transmit, partition,
-)
+from splitopt.torch.mesh.compare import evaluator_mesh_crossings  # noqa: E402
+from splitopt.torch.partition import evaluator_sent_bytes, identity_transmit, partition  # noqa: E402
 from splitopt.torch.profile import profile  # noqa: E402
 from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
 from splitopt.api import plan_to_dict

@@ -471,7 +471,7 @@ def test_hostile_files_end_to_end(tmp_path, plans):
 def test_damaged_weights_files_are_one_line(tmp_path):
     torch = pytest.importorskip("torch")
     from splitopt.core.errors import InvalidModel
-    from splitopt.torch.split_weights import FORMAT, load
+    from splitopt.torch.multiview.weights import FORMAT, load
 
     path = tmp_path / "d4.pt"
     for raw in ({"format": FORMAT}, {"format": FORMAT, "meta": [], "backbone": {}},

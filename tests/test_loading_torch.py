@@ -20,13 +20,13 @@ from splitopt.core.instance_io import instance_json  # noqa: E402
 from splitopt.families.loading.plan import plan_from_starts  # noqa: E402
 from splitopt.families.loading.data import data as loading_data  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.torch.loading import run_loading  # noqa: E402
-from splitopt.torch.loading_cache import drop_page_cache, resident_fraction, warm_page_cache  # noqa: E402
-from splitopt.torch.loading_children import load_child, read_child, write_children  # noqa: E402
-from splitopt.torch.loading_finetune import fine_tune_last_child, synthetic_labels  # noqa: E402
-from splitopt.torch.loading_models import (MODEL_NAMES, BlockModelConfig, block_specs, build_block_model,  # noqa: E402
+from splitopt.torch.loading.run import run_loading  # noqa: E402
+from splitopt.torch.loading.cache import drop_page_cache, resident_fraction, warm_page_cache  # noqa: E402
+from splitopt.torch.loading.children import load_child, read_child, write_children  # noqa: E402
+from splitopt.torch.loading.finetune import fine_tune_last_child, synthetic_labels  # noqa: E402
+from splitopt.torch.loading.models import (MODEL_NAMES, BlockModelConfig, block_specs, build_block_model,  # noqa: E402
                                            reference_plans, synthetic_input)
-from splitopt.torch.loading_profile import profile_loading  # noqa: E402
+from splitopt.torch.loading.profile import profile_loading  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {m: BlockModelConfig(m, width=1 / 16, depth=0.1, image_size=75 if m == "inception_v3" else 32)

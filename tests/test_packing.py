@@ -20,8 +20,9 @@ from splitopt.solve import solve  # noqa: E402
 from splitopt.families.edge_cloud.examples import random_instance  # noqa: E402
 from splitopt.torch.packing import (  # noqa: E402
     QUANTIZED_BITS, SUPPORTED_BITS, PackedTensor, activation_codes,
-    check_against_evaluator, pack, pack_sent_tensors, unpack, unpack_codes,
+    check_against_evaluator, pack, unpack, unpack_codes,
 )
+from splitopt.torch.edge_cloud.packing import pack_sent_tensors  # noqa: E402
 from splitopt.torch.quant_error import quantize_activation  # noqa: E402
 from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
 

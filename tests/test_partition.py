@@ -38,11 +38,12 @@ from splitopt.torch import architectures as arch  # noqa: E402
 from splitopt.torch.capture import capture  # noqa: E402
 from splitopt.families.mesh.plan import MeshPlan  # noqa: E402
 from splitopt.families.multiview.plan import MultiviewPlan  # noqa: E402
+from splitopt.torch.mesh.compare import evaluator_link_bytes, evaluator_mesh_crossings, link_bytes  # noqa: E402
+from splitopt.torch.mesh.partition import mesh_layer_order, mesh_stages  # noqa: E402
 from splitopt.torch.partition import (  # noqa: E402
-    FLOAT_ATOL, compare, evaluator_link_bytes, evaluator_mesh_crossings, evaluator_sent_bytes,
-    identity_transmit, mesh_layer_order, mesh_stages, partition,
+    FLOAT_ATOL, compare, evaluator_sent_bytes, identity_transmit, partition,
 )
-from splitopt.torch.partition_multiview import (  # noqa: E402
+from splitopt.torch.multiview.partition import (  # noqa: E402
     compare_multiview, evaluator_view_bytes, partition_multiview,
 )
 from splitopt.families.edge_cloud.plan import edge_layers, uniform_plan  # noqa: E402
@@ -210,7 +211,7 @@ def test_googlenet_splits_match_unsplit():
     assert [p.device for p in split.parts] == ["SBS", "MBS1", "MBS2", "MBS3", "cloud"]
     assert split.parts[-1].inputs == tuple(f"inception4a.branch{k}" for k in ("1", "2.1", "3.1", "4.1"))
     # maxpool3 once per MBS; branch4 from the SBS to the cloud over SBS->MBS1->cloud
-    assert split.link_bytes()["SBS->MBS1"] == 188160 + 25088
+    assert link_bytes(split)["SBS->MBS1"] == 188160 + 25088
 
 
 def test_tiny_gpt2_splits_match_unsplit(gpt2):
@@ -301,7 +302,7 @@ def run_mesh_plan(s: Setup, plan, inst, label, parts=None):
     assert ours == [(a, b, pytest.approx(v, rel=1e-12)) for a, b, v in evaluator_mesh_crossings(inst, plan)], label
     assert split.sent_bytes == pytest.approx(evaluator_sent_bytes(inst, plan), rel=1e-12), label
     assert split.last_run.crossing_bytes == pytest.approx(split.sent_bytes, rel=1e-12), label
-    links = split.link_bytes()
+    links = link_bytes(split)
     assert links == pytest.approx(evaluator_link_bytes(inst, plan), rel=1e-12), label
     # every layer in exactly one part, on its device; a part reads only earlier parts
     placed = [n for p in split.parts for n in p.layers]
@@ -334,7 +335,7 @@ def test_mesh_plans_match_unsplit(mini):
     split = run_mesh_plan(mini, MeshPlan({n: "SBS" for n in names}), inst, "all on SBS", parts={"SBS": 1})
     assert [(c.source, c.target, c.names) for c in split.crossings] == [("UE", "SBS", ("input",)),
                                                                           ("SBS", "cloud", ("fc",))]
-    assert split.link_bytes()["SBS->MBS1"] == split.link_bytes()["MBS1->cloud"] == 10 * 2
+    assert link_bytes(split)["SBS->MBS1"] == link_bytes(split)["MBS1->cloud"] == 10 * 2
     split = run_mesh_plan(mini, MeshPlan({n: "UE" for n in names}), inst, "all on UE", parts={"UE": 1})
     assert [c.names for c in split.crossings] == [("fc",)] and split.input_sends == ()
     # outputs not delivered: nothing but the input moves
@@ -352,8 +353,8 @@ def test_mesh_plans_match_unsplit(mini):
     assert set(split.parts[0].sends) == {("stem", "MBS1"), ("stem", "MBS2")}
     # inc2.concat goes SBS -> MBS1 -> cloud: one crossing SBS -> cloud, one hop per link
     assert ("SBS", "cloud", ("inc2.concat",)) in [(c.source, c.target, c.names) for c in split.crossings]
-    assert split.link_bytes()["SBS->MBS1"] == 2 * (8 * 16 * 16 + 32 * 8 * 8)  # stem, inc2.concat at 16 bits
-    assert split.link_bytes()["MBS1->cloud"] == 2 * 32 * 8 * 8
+    assert link_bytes(split)["SBS->MBS1"] == 2 * (8 * 16 * 16 + 32 * 8 * 8)  # stem, inc2.concat at 16 bits
+    assert link_bytes(split)["MBS1->cloud"] == 2 * 32 * 8 * 8
 
     # ping-pong: SBS -> MBS1 -> SBS -> MBS2 (-> cloud)
     plan = on(names, "SBS", inc1="MBS1", avgpool="MBS2", fc="MBS2")
@@ -484,7 +485,7 @@ def test_multiview_plans_match_reference(mini):
     same = mini.x.unsqueeze(1).expand(-1, 3, -1, -1, -1)  # max over equal views: the backbone itself
     assert float((split.run(same) - mini.ref).abs().max()) <= FLOAT_ATOL
     # Conv-Reduce d=4 + View-Fuse, given modules; one sensor sends the reduced tensor
-    from splitopt.torch.splitting import ConvReduce, ConvRecover
+    from splitopt.torch.multiview.splitting import ConvReduce, ConvRecover
 
     reduce, restore = ConvReduce(20, 4), ConvRecover(12, 20)
     plan = mv_plan("pool", 4, ["input", "stem", "mv.reduce"])

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from splitopt.api import parse_instance
-from splitopt.cli.profile import Topology, preset_hardware
+from splitopt.cli.profile import Topology
+from splitopt.families.topologies import preset_hardware, topology
 from splitopt.core import presets
 from splitopt.core.errors import InvalidOption
 from splitopt.core.result import Status
@@ -65,7 +66,7 @@ def test_presets_state_their_sources():
 
 @pytest.mark.parametrize("kind", ["chain", "mesh"])
 def test_topologies_from_presets_solve(kind):
-    devices, links, settings = presets.topology(["pi4", "jetson", "jetson", "v100"], kind, 1e7)
+    devices, links, settings = topology(["pi4", "jetson", "jetson", "v100"], kind, 1e7)
     assert [d["name"] for d in devices] == ["pi4", "jetson", "jetson_2", "v100"]
     inst = parse_instance(tiny_instance(devices, links, dict(settings, cloud_bits=16)))
     res = solve(inst, "cpsat")
@@ -74,11 +75,11 @@ def test_topologies_from_presets_solve(kind):
 
 def test_topology_errors():
     with pytest.raises(InvalidOption, match="exactly 2"):
-        presets.topology(["pi4", "jetson", "v100"], "edge-cloud", 1e7)
+        topology(["pi4", "jetson", "v100"], "edge-cloud", 1e7)
     with pytest.raises(InvalidOption, match="at least 2"):
-        presets.topology(["pi4"], "chain", 1e7)
+        topology(["pi4"], "chain", 1e7)
     with pytest.raises(InvalidOption, match="topology 'ring'"):
-        presets.topology(["pi4", "v100"], "ring", 1e7)
+        topology(["pi4", "v100"], "ring", 1e7)
 
 
 def test_profile_preset_hardware():

@@ -1,4 +1,4 @@
-"""splitopt.torch.splitting / retrain and ``splitopt retrain`` (splitopt.cli.retrain): the SplitNets splitting module
+"""splitopt.torch.multiview.splitting / retrain and ``splitopt retrain`` (splitopt.cli.retrain): the SplitNets splitting module
 (Conv-Reduce, Conv-Recover, View-Fuse, split-aware initialisation), retraining with
 knowledge distillation on scikit-learn's digits, and ``splitopt retrain``.
 
@@ -20,7 +20,7 @@ from typer.testing import CliRunner  # noqa: E402
 from splitopt.core.errors import InvalidModel  # noqa: E402
 from splitopt.torch import architectures as arch  # noqa: E402
 from splitopt.torch.packing import pack  # noqa: E402
-from splitopt.torch.retrain import (  # noqa: E402
+from splitopt.torch.multiview.retrain import (  # noqa: E402
     Data, accuracy, distill, kd_loss, retrain_table, train_digits, width_options,
 )
 from splitopt.cli.retrain import retrain_command  # noqa: E402
@@ -30,7 +30,7 @@ from splitopt.families.multiview import data as _mv_data, plan as _mv_plan  # no
 
 #: the multiview family's functions these tests call, under short names
 mv = SimpleNamespace(data=_mv_data.data, uniform_plan=_mv_plan.uniform_plan, REDUCE=_mv_data.REDUCE)
-from splitopt.torch.splitting import (  # noqa: E402
+from splitopt.torch.multiview.splitting import (  # noqa: E402
     ConvRecover, ConvReduce, MultiViewSplitNet, SplitNet, ViewFuse, init_conv_, init_variance, split_aware_init_,
 )
 
@@ -263,7 +263,7 @@ def test_cli_retrain_bad_input(args, message):
 # ----- multi-view --------------------------------------------------------------------------------
 
 def test_view_masks_cover_the_image_with_overlapping_bands():
-    from splitopt.torch.multiview_retrain import view_masks
+    from splitopt.torch.multiview.retrain_views import view_masks
 
     m = view_masks(2)
     assert m.shape == (2, 1, 8, 8)
@@ -276,7 +276,7 @@ def test_view_masks_cover_the_image_with_overlapping_bands():
 
 
 def test_multiview_split_model_is_reduce_fuse_then_conv():
-    from splitopt.torch.multiview_retrain import MultiViewDigits, ViewPoolNet, split_sequential
+    from splitopt.torch.multiview.retrain_views import MultiViewDigits, ViewPoolNet, split_sequential
     from splitopt.torch.architectures import digits_cnn
 
     head, tail = split_sequential(digits_cnn(0), "block2")
@@ -295,8 +295,8 @@ def test_multiview_split_model_is_reduce_fuse_then_conv():
 
 
 def test_short_multiview_retraining_improves_the_split_model():
-    from splitopt.torch.multiview_retrain import multiview_retrain_table
-    from splitopt.torch.width_instance import widths_instance
+    from splitopt.torch.multiview.retrain_views import multiview_retrain_table
+    from splitopt.torch.multiview.width_instance import widths_instance
     from splitopt.solve import solve
 
     table = multiview_retrain_table(views=2, widths=[2], epochs=2, base_epochs=3, progress=False)
@@ -317,7 +317,7 @@ def test_retrained_weights_run_the_solved_plan_at_the_measured_accuracy(tmp_path
     the accuracy the solver was given."""
     from splitopt.cli import app
     from splitopt import load_instance
-    from splitopt.torch.split_weights import load, weights_file
+    from splitopt.torch.multiview.weights import load, weights_file
 
     weights, inst_file, plan_file = tmp_path / "w", tmp_path / "inst.json", tmp_path / "plan.json"
     runner = CliRunner()

@@ -19,7 +19,7 @@ if importlib.util.find_spec("sklearn") is None:  # found, not imported: spawned 
     pytest.skip("needs scikit-learn (the torch extra)", allow_module_level=True)
 
 
-from splitopt.torch.separable_model import (PolicyStep, SepConfig, accuracy, build_model, build_reference,  # noqa: E402
+from splitopt.torch.separable.model import (PolicyStep, SepConfig, accuracy, build_model, build_reference,  # noqa: E402
                                             identity_policy, intensive_policy, load_digits_split, normalize_policy,
                                             policy_bytes, policy_to_plan, random_policy, ring_bytes)
 
@@ -125,7 +125,7 @@ def test_reference_is_the_unseparated_resnext_and_trains(few_digits):
     # all C paths on one device, the stream as wide as one device's
     assert ref.parts[0].blocks[0].conv1.out_channels == c.paths * c.bottleneck[0]
     assert ref.parts[0].blocks[0].conv3.out_channels == c.widths[0]
-    from splitopt.torch.separable_nas import train_separable
+    from splitopt.torch.separable.nas import train_separable
 
     log = train_separable(ref, digits, epochs=3, lr=1e-2, batch=32, policy=None)
     assert log.epochs == 3 and log.policies_sampled == 0
@@ -135,7 +135,7 @@ def test_reference_is_the_unseparated_resnext_and_trains(few_digits):
 def test_instance_loads_and_the_evaluator_counts_the_models_bytes():
     from splitopt.api import evaluate, parse_instance
     from splitopt.families.separable.data import data as separable_data
-    from splitopt.torch.separable_profile import check_matches, profile_instance
+    from splitopt.torch.separable.profile import check_matches, profile_instance
 
     m = build_model(SepConfig(), seed=0)
     prof = profile_instance(m, name="sep_test", devices="analytic", repeats=2,
@@ -160,7 +160,7 @@ def test_instance_loads_and_the_evaluator_counts_the_models_bytes():
 
 def test_records_controller_and_accuracy_of_policies(few_digits):
     digits = few_digits
-    from splitopt.torch.separable_nas import (accuracy_of_policies, accuracy_records, meets, search_controller,
+    from splitopt.torch.separable.nas import (accuracy_of_policies, accuracy_records, meets, search_controller,
                                               train_separable)
 
     m = _tiny()
@@ -175,7 +175,7 @@ def test_records_controller_and_accuracy_of_policies(few_digits):
     assert any(r.get("mixing") for r in records)
     for r, dt in zip(records, details):
         assert dt["min"] - 1e-9 <= dt["mean"] <= dt["max"] + 1e-9 and r["accuracy"] == round(dt["min"], 6)
-    from splitopt.torch.separable_nas import cheapest_member
+    from splitopt.torch.separable.nas import cheapest_member
 
     rng = np.random.default_rng(0)
     for req in ({"mixing": True}, {"min_intensive_steps": 2, "max_float16_steps": 1}, {"min_level": 1}):
@@ -193,8 +193,8 @@ def test_records_controller_and_accuracy_of_policies(few_digits):
 def test_multiprocess_run_equals_single_process_and_sends_the_evaluators_bytes(digits):
     from splitopt.api import parse_instance
     from splitopt.families.separable.evaluate import evaluate
-    from splitopt.torch.separable_profile import profile_instance
-    from splitopt.torch.separable_run import run_policies
+    from splitopt.torch.separable.profile import profile_instance
+    from splitopt.torch.separable.run import run_policies
 
     m = _tiny(groups=4, paths=4)
     c = m.config
@@ -234,7 +234,7 @@ def _sleep(rank, results):
 def test_workers_are_stopped_on_error_and_on_timeout():
     import torch.multiprocessing as mp
 
-    from splitopt.torch.separable_run import RunError, launch_workers
+    from splitopt.torch.separable.run import RunError, launch_workers
 
     for target, timeout, text in ((_raise_in_rank_1, 60.0, "died"), (_sleep, 2.0, "timed out")):
         before = set(p.pid for p in mp.active_children())
@@ -260,7 +260,7 @@ def _cli():
 def test_cli_bad_input_is_one_line_exit_2(tmp_path):
     from typer.testing import CliRunner
 
-    from splitopt.torch.separable_profile import profile_instance
+    from splitopt.torch.separable.profile import profile_instance
 
     root = __import__("pathlib").Path(__file__).resolve().parent.parent
     runner = CliRunner()
@@ -298,7 +298,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
 def test_checkpoints_round_trip_and_foreign_files_are_refused(tmp_path):
     """save_models / load_models keep both networks and the extras (read with weights_only:
     no code from the file runs); a torch file of other tensors is refused naming the file."""
-    from splitopt.torch.separable_nas import load_models, save_models
+    from splitopt.torch.separable.nas import load_models, save_models
 
     model, ref = _tiny(), build_reference(SepConfig(**TINY))
     path = tmp_path / "sep.pt"

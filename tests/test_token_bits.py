@@ -19,7 +19,7 @@ FLOAT = {"problem": "split", "edge": "eyeriss", "cloud": "tpu", "bit_widths": [8
 
 
 def hardware():
-    from splitopt.cli.profile import preset_hardware
+    from splitopt.families.topologies import preset_hardware
 
     devices, links, _ = preset_hardware("eyeriss", None, 3e6, (2, 4, 6, 8), False)
     return devices, links, dict(FLOAT)

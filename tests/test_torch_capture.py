@@ -16,7 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 import splitopt  # noqa: E402
 from splitopt.core import presets  # noqa: E402
 from splitopt.api import FORMAT, parse_instance  # noqa: E402
-from splitopt.torch import capture, capture_layers  # noqa: E402
+from splitopt.torch.capture import capture, capture_layers  # noqa: E402
 from splitopt.torch.quant_error import (  # noqa: E402
     layer_dicts_with_errors, quantize_activation, quantize_weight, relative_mse, run_layers,
 )

@@ -1,8 +1,8 @@
 """The compression width d as a solver decision with its measured accuracy
-(``splitopt.torch.width_instance``, ``settings.multiview.accuracy``/``min_accuracy``) and
+(``splitopt.torch.multiview.width_instance``, ``settings.multiview.accuracy``/``min_accuracy``) and
 the latency / accuracy front (``splitopt.analysis.pareto.pareto_front``, ``splitopt pareto``).
 
-The table below has the shape of a :func:`splitopt.torch.retrain.retrain_table` result
+The table below has the shape of a :func:`splitopt.torch.multiview.retrain.retrain_table` result
 (accuracies as measured once on the digits CNN); training itself is tested in
 tests/test_retrain.py."""
 
@@ -27,7 +27,7 @@ mv = SimpleNamespace(data=_mv_data.data, uniform_plan=_mv_plan.uniform_plan, RED
 
 from splitopt.analysis.pareto import pareto_front  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
-from splitopt.torch.width_instance import split_tensor, widths_instance  # noqa: E402
+from splitopt.torch.multiview.width_instance import split_tensor, widths_instance  # noqa: E402
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 MEASURED = {1: 0.886, 2: 0.908, 4: 0.939, 8: 0.936, 16: 0.942}

@@ -348,6 +348,9 @@ def dnnp_solve(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Stream the solver's own log to stderr."),
 ) -> None:
     """Former name of `splitopt solve FILE` on a peer file (kept so that existing commands work)."""
+    from splitopt.cli.former import former_name_notice
+
+    former_name_notice("dnnp-solve", "solve")
     solve(file, solver=solver, time_limit=time_limit, problem=None, objective=None, contiguity=None, threads=threads,
           seed=seed,
           option=None, overrides=None, as_json=as_json, verbose=verbose, export_model=None, output=output,
@@ -364,7 +367,9 @@ def dnnp_eval(
     from splitopt.api import evaluate as run
     from splitopt.api import load_plan
     from splitopt.families.registry import family_of, readers
+    from splitopt.cli.former import former_name_notice
 
+    former_name_notice("dnnp-eval", "evaluate FILE PLACEMENT --json")
     with errors():
         inst = _load(instance)
         family = family_of(inst)
@@ -375,13 +380,14 @@ def dnnp_eval(
 
 app.command("profile")(profile_command)
 app.command("run")(run_command)
-app.command("run-tcp")(run_tcp_command)
 app.command("export")(export_command)
 app.command("retrain")(retrain_command)
-app.command("profile-loading")(profile_loading_command)
-app.command("run-loading")(run_loading_command)
-app.command("profile-separable")(profile_separable_command)
-app.command("run-separable")(run_separable_command)
+# the former names (hidden; they work as before and, on a terminal, name the command replacing them)
+app.command("run-tcp", hidden=True)(run_tcp_command)
+app.command("profile-loading", hidden=True)(profile_loading_command)
+app.command("run-loading", hidden=True)(run_loading_command)
+app.command("profile-separable", hidden=True)(profile_separable_command)
+app.command("run-separable", hidden=True)(run_separable_command)
 app.command("sweep")(sweep_command)
 app.command("bench")(bench_command)
 app.command("bandwidth")(bandwidth_command)

@@ -17,6 +17,7 @@ import math
 import os
 import sys
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -25,6 +26,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
+from splitopt.core.options import check_count
 from splitopt.core.errors import (
     InvalidInstance,
     InvalidOption,
@@ -126,6 +128,13 @@ def print_json(data: Any) -> None:
 
 def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def given_options(**values: Any) -> dict[str, Any]:
+    """The options the user gave to a command whose options default to None (not given),
+    enums as their values: what a family's options are built from
+    (:func:`splitopt.torch.side.build_options`)."""
+    return {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items() if v is not None}
 
 
 def require_torch(command: str) -> None:
@@ -290,27 +299,6 @@ def parse_set_options(items: Optional[list[str]]) -> tuple[Any, ...]:
 
 
 def check_positive_count(value: int, option: str, low: int = 1, high: int = 10**6) -> None:
-    """InvalidOption unless ``low <= value <= high``."""
-    if not low <= value <= high:
-        raise InvalidOption(f"{option}: must be an integer in [{low}, {high}], got {value}")
+    """InvalidOption unless ``low <= value <= high`` (:func:`splitopt.core.options.check_count`)."""
+    check_count(value, option, low, high)
 
-
-#: the most samples `splitopt run` runs (one at a time)
-MAX_SAMPLES = 100_000
-#: seeds of the torch bridge (torch, numpy and the solvers all take 32-bit seeds)
-MAX_TORCH_SEED = 2**32 - 1
-
-
-def check_seed(seed: int, option: str = "--seed") -> None:
-    """InvalidOption unless ``seed`` is in [0, 2**32 - 1]."""
-    check_positive_count(seed, option, low=0, high=MAX_TORCH_SEED)
-
-
-def check_number(value: float | None, option: str, low: float, high: float, low_open: bool = False) -> None:
-    """InvalidOption unless ``value`` (None: not given) is a finite number in [low, high]
-    (``(low, high]`` when ``low_open``)."""
-    if value is None:
-        return
-    bracket = "(" if low_open else "["
-    if not (math.isfinite(value) and (low < value if low_open else low <= value) and value <= high):
-        raise InvalidOption(f"{option}: must be a finite number in {bracket}{low:g}, {high:g}], got {value}")

@@ -1,7 +1,8 @@
 """``splitopt export INSTANCE PLAN --model NAME --format onnx|pt2 -o DIR``: rebuild the
 model as ``splitopt run`` does (:func:`splitopt.torch.models.build_model`), cut it by the
-plan (split, split_bits, chain, mesh) and write one file per part (mesh plans: per stage)
-and ``manifest.json`` into DIR (:mod:`splitopt.torch.export_parts`). Then the saved parts
+plan (the plans of the families whose torch side exports: split, split_bits, chain,
+mesh) and write one file per part (mesh plans: per stage) and ``manifest.json`` into DIR
+(:func:`splitopt.torch.export_parts.export_plan`). Then the saved parts
 are loaded back and chained by the manifest on ``--samples`` synthetic inputs and checked
 (:func:`splitopt.torch.export_parts.check_exported`): against the in-process split with
 tensors sent unchanged, float plans also against the unsplit model, quantized plans also
@@ -60,8 +61,9 @@ def export_command(
     writing, the parts are loaded and chained on --samples inputs and compared with the
     in-process split. Exit status: 0 OK, 1 mismatch, 2 bad input, 3 missing extra."""
     from splitopt.api import load_instance, load_plan
-    from splitopt.cli.common import (MAX_SAMPLES, check_output_dir, check_positive_count, console,
-                                     errors, print_json, require_torch, writing)
+    from splitopt.cli.common import (check_output_dir, check_positive_count, console, errors, print_json,
+                                     require_torch)
+    from splitopt.core.options import MAX_SAMPLES
     from splitopt.core.errors import NotApplicable
 
     fmt = PartFormat(fmt).value
@@ -76,44 +78,24 @@ def export_command(
 
             require_onnx("splitopt export --format onnx")
         inst = load_instance(instance)
-        problem = inst.problem
-        if problem not in ("split", "split_bits", "chain", "mesh"):
-            raise NotApplicable(f"{instance}: problem '{problem}' is not supported by `splitopt export` "
-                                "(split, split_bits, chain, mesh)")
-        the_plan = load_plan(inst, plan)
-        from splitopt.torch.models import build_model
-        from splitopt.torch.partition import partition
-        from splitopt.torch.split_compare import bytes_close, evaluator_sent_bytes
-        from splitopt.torch.export_parts import check_exported, export_split
+        from splitopt.families.registry import family_of
+        from splitopt.torch.side import problems_with, torch_side
 
-        module, rename, example, inputs, calibration = build_model(
-            model, seed, inst, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
-        split = partition(module, example, the_plan, inst, rename=rename,
-                          calibration=None if problem == "mesh" else calibration())
-        with writing(output, "--output"):
-            manifest = export_split(split, fmt, output, model=model, seed=seed)
-        evaluator = evaluator_sent_bytes(inst, the_plan)
-        ours = manifest.crossing_bytes
-        bytes_match = len(ours) == len(evaluator) and all(bytes_close(a, b) for a, b in zip(ours, evaluator))
-        report = {"instance": inst.name, "model": model, "seed": seed, "format": fmt, "directory": str(output),
-                  "kind": split.kind, "quantized": split.quantized,
-                  "parts": [{"file": p["file"], "device": p["device"], "layers": len(p["layers"]),
-                             "inputs": [t["name"] for t in p["inputs"]], "outputs": [t["name"] for t in p["outputs"]]}
-                            for p in manifest.parts],
-                  "crossings": [{"source": c["source"], "target": c["target"], "bytes": c["bytes"],
-                                 "evaluator_bytes": e, "tensors": [t["name"] for t in c["tensors"]]}
-                                for c, e in zip(manifest.data["crossings"], evaluator)],
-                  "bytes_match": bytes_match, "samples": samples}
-        ok = bytes_match
-        if samples:
-            report.update(check_exported(manifest, split, module, inputs(samples)))
-            ok = ok and report["ok"]
-        report["ok"] = ok
+        side = torch_side(family_of(inst))
+        if side is None or not side.exports:
+            raise NotApplicable(f"{instance}: problem '{inst.problem}' is not supported by `splitopt export` "
+                                f"({', '.join(problems_with(lambda s: s.exports))})")
+        the_plan = load_plan(inst, plan)
+        from splitopt.torch.export_parts import export_plan
+
+        report = export_plan(inst, the_plan, model=model, fmt=fmt, directory=output, seed=seed, samples=samples,
+                             input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
     if as_json:
         print_json(report)
     else:
         console.print(f"[bold]{inst.name}[/bold] <- {model} (seed {seed}): {len(report['parts'])} {fmt} part(s) of a "
-                      f"{'quantized' if split.quantized else 'float'} {problem} plan in {output}/", highlight=False)
+                      f"{'quantized' if report['quantized'] else 'float'} {inst.problem} plan in {output}/",
+                      highlight=False)
         for k, p in enumerate(report["parts"]):
             console.print(f"  part {k} on {p['device']}: {p['file'] or '- (forwards only)'}, {p['layers']} layers; "
                           f"inputs {p['inputs'] or '-'}; outputs {p['outputs'] or '-'}", highlight=False)
@@ -133,6 +115,6 @@ def export_command(
                               f"{report['relative_mse_transmitted']:.3g} (ONNX, quantized: must be <= "
                               f"{report['relative_mse_limit']:.3g}, a share of the plan's own quantization error "
                               f"{report['split_relative_mse']:.3g})", highlight=False)
-        console.print("[green]OK[/green]" if ok else "[red]MISMATCH[/red]")
-    if not ok:
+        console.print("[green]OK[/green]" if report["ok"] else "[red]MISMATCH[/red]")
+    if not report["ok"]:
         raise typer.Exit(1)

@@ -1,12 +1,10 @@
-"""``splitopt run-tcp INSTANCE PLAN --model NAME``: run an edge/cloud or chain plan as one
-process per device on this host, the crossing tensors quantized, bit-packed and sent
-over TCP through a link paced at the instance's bandwidth (bits/s) and latency (ms);
-report measured ms per part and per link against the evaluator
-(:mod:`splitopt.netrun.runner`). ``--breakpoints TABLE`` (from ``splitopt bandwidth
---exact -o TABLE``) in place of PLAN, with ``--bandwidth-schedule``, switches plans at
-run time. Exit status: 0 the outputs equal the single-process split run's and the bytes
-the evaluator's; 1 they do not, or a device process failed or timed out; 2 bad input;
-3 torch is not installed.
+"""``splitopt run-tcp INSTANCE PLAN --model NAME``: the former name of ``splitopt run
+--transport tcp`` (a hidden alias, as it was: same options, output and exit codes; its
+``--timeout`` is the seconds a peer may stay silent): an edge/cloud or chain plan as one
+process per device on this host, the crossing tensors quantized, bit-packed and sent over
+TCP through a link paced at the instance's bandwidth (bits/s) and latency (ms); measured
+ms per part and per link against the evaluator (:mod:`splitopt.netrun.runner`). Also the
+printing of a TCP run's report, which ``splitopt run --transport tcp`` shares.
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ from typing import Optional
 
 import typer
 
-from splitopt.cli.model_options import (check_model_options, input_dtype_option, input_high_option,
-                                        input_shape_option, seed_option)
+from splitopt.cli.model_options import input_dtype_option, input_high_option, input_shape_option, seed_option
 
 
 def run_tcp_command(
@@ -41,46 +38,27 @@ def run_tcp_command(
     input_dtype: Optional[str] = input_dtype_option(),
     input_high: Optional[int] = input_high_option(),
 ) -> None:
-    """Run PLAN (or the plans of --breakpoints TABLE) of INSTANCE as one process per device
-    (edge/cloud: edge, cloud; chain: each device in order) exchanging the crossing tensors
-    over TCP on this host, the link paced at the instance's bandwidth and latency by the
-    sender; print measured ms per part and per link (medians) beside the evaluator's."""
-    from splitopt.cli.common import (MAX_SAMPLES, check_number, check_positive_count, console, errors,
-                                     print_json, require_torch)
+    """Former name of `splitopt run --transport tcp` (kept so that existing commands work)."""
+    from splitopt.cli.common import console, errors, print_json, require_torch
+    from splitopt.cli.former import former_name_notice
     from splitopt.core.errors import InvalidOption
 
+    former_name_notice("run-tcp", "run --transport tcp")
     with errors():
-        check_positive_count(samples, "--samples", high=MAX_SAMPLES)
-        check_positive_count(warmup, "--warmup", low=0, high=MAX_SAMPLES)
-        check_model_options(seed, input_high, input_shape, input_dtype)
-        check_number(timeout, "--timeout", 0.0, 86400.0, low_open=True)
-        check_number(run_timeout, "--run-timeout", 0.0, 7 * 86400.0, low_open=True)
-        check_positive_count(max_frame_bytes, "--max-frame-bytes", high=2**40)
-        check_positive_count(chunk_bytes, "--chunk-bytes", high=2**30)
-        if threads is not None:
-            check_positive_count(threads, "--threads", high=1024)
-        import socket
+        from splitopt.netrun.setup import TcpOptions
 
-        try:
-            family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
-        except (OSError, UnicodeError):
-            raise InvalidOption(f"--host {host}: not an address or a name this host can resolve") from None
-        try:  # the device processes listen there: an address of another machine fails now, not after start-up
-            with socket.socket(family, kind, proto) as probe:
-                probe.bind(address)
-        except OSError as e:
-            raise InvalidOption(f"--host {host}: this host cannot listen there ({e.strerror or e})") from None
+        options = TcpOptions(model=model, samples=samples, warmup=warmup, seed=seed, host=host, timeout=timeout,
+                             run_timeout=run_timeout, max_frame_bytes=max_frame_bytes, chunk_bytes=chunk_bytes,
+                             threads=threads, check=check, input_shape=input_shape, input_dtype=input_dtype,
+                             input_high=input_high, breakpoints=breakpoints, bandwidth_schedule=schedule)
         if (plan is None) == (breakpoints is None):
             raise InvalidOption("run-tcp: give a PLAN file or --breakpoints TABLE (exactly one)")
-        from splitopt.netrun.runner import run_tcp
-        from splitopt.netrun.setup import parse_schedule, read_table
-
-        steps = parse_schedule(schedule)
-        if steps and breakpoints is None:
-            raise InvalidOption("--bandwidth-schedule: needs --breakpoints TABLE (the plan for each bandwidth)")
+        steps = options.schedule()
         from splitopt.api import load_instance
-        from splitopt.core.jsonfile import read_json
         from splitopt.core.errors import InvalidPlan
+        from splitopt.core.jsonfile import read_json
+        from splitopt.netrun.runner import run_tcp_options
+        from splitopt.netrun.setup import read_table
 
         inst = load_instance(instance)
         plan_dict = table = None
@@ -89,19 +67,19 @@ def run_tcp_command(
         else:
             table = read_table(inst, breakpoints)
         require_torch("run-tcp")
-        report = run_tcp(instance, plan_dict, table=table, model=model, samples=samples, warmup=warmup, seed=seed,
-                         schedule=steps, host=host, timeout_s=timeout, max_frame_bytes=max_frame_bytes,
-                         run_timeout_s=run_timeout, chunk_bytes=chunk_bytes, threads=threads, check=check,
-                         input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
+        report = run_tcp_options(instance, plan_dict, table, options, steps)
     if as_json:
         print_json(report)
     else:
-        _print(console, report)
+        print_tcp_report(console, report)
     if not report["ok"]:
         raise typer.Exit(1)
 
 
-def _print(console, report: dict) -> None:
+def print_tcp_report(console, report: dict) -> None:
+    """A TCP run's report (:func:`splitopt.netrun.runner.run_tcp`) for people: per segment
+    of samples the measured ms per part and link beside the evaluator's, per plan the
+    bytes per link, and the output check."""
     devices = report["devices"]
     console.print(f"[bold]{report['instance']}[/bold] <- {report['model']} (seed {report['seed']}): "
                   f"{len(devices)} processes ({', '.join(devices)}) over TCP on {report['host']}, "
@@ -141,4 +119,3 @@ def _print(console, report: dict) -> None:
                       f"{report['max_abs_diff']:.3g} (must be <= {report['float_atol']:g}); relative MSE vs unsplit "
                       f"{report['relative_mse_vs_unsplit']:.3g}", highlight=False)
     console.print("[green]OK[/green]" if report["ok"] else "[red]MISMATCH[/red]")
-

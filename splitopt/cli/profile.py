@@ -1,16 +1,16 @@
-"""``splitopt profile MODEL -o FILE``: build an instance from a model (torch bridge:
-capture, error tables, optional host latency). Imports torch only when it runs; the
-output path and the preset are checked before the (minutes-long) profile starts.
+"""``splitopt profile MODEL -o FILE``: build an instance from a model. Which profiler runs
+is decided by the model (or ``--family``): a model a family's torch side profiles itself
+(a block model of the loading family, the separable family's ``sep_resnext``;
+:attr:`splitopt.torch.side.TorchSide.profile_models`), else a layer-graph model (a
+built-in name, a user factory ``PATH.py:FACTORY``, an ``.onnx`` or ``.pt2`` file;
+:mod:`splitopt.torch.profile_model`) on the hardware of ``--preset``/``--topology``,
+whose family the topology decides. The options of one profiler are grouped in
+``--help``; an option the chosen profiler does not take is one line naming it (exit 2).
+Every option and output path is checked before torch is imported (the profile itself
+takes seconds to minutes).
 
-``--preset`` names the hardware: the papers' scenarios (``eyeriss``, ``splitnets``) or
-device presets (``splitopt.core.presets``, listed by ``splitopt devices``) in order,
-``--preset pi4,jetson,v100``, built into an edge/cloud, chain or mesh topology
-(``--topology``). ``splitopt devices`` (no torch) lists the device presets.
-
-MODEL by its suffix: ``MODEL.onnx`` goes to the ONNX bridge (:mod:`splitopt.onnx`: onnx +
-onnxruntime, no torch; the onnx extra, its absence one line, exit 3), ``MODEL.pt2`` (a
-``torch.export.save`` file) to the torch capture of the saved program; anything else is a
-built-in name or a user factory spec."""
+``splitopt devices`` (no torch) lists the device presets.
+"""
 
 from __future__ import annotations
 
@@ -20,66 +20,45 @@ from typing import Any, Optional
 
 import typer
 
+from splitopt.cli.model_options import input_dtype_option, input_high_option, input_shape_option
 from splitopt.cli.progress import quiet_option, showing_progress
 
-#: the papers' scenarios ``--preset`` names (a device pair, a link and settings each)
-SCENARIOS = ("eyeriss", "splitnets")
-#: link bandwidth (bits/s) of topologies built from device presets
+#: the panels of ``splitopt profile --help``
+LAYER_GRAPH_PANEL = "Layer-graph models (built-in, PATH.py:FACTORY, .onnx, .pt2)"
+LOADING_PANEL = "Loading options (block models)"
+SEPARABLE_PANEL = "Separable options (sep_resnext)"
+#: link bandwidth (bits/s) of topologies built from device presets (help text; the default
+#: is :data:`splitopt.torch.profile_model.DEFAULT_PRESET_BANDWIDTH`)
 DEFAULT_PRESET_BANDWIDTH = 1e7
 
 
 class Topology(str, Enum):
+    """The topologies of device presets (``Family.topology``; a test checks they are the
+    registered families')."""
+
     edge_cloud = "edge-cloud"
     chain = "chain"
     mesh = "mesh"
 
 
-def preset_hardware(preset: str, topology: Optional[Topology], bandwidth: float, bits: tuple[int, ...],
-                    quantized: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """Devices, links and settings of ``--preset`` (a scenario or a comma-separated list
-    of device presets) and ``--topology`` (None: edge-cloud for two devices, chain for
-    more). ``bits``: the edge bit-widths to offer (those the edge device supports);
-    ``quantized``: error tables will be measured (edge/cloud: problem split_bits).
-    InvalidOption (one line naming the option) for an unknown preset, a topology
-    that does not fit, or a bad bandwidth."""
-    from splitopt.cli.common import check_number
-    from splitopt.core import presets
-    from splitopt.core.errors import InvalidOption
+class Cache(str, Enum):
+    warm = "warm"
+    cold = "cold"
 
-    names = [p.strip() for p in preset.split(",")]
-    if len(names) == 1 and names[0] in SCENARIOS:
-        if topology not in (None, Topology.edge_cloud):
-            raise InvalidOption(f"--topology {topology.value}: preset '{names[0]}' is an edge/cloud scenario; give "
-                                "device presets for a chain or mesh, e.g. --preset pi4,jetson,v100")
-        if names[0] == "eyeriss":
-            devices, links = [presets.eyeriss_edge(), presets.tpu_cloud()], [presets.uplink_3mbps()]
-            settings = {"problem": "split_bits" if quantized else "split", "edge": "eyeriss",
-                        "cloud": "tpu", "bit_widths": list(bits), "cloud_bits": 16, "edge_memory_bytes": 4e6}
-        else:
-            devices = [presets.splitnets_sensor(), presets.splitnets_aggregator()]
-            links = [presets.splitnets_bus_share(0.25)]
-            settings = {"problem": "split", "edge": "sensor", "cloud": "aggregator", "bit_widths": [8],
-                        "cloud_bits": 8, "edge_memory_bytes": 2e6}
-        return devices, links, settings
-    unknown = [n for n in names if n not in presets.DEVICE_PRESETS]
-    if unknown or len(names) < 2:
-        raise InvalidOption(f"--preset {preset}: give a scenario ({', '.join(SCENARIOS)}) or at least two device "
-                            f"presets separated by commas (" + ", ".join(presets.preset_names()) + ")"
-                            + (f"; unknown: {unknown[0]}" if unknown else ""))
-    check_number(bandwidth, "--bandwidth", 1.0, 1e21)
-    kind = topology.value if topology is not None else ("edge-cloud" if len(names) == 2 else "chain")
-    devices, links, settings = presets.topology(names, kind, bandwidth)
-    common = [b for b in (16, 8, 32) if all(b in d["bit_widths"] for d in devices)]
-    if not common:
-        raise InvalidOption(f"--preset {preset}: the devices share no bit-width for the reference precision")
-    settings["cloud_bits"] = common[0]
-    if kind == "edge-cloud":
-        edge_bits = [b for b in bits if b in devices[0]["bit_widths"]]
-        if quantized and edge_bits:
-            settings.update(problem="split_bits", bit_widths=edge_bits)
-        elif common[0] not in devices[0]["bit_widths"]:
-            raise InvalidOption(f"--preset {preset}: edge '{names[0]}' cannot run the reference precision")
-    return devices, links, settings
+
+class Objective(str, Enum):
+    latency = "latency"
+    balance = "balance"
+
+
+class DeviceProfile(str, Enum):
+    host = "host"
+    analytic = "analytic"
+
+
+class Statistic(str, Enum):
+    min = "min"
+    mean = "mean"
 
 
 def devices_command(
@@ -111,169 +90,140 @@ def devices_command(
 
 
 def profile_command(
-    model: str = typer.Argument(..., help="resnet50, mobilenet_v2, googlenet or tiny_gpt2 (built in code, random init), a user model PATH.py:FACTORY or package.module:FACTORY, where FACTORY() returns an nn.Module or (module, example_input), an ONNX file MODEL.onnx (the onnx extra) or a torch.export program saved as MODEL.pt2."),
+    model: str = typer.Argument(..., help="resnet50, mobilenet_v2, googlenet or tiny_gpt2 (built in code, random init), a user model PATH.py:FACTORY or package.module:FACTORY, where FACTORY() returns an nn.Module or (module, example_input), an ONNX file MODEL.onnx (the onnx extra) or a torch.export program saved as MODEL.pt2; a block model of the loading family (resnet152, inception_v3, densenet201, mobilenet_v1: measured loading from checkpoint files); sep_resnext (the separable family's network on the digits, trained here)."),
     output: Path = typer.Option(..., "--output", "-o", help="Instance JSON file to write."),
-    preset: str = typer.Option("eyeriss", "--preset", help="eyeriss: Eyeriss edge, TPU cloud, 3 Mbit/s, split_bits {2,4,6,8} with the W8A8 error as budget and 4 MB; splitnets: 125 GOP/s sensor, 1.25 TOP/s aggregator, 25 % of a 1.2 Gbit/s bus, float split, 2 MB; or device presets in order, comma-separated (`splitopt devices` lists them), e.g. pi4,v100 (edge/cloud) or pi4,jetson,v100 (a chain; see --topology)."),
-    topology: Optional[Topology] = typer.Option(None, "--topology", help="With device presets: edge-cloud (two devices), chain (links in the given order; the default for three or more) or mesh (a link from every device to every later one, shortest-path routing)."),
-    bandwidth: float = typer.Option(DEFAULT_PRESET_BANDWIDTH, "--bandwidth", help="With device presets: every link's bandwidth, bits/s (vary it later with --set or `splitopt bandwidth`)."),
-    calibration_images: int = typer.Option(8, "--calibration-images", "--calibration", help="Synthetic calibration inputs for the error tables (the first 8 are those of the shipped instances; 0: none; the problem becomes the float split)."),
-    measure: bool = typer.Option(False, "--measure/--no-measure", help="Also measure every layer's latency on this host (median of --repeats) and add the host as device 'host'."),
-    edge_host: bool = typer.Option(False, "--edge-host", help="With --measure: make the host the edge device (its measured latencies), linked to the cloud like the preset's edge."),
-    repeats: int = typer.Option(5, "--repeats", help="Runs per layer latency (median)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the model's random weights (user models: torch's global seed while FACTORY runs)."),
-    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="User models, .onnx and .pt2 files: input shape with batch 1, e.g. 1,3,32,32 (default: the shape of the factory's example input, the ONNX model's declared shape with a dynamic batch as 1, the saved program's example input)."),
-    input_dtype: Optional[str] = typer.Option(None, "--input-dtype", help="User models: input dtype, float32 (default; standard normal inputs) or int64 for token ids (uniform in [0, --input-high)); also float64, float16, bfloat16, int32."),
-    input_high: Optional[int] = typer.Option(None, "--input-high", help="User models and .onnx/.pt2 files with integer inputs: exclusive upper bound of the random ids, e.g. the vocabulary size (default: the factory's example input max + 1)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Instance name (default: MODEL_PRESET for built-in models, the factory's name for user models)."),
+    family: Optional[str] = typer.Option(None, "--family", help="The family to profile MODEL for, where MODEL alone does not say it: a family with its own profiler (loading, separable) or with a topology of device presets (edge_cloud, chain, mesh: as --topology). Default: the family whose profiler builds MODEL, else a layer-graph model's topology."),
+    repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed runs per measurement (median; default 5)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the model's random weights (user models: torch's global seed while FACTORY runs; default 0)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Instance name (default: MODEL_PRESET for built-in models, the factory's name for user models, loading_MODEL_host, separable_digits_DEVICES)."),
+    torch_threads: Optional[int] = typer.Option(None, "--torch-threads", help="Block models and sep_resnext: torch intra-op threads for inference and training (default 1)."),
+    preset: Optional[str] = typer.Option(None, "--preset", rich_help_panel=LAYER_GRAPH_PANEL, help="eyeriss (default): Eyeriss edge, TPU cloud, 3 Mbit/s, split_bits {2,4,6,8} with the W8A8 error as budget and 4 MB; splitnets: 125 GOP/s sensor, 1.25 TOP/s aggregator, 25 % of a 1.2 Gbit/s bus, float split, 2 MB; or device presets in order, comma-separated (`splitopt devices` lists them), e.g. pi4,v100 (edge/cloud) or pi4,jetson,v100 (a chain; see --topology)."),
+    topology: Optional[Topology] = typer.Option(None, "--topology", rich_help_panel=LAYER_GRAPH_PANEL, help="With device presets: edge-cloud (two devices), chain (links in the given order; the default for three or more) or mesh (a link from every device to every later one, shortest-path routing)."),
+    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", rich_help_panel=LAYER_GRAPH_PANEL, help=f"With device presets: every link's bandwidth, bits/s (default {DEFAULT_PRESET_BANDWIDTH:g}; vary it later with --set or `splitopt bandwidth`)."),
+    calibration_images: Optional[int] = typer.Option(None, "--calibration-images", "--calibration", rich_help_panel=LAYER_GRAPH_PANEL, help="Synthetic calibration inputs for the error tables (default 8, the first 8 are those of the shipped instances; 0: none; the problem becomes the float split)."),
+    measure: Optional[bool] = typer.Option(None, "--measure/--no-measure", rich_help_panel=LAYER_GRAPH_PANEL, help="Also measure every layer's latency on this host (median of --repeats) and add the host as device 'host' (default: no)."),
+    edge_host: Optional[bool] = typer.Option(None, "--edge-host", rich_help_panel=LAYER_GRAPH_PANEL, help="With --measure: make the host the edge device (its measured latencies), linked to the cloud like the preset's edge."),
+    input_shape: Optional[str] = input_shape_option(LAYER_GRAPH_PANEL),
+    input_dtype: Optional[str] = input_dtype_option(LAYER_GRAPH_PANEL),
+    input_high: Optional[int] = input_high_option(LAYER_GRAPH_PANEL),
+    threads: Optional[int] = typer.Option(None, "--threads", "-T", rich_help_panel=LOADING_PANEL, help="T: threads that load child models in parallel (needed for a block model)."),
+    cache: Optional[Cache] = typer.Option(None, "--cache", rich_help_panel=LOADING_PANEL, help="Page cache before each timed load: warm (default; file read once before) or cold (fsync + POSIX_FADV_DONTNEED)."),
+    width: Optional[float] = typer.Option(None, "--width", "--scale", rich_help_panel=LOADING_PANEL, help="Channel multiplier (default 1: the published model)."),
+    depth: Optional[float] = typer.Option(None, "--depth", rich_help_panel=LOADING_PANEL, help="Multiplier of the repeated blocks per stage (default 1: the published model)."),
+    image_size: Optional[int] = typer.Option(None, "--image-size", rich_help_panel=LOADING_PANEL, help="Input side in pixels (default 224; Inception-V3 299)."),
+    children_max: Optional[int] = typer.Option(None, "--children-max", rich_help_panel=LOADING_PANEL, help="Most child models a plan may have (default max(8, the paper's Table 2 plan), at most the blocks)."),
+    objective: Optional[Objective] = typer.Option(None, "--objective", rich_help_panel=LOADING_PANEL, help="latency (default: first response) or balance (heaviest child's load)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", rich_help_panel=SEPARABLE_PANEL, help="Write the trained weights here (a torch file: both networks and the configuration)."),
+    load: Optional[Path] = typer.Option(None, "--load", rich_help_panel=SEPARABLE_PANEL, help="Take the networks from this checkpoint instead of training."),
+    records: Optional[Path] = typer.Option(None, "--records", rich_help_panel=SEPARABLE_PANEL, help="Also write the accuracy records (settings.separable.accuracy) and the accuracies measured to this JSON file."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", rich_help_panel=SEPARABLE_PANEL, help="Stage-1 epochs (a random policy per mini-batch; default 25); about 1.8 s each on one thread."),
+    groups: Optional[int] = typer.Option(None, "--groups", "-G", rich_help_panel=SEPARABLE_PANEL, help="G: devices (default 4; must divide the 8 paths)."),
+    alpha: Optional[int] = typer.Option(None, "--alpha", rich_help_panel=SEPARABLE_PANEL, help="Blocks per transmission step (default 2; every stage must start a step)."),
+    blocks_per_stage: Optional[str] = typer.Option(None, "--blocks-per-stage", rich_help_panel=SEPARABLE_PANEL, help="Residual blocks in each of the three stages (default 2,2,2)."),
+    devices: Optional[DeviceProfile] = typer.Option(None, "--devices", rich_help_panel=SEPARABLE_PANEL, help="host (default): G devices that are this host (measured layer times); analytic: G devices of --mac-per-s."),
+    mac_per_s: Optional[float] = typer.Option(None, "--mac-per-s", rich_help_panel=SEPARABLE_PANEL, help="analytic devices' MAC/s (default 0.85e8: the paper's Raspberry Pi 3B+, 1.7e8 FLOPS)."),
+    bandwidth_mbps: Optional[float] = typer.Option(None, "--bandwidth-mbps", rich_help_panel=SEPARABLE_PANEL, help="Every link's rate in Mbit/s (default: host: measured between two gloo processes; analytic: 300)."),
+    link_latency_ms: Optional[float] = typer.Option(None, "--link-latency-ms", rich_help_panel=SEPARABLE_PANEL, help="Every link's fixed ms per transfer (with --bandwidth-mbps)."),
+    samples: Optional[int] = typer.Option(None, "--samples", rich_help_panel=SEPARABLE_PANEL, help="Policies measured per accuracy record's class (default 8)."),
+    statistic: Optional[Statistic] = typer.Option(None, "--statistic", rich_help_panel=SEPARABLE_PANEL, help="A record's accuracy: min (default; conservative) or mean of its class's policies."),
     quiet: bool = quiet_option(),
 ) -> None:
-    """Profile MODEL into an instance: torch.export capture (BN folding, activation fusion),
-    MACs, weights, shapes, quantization-error tables on calibration inputs, and optionally
-    per-layer latency measured on this host.
+    """Profile MODEL into an instance.
 
-    MODEL is a built-in name or any traceable nn.Module of yours, e.g.
-    `splitopt profile my_net.py:build --input-shape 1,3,32,32 -o my_net.json`;
-    the run and calibration inputs are seeded synthetic ones of that shape and dtype."""
-    from splitopt.cli.common import (check_output_path, check_positive_count, console, errors,
-                                     require_torch, write_output)
-    from splitopt.cli.model_options import check_model_options
-    from splitopt.core.errors import NotApplicable
+    A layer-graph model (built in, yours, .onnx or .pt2): torch.export capture (BN
+    folding, activation fusion), MACs, weights, shapes, quantization-error tables on
+    calibration inputs, and optionally per-layer latency measured on this host; the
+    hardware from --preset/--topology decides the family (edge/cloud, chain, mesh), e.g.
+    `splitopt profile my_net.py:build --input-shape 1,3,32,32 -o my_net.json`. A block
+    model: its blocks measured on this host (inference, load from checkpoint files) into
+    a loading instance (`--threads T` loaders). sep_resnext: the Sep-ResNeXt trained (or
+    --load-ed) on the digits, its layers and the accuracy of policy classes measured into
+    a separable instance."""
+    from splitopt.cli.common import check_output_path, errors, given_options, require_torch
+
+    values = given_options(repeats=repeats, seed=seed, name=name, torch_threads=torch_threads, preset=preset,
+                           topology=topology, bandwidth=bandwidth, calibration_images=calibration_images,
+                           measure=measure, edge_host=edge_host, input_shape=input_shape, input_dtype=input_dtype,
+                           input_high=input_high, threads=threads, cache=cache, width=width, depth=depth,
+                           image_size=image_size, children_max=children_max, objective=objective,
+                           checkpoint=checkpoint, load=load, records=records, epochs=epochs, groups=groups,
+                           alpha=alpha, blocks_per_stage=blocks_per_stage, devices=devices, mac_per_s=mac_per_s,
+                           bandwidth_mbps=bandwidth_mbps, link_latency_ms=link_latency_ms, samples=samples,
+                           statistic=statistic)
+    with errors():
+        # every option and output path before torch is imported (seconds); a user model's
+        # source file is an input (it had been overwritten with the instance)
+        from splitopt.torch.profile_model import model_sources, needs_torch, profile_model
+
+        check_output_path(output, "--output", inputs=model_sources(model))
+        side, values = _profiler(model, family, values)
+        options_type = side.profile_options if side is not None else _layer_graph_options()
+        _check_outputs(options_type, values, output)
+        from splitopt.torch.side import build_options
+
+        what = f"`splitopt profile {model}`"
+        options = build_options(options_type, values, what)
+        if side is not None or needs_torch(model):
+            require_torch("profile")
+        with showing_progress(quiet):
+            profiled = side.profile(model, options) if side is not None else profile_model(model, options)
+        write_profiled(profiled, output)
+
+
+def _layer_graph_options() -> type:
+    from splitopt.torch.profile_model import LayerGraphProfileOptions
+
+    return LayerGraphProfileOptions
+
+
+def _profiler(model: str, family: Optional[str], values: dict[str, Any]):
+    """``(side, values)``: the torch side whose own profiler builds MODEL (None: a
+    layer-graph model), from ``--family`` or else from the model; ``--family`` of a
+    family with a topology sets the topology. InvalidOption (one line) for a family that
+    profiles nothing, or one that does not build MODEL."""
+    from splitopt.core.errors import InvalidOption
+    from splitopt.families.registry import FAMILIES
+    from splitopt.families.registry import family as family_named
+    from splitopt.torch.side import sides, torch_side
+
+    if family is None:
+        return next((s for s in sides() if model in s.profile_models), None), values
+    if family not in FAMILIES:
+        raise InvalidOption(f"--family {family}: unknown family (families: {', '.join(FAMILIES)})")
+    fam = family_named(family)
+    side = torch_side(fam)
+    if side is not None and side.profile_models:
+        side.check_profile_model(model)
+        return side, values
+    if fam.topology is None:
+        raise InvalidOption(f"--family {family}: no profiler builds its instances from a model")
+    if values.get("topology", fam.topology) != fam.topology:
+        raise InvalidOption(f"--family {family}: its topology is {fam.topology}, not --topology {values['topology']}")
+    return None, dict(values, topology=fam.topology)
+
+
+def _check_outputs(options_type: type, values: dict[str, Any], output: Path) -> None:
+    """The files the profiler writes besides ``--output`` (its options marked ``output``):
+    each writable and none the same file as another."""
+    import dataclasses
+
+    from splitopt.cli.common import check_distinct_outputs, check_output_path
+    from splitopt.torch.side import option_name
+
+    outputs = [("--output", output)]
+    for f in dataclasses.fields(options_type):
+        if f.metadata.get("output") and values.get(f.name) is not None:
+            check_output_path(values[f.name], option_name(f.name))
+            outputs.append((option_name(f.name), values[f.name]))
+    check_distinct_outputs(outputs)
+
+
+def write_profiled(profiled, output: Path) -> None:
+    """Write a profiler's instance to ``output`` and its other files, and say so."""
+    from splitopt.cli.common import console, write_output
     from splitopt.core.instance_io import instance_json
 
-    with errors():
-        # every option and the output path before torch is imported (seconds); a user
-        # model's source file is an input (it had been overwritten with the instance)
-        where = model.rpartition(":")[0] if ":" in model else model
-        source = [Path(where)] if where.endswith((".py", ".onnx", ".pt2")) else []
-        check_output_path(output, "--output", inputs=source)
-        check_positive_count(repeats, "--repeats", high=10_000)
-        check_positive_count(calibration_images, "--calibration-images", low=0, high=10_000)
-        check_model_options(seed, input_high, input_shape, input_dtype)
-        if edge_host and not measure:
-            raise NotApplicable("--edge-host: needs --measure (the host's latencies are measured)")
-        # the bits of the error tables (splitopt.torch.profile.DEFAULT_BITS, kept off torch here)
-        devices, links, settings = preset_hardware(preset, topology, bandwidth, (2, 4, 6, 8), calibration_images > 0)
-        if edge_host and settings["problem"] not in ("split", "split_bits"):
-            raise NotApplicable(f"--edge-host: applies to edge/cloud presets, not to a {settings['problem']}")
-        if edge_host:
-            links.append(dict(links[0], source="host"))
-            settings["edge"] = "host"
-        # MODEL by its suffix: an ONNX file (the onnx extra, no torch), a saved torch.export program, else a
-        # built-in name or a user factory
-        suffix = Path(model).suffix.lower() if not is_factory_spec(model) else ""
-        with showing_progress(quiet):
-            if suffix == ".onnx":
-                inst = _profile_onnx(model, devices, links, settings, calibration_images, measure, repeats, input_shape,
-                                     input_dtype, input_high, name)
-            else:
-                require_torch("profile")
-                from splitopt.torch.profile import profile as run_profile
-
-                if suffix == ".pt2":
-                    module, example, calibration_fn, guard = _saved_program(model, input_shape, input_dtype, input_high)
-                    rename, name = None, name or Path(model).stem
-                else:
-                    from splitopt.torch.models import build_model
-                    from splitopt.torch.user_model import capture_errors as guard, factory_name, is_spec
-
-                    module, rename, example, _, calibration_fn = build_model(
-                        model, seed, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
-                    if name is None:
-                        name = factory_name(model) if is_spec(model) else f"{model}_{preset.replace(',', '_')}"
-                # the first 8 are those of the shipped instances; more are drawn on request
-                calibration = (calibration_fn(max(calibration_images, 8))[:calibration_images]
-                               if calibration_images > 0 else None)
-                with guard(module, example, what=f"profiling '{model}'"):
-                    inst = run_profile(module, example, devices, links, settings, name=name, input_high=input_high,
-                                       calibration=calibration, measure_latency=measure, repeats=repeats, rename=rename)
-        if inst.problem == "split_bits":  # the budget: the whole network's error at W8A8
-            w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
-            inst = inst.with_settings(error_budget=w8a8)
-        write_output(output, "--output", instance_json(inst))
-        console.print(f"wrote {output}: {len(inst.layers)} layers, {sum(l.macs for l in inst.layers) / 1e9:.3f} GMAC, "
-                      f"{sum(l.weights for l in inst.layers) / 1e6:.3f} M weights, problem {inst.problem}",
-                      highlight=False)
-
-
-def is_factory_spec(model: str) -> bool:
-    """``PATH.py:FACTORY`` or ``package.module:FACTORY`` (not a model file)."""
-    return ":" in Path(model).name
-
-
-def _profile_onnx(model: str, devices: list, links: list, settings: dict, calibration: int, measure: bool,
-                  repeats: int, input_shape: Optional[str], input_dtype: Optional[str], input_high: Optional[int],
-                  name: Optional[str]):
-    """The instance of an ONNX file (the onnx extra; no torch)."""
-    from splitopt.core.errors import InvalidModel, NotApplicable
-    from splitopt.onnx.deps import require_onnx
-
-    if input_dtype is not None:
-        raise NotApplicable("--input-dtype: an ONNX model declares its input types; not applicable to .onnx files")
-    path = Path(model).expanduser()
-    if not path.is_file():
-        raise InvalidModel(f"model file '{model}' not found" if not path.exists() else f"model file '{model}' is not a file")
-    require_onnx("splitopt profile MODEL.onnx")
-    from splitopt.onnx.profile import profile_onnx
-
-    return profile_onnx(path, devices, links, settings, name=name or path.stem, input_shape=input_shape,
-                        input_high=input_high, calibration=calibration, measure_latency=measure, repeats=repeats)
-
-
-def _saved_program(model: str, input_shape: Optional[str], input_dtype: Optional[str], input_high: Optional[int]):
-    """``(program, example input, calibration inputs(n), error guard)`` of a
-    ``torch.export.save`` file: the example is the saved example input unless
-    ``--input-shape``/``--input-dtype`` ask for another; calibration inputs are seeded
-    synthetic ones of that shape and dtype (those of user models)."""
-    import contextlib
-
-    import torch
-
-    from splitopt.core.errors import InvalidModel, SplitoptError
-    from splitopt.torch.capture import load_exported
-    from splitopt.torch.seeds import CALIBRATION_SEED, RUN_INPUT_SEED
-    from splitopt.core.input_text import parse_shape
-    from splitopt.torch.user_model import one_line, parse_dtype, quiet_torch, synthetic_inputs
-
-    path = Path(model).expanduser()
-    if not path.is_file():
-        raise InvalidModel(f"model file '{model}' not found" if not path.exists() else f"model file '{model}' is not a file")
-    try:
-        with quiet_torch():
-            program, saved = load_exported(str(path))
-    except ValueError as e:
-        raise InvalidModel(str(e)) from e
-    dtype = parse_dtype(input_dtype) if input_dtype is not None else (saved.dtype if saved is not None else torch.float32)
-    if input_shape is not None:
-        shape = parse_shape(input_shape)
-    elif saved is not None:
-        shape = (1, *saved.shape[1:])
-    else:
-        raise InvalidModel(f"--input-shape: needed for '{model}' (the saved program has a dynamic input shape "
-                           f"and no example input); give e.g. --input-shape 1,3,224,224")
-    high = input_high
-    if not dtype.is_floating_point and high is None:
-        if saved is not None and not saved.dtype.is_floating_point and saved.numel():
-            high = int(saved.max()) + 1
-        else:
-            raise InvalidModel("--input-high: needed for a program with integer inputs (the exclusive upper bound "
-                               "of the random ids)")
-    per_sample = tuple(shape[1:])
-    if saved is not None and tuple(saved.shape) == tuple(shape) and saved.dtype == dtype:
-        example = saved
-    else:
-        example = synthetic_inputs(1, per_sample, dtype, high, RUN_INPUT_SEED)
-
-    def calibration(n: int) -> torch.Tensor:
-        return synthetic_inputs(n, per_sample, dtype, high, CALIBRATION_SEED)
-
-    @contextlib.contextmanager
-    def guard(module, example, what: str):
-        try:
-            with quiet_torch():
-                yield
-        except SplitoptError:
-            raise
-        except Exception as e:  # noqa: BLE001 - reported as bad input, one line
-            raise InvalidModel(f"{what} failed: {one_line(e)}") from e
-
-    return program, example, calibration, guard
+    write_output(output, "--output", instance_json(profiled.instance))
+    for option, path, text in profiled.outputs:
+        write_output(path, option, text)
+    console.print(f"wrote {output}: {profiled.summary}", highlight=False)

@@ -5,7 +5,7 @@ it for each width d, and print accuracy before/after and the bytes sent per samp
 by View-Pool, the split model by Conv-Reduce per view and View-Fuse.
 
 ``--instance-out F`` also writes a one-view ``multiview`` instance whose compression
-widths carry the measured accuracies (``splitopt/torch/width_instance.py``), so that
+widths carry the measured accuracies (``splitopt/torch/multiview/width_instance.py``), so that
 ``splitopt solve F`` chooses the width d under ``--min-accuracy``.
 
 Exit status: 0 done; 2 bad input (unknown split block, a width that is not an integer in
@@ -53,12 +53,12 @@ def retrain_command(
     lr: float = typer.Option(3e-3, "--lr", help="Adam learning rate of the retraining."),
     bits: int = typer.Option(8, "--bits", help="Bits per transmitted element (packing.pack) for the bytes and the packed accuracy."),
     seed: int = typer.Option(0, "--seed", help="Seed of the model init, the shuffling and the splitting module."),
-    views: int = typer.Option(1, "--views", help="Views V (1-4): with V > 1 each sensor sees a column band of the digit; the unsplit model fuses the views by View-Pool (max), the split model by Conv-Reduce per view (one module shared by the views) + View-Fuse (splitopt/torch/multiview_retrain.py)."),
+    views: int = typer.Option(1, "--views", help="Views V (1-4): with V > 1 each sensor sees a column band of the digit; the unsplit model fuses the views by View-Pool (max), the split model by Conv-Reduce per view (one module shared by the views) + View-Fuse (splitopt/torch/multiview/retrain_views.py)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the table JSON to this file."),
     save: Optional[Path] = typer.Option(None, "--save", help="Also save the weights (unsplit none.pt, retrained d{d}.pt) into this directory, for `splitopt run INSTANCE PLAN --model digits_cnn --weights DIR`."),
-    instance_out: Optional[Path] = typer.Option(None, "--instance-out", help="Also write a one-view multiview instance (wearable -> phone over 1 Mbit/s, assumed hardware) whose compression widths carry the measured accuracies: the solver then chooses d (splitopt/torch/width_instance.py)."),
+    instance_out: Optional[Path] = typer.Option(None, "--instance-out", help="Also write a one-view multiview instance (wearable -> phone over 1 Mbit/s, assumed hardware) whose compression widths carry the measured accuracies: the solver then chooses d (splitopt/torch/multiview/width_instance.py)."),
     min_accuracy: Optional[float] = typer.Option(None, "--min-accuracy", help="With --instance-out: the least test accuracy (fraction) a plan may have (settings.multiview.min_accuracy)."),
 ) -> None:
     """Insert the SplitNets splitting module into a CNN trained here on scikit-learn's
@@ -66,9 +66,9 @@ def retrain_command(
     retraining) and bytes sent per sample."""
     from rich.table import Table
 
-    from splitopt.cli.common import (check_distinct_outputs, check_number, check_output_dir, check_output_path,
-                                     check_positive_count, check_seed, console, errors, print_json, require_torch,
-                                     write_output)
+    from splitopt.cli.common import (check_distinct_outputs, check_output_dir, check_output_path,
+                                     check_positive_count, console, errors, print_json, require_torch, write_output)
+    from splitopt.core.options import check_number, check_seed
 
     with errors():
         # every option and output path before torch is imported (seconds) and training starts
@@ -90,7 +90,7 @@ def retrain_command(
             raise InvalidModel(f"--min-accuracy: must be a fraction in [0, 1], got {min_accuracy}")
         require_torch("retrain")
         from splitopt.torch.packing import check_bits
-        from splitopt.torch.retrain import retrain_table, width_options
+        from splitopt.torch.multiview.retrain import retrain_table, width_options
 
         try:
             check_bits(bits)
@@ -101,7 +101,7 @@ def retrain_command(
                                   base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress,
                                   save_dir=save)
         else:
-            from splitopt.torch.multiview_retrain import multiview_retrain_table
+            from splitopt.torch.multiview.retrain_views import multiview_retrain_table
 
             table = multiview_retrain_table(views=views, split=split, widths=ds, init=init, loss=loss, epochs=epochs,
                                             base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress,
@@ -111,7 +111,7 @@ def retrain_command(
             write_output(output, "--output", json.dumps(table, indent=1) + "\n")
         if instance_out is not None:
             from splitopt.core.instance_io import instance_json
-            from splitopt.torch.width_instance import widths_instance
+            from splitopt.torch.multiview.width_instance import widths_instance
 
             write_output(instance_out, "--instance-out", instance_json(widths_instance(table, min_accuracy)))
     if as_json:

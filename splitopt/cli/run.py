@@ -1,165 +1,159 @@
-"""``splitopt run INSTANCE PLAN --model NAME``: rebuild the model, cut it by the plan,
-run the parts on synthetic inputs and check them against the unsplit model and the
-evaluator. Plans of every family: split, split_bits, chain, mesh and multiview
-(:mod:`splitopt.torch.partition`).
+"""``splitopt run INSTANCE PLAN``: run a plan on this host and check it against the
+evaluator. What runs is the instance's family's (its torch side,
+:func:`splitopt.torch.side.side_of`): a layer-graph plan rebuilds the model (``--model``),
+cuts it by the plan and runs the parts on synthetic inputs, checked against the unsplit
+model and the evaluator's bytes (multiview plans: the views through their sensors, with
+``--weights`` the retrained splitting module); a loading plan writes, loads and runs its
+child models; a separable plan runs over one worker process per device. ``--transport
+tcp`` runs an edge/cloud or chain plan as one process per device exchanging the crossing
+tensors over TCP (:mod:`splitopt.netrun`; ``--breakpoints TABLE`` in place of PLAN
+switches plans as the bandwidth changes).
 
-NAME: ``resnet50``, ``mobilenet_v2``, ``googlenet`` (the builders of the shipped
-instances, :data:`splitopt.torch.architectures.MODELS`, fed synthetic 224x224 images) or
-``tiny_gpt2`` (fed random token ids), or a user model ``PATH.py:FACTORY`` /
-``package.module:FACTORY`` (:mod:`splitopt.torch.user_model`; ``--input-shape``,
-``--input-dtype``, ``--input-high`` set its synthetic inputs). Exit status: 0 the split matches (float plans:
-max abs difference <= 1e-5; quantized plans: the relative MSE is reported) and its
-crossing bytes equal the evaluator's; 1 it does not; 2 bad input (instance, plan,
-unknown model, module that does not match the instance).
+The options of one family are grouped in ``--help``; an option the instance's family
+does not take is one line naming it (exit 2). Exit status: 0 the run matches; 1 it does
+not (or a device process failed); 2 bad input; 3 torch is not installed.
 """
 
 from __future__ import annotations
 
-import time
+from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from splitopt.cli.model_options import (check_model_options, input_dtype_option, input_high_option,
-                                        input_shape_option, seed_option)
+from splitopt.cli.model_options import check_model_options, input_dtype_option, input_high_option, input_shape_option
+from splitopt.cli.profile import Cache
 
-def fusion_text(width: int | None, views: int) -> str:
-    """How the views meet: View-Pool, nothing (one view), Conv-Reduce + View-Fuse/Recover."""
-    if width is None:
-        return "View-Pool" if views > 1 else "no fusion layer"
-    return f"Conv-Reduce d={width} + {'View-Fuse' if views > 1 else 'Conv-Recover'}"
+#: the panels of ``splitopt run --help``
+INPUTS_PANEL = "User model inputs"
+MULTIVIEW_PANEL = "Multiview options"
+LOADING_PANEL = "Loading options"
+SEPARABLE_PANEL = "Separable options"
+PROCESS_PANEL = "Process/TCP options"
+
+
+class Transport(str, Enum):
+    memory = "memory"
+    tcp = "tcp"
+
+
+class Mode(str, Enum):
+    threads = "threads"
+    processes = "processes"
 
 
 def run_command(
-    instance: Path = typer.Argument(..., help="Instance JSON file (made by `profile` or instances/make_*instances.py): "
-                                              "problem split, split_bits, chain, mesh or multiview."),
-    plan: Path = typer.Argument(..., help="Plan JSON file (or the output of `solve --json`)."),
-    model: str = typer.Option(..., "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2, or a user model PATH.py:FACTORY / package.module:FACTORY (the one given to `profile`)."),
-    seed: int = seed_option(),
-    samples: int = typer.Option(2, "--samples", "-n", help="Synthetic inputs to run (one at a time)."),
+    instance: Path = typer.Argument(..., help="Instance JSON file (made by `splitopt profile`, `splitopt retrain --instance-out` or instances/make_*instances.py)."),
+    plan: Optional[Path] = typer.Argument(None, help="Plan JSON file (or the output of `solve --json`); leave out with --breakpoints."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2, digits_cnn, a user model PATH.py:FACTORY / package.module:FACTORY (the one given to `profile`), or the block model a loading instance was profiled from."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the model's random initialisation (the instances use 0; default 0)."),
+    samples: Optional[int] = typer.Option(None, "--samples", "-n", help="Synthetic inputs to run, one at a time (default 2; --transport tcp: measured samples, default 5)."),
+    repeats: Optional[int] = typer.Option(None, "--repeats", help="Loading and separable plans: timed runs (median; default 3 and 10)."),
+    transport: Transport = typer.Option(Transport.memory, "--transport", help="memory: the parts run in this process (separable plans: one worker process per device); tcp: one process per device, the crossing tensors sent over TCP through a link paced at the instance's bandwidth and latency (edge/cloud and chain plans)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    input_shape: Optional[str] = input_shape_option(),
-    input_dtype: Optional[str] = input_dtype_option(),
-    input_high: Optional[int] = input_high_option(),
-    weights: Optional[Path] = typer.Option(None, "--weights", help="Multiview instances of digits_cnn: a directory written by `splitopt retrain --save DIR`; the plan runs with the weights retrained for its width on real test digits (--samples of the 360), and the accuracy is reported beside the one the solver used."),
+    input_shape: Optional[str] = input_shape_option(INPUTS_PANEL),
+    input_dtype: Optional[str] = input_dtype_option(INPUTS_PANEL),
+    input_high: Optional[int] = input_high_option(INPUTS_PANEL),
+    weights: Optional[Path] = typer.Option(None, "--weights", rich_help_panel=MULTIVIEW_PANEL, help="Multiview instances of digits_cnn: a directory written by `splitopt retrain --save DIR`; the plan runs with the weights retrained for its width on real test digits (--samples of the 360), and the accuracy is reported beside the one the solver used."),
+    mode: Optional[Mode] = typer.Option(None, "--mode", rich_help_panel=LOADING_PANEL, help="threads (default): threading.Thread loaders in this process; processes: warm loader processes handing tensors back in shared memory."),
+    cache: Optional[Cache] = typer.Option(None, "--cache", rich_help_panel=LOADING_PANEL, help="Page cache before each run: warm (default) or cold (fsync + POSIX_FADV_DONTNEED)."),
+    torch_threads: Optional[int] = typer.Option(None, "--torch-threads", rich_help_panel=LOADING_PANEL, help="torch intra-op threads for inference (default: those the instance was profiled with)."),
+    fine_tune: Optional[int] = typer.Option(None, "--fine-tune", rich_help_panel=LOADING_PANEL, help="After the runs, this many SGD steps on the last child's trainable tail (synthetic labels)."),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", rich_help_panel=LOADING_PANEL, help="Directory for the child files (default: a temporary one; removed after)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", rich_help_panel=SEPARABLE_PANEL, help="The trained weights (default: the instance's model with seeded random weights; outputs and bytes are checked either way)."),
+    batch: Optional[int] = typer.Option(None, "--batch", rich_help_panel=SEPARABLE_PANEL, help="Images per inference (bytes are reported per image; default 1)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", rich_help_panel=PROCESS_PANEL, help="Seconds: separable plans: before the worker processes are stopped (default 120); --transport tcp: a connected peer may stay silent before the receiver drops the connection (default 30)."),
+    breakpoints: Optional[Path] = typer.Option(None, "--breakpoints", rich_help_panel=PROCESS_PANEL, help="--transport tcp: a breakpoint table (`splitopt bandwidth INSTANCE --exact -o TABLE`) in place of PLAN: every interval's plan is built at start; the plan in use follows the bandwidth (--bandwidth-schedule)."),
+    bandwidth_schedule: Optional[str] = typer.Option(None, "--bandwidth-schedule", rich_help_panel=PROCESS_PANEL, help="With --breakpoints: SAMPLE:BITS_PER_S pairs, comma-separated, e.g. 0:20e6,5:2e6; before measured sample SAMPLE the table's link gets that bandwidth (the pacer) and the run switches to that interval's plan. Default: the link's bandwidth in the instance."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", rich_help_panel=PROCESS_PANEL, help="--transport tcp: samples run before the measured ones (not reported in the medians; default 1)."),
+    host: Optional[str] = typer.Option(None, "--host", rich_help_panel=PROCESS_PANEL, help="--transport tcp: address the receiving devices bind to and the senders connect to (default 127.0.0.1)."),
+    run_timeout: Optional[float] = typer.Option(None, "--run-timeout", rich_help_panel=PROCESS_PANEL, help="--transport tcp: seconds for the whole run (building the model in every process included; default 1800); then every process is stopped."),
+    max_frame_bytes: Optional[int] = typer.Option(None, "--max-frame-bytes", rich_help_panel=PROCESS_PANEL, help="--transport tcp: largest frame payload a receiver accepts, bytes (default 256 MiB); a larger one is refused (one logged line) and the connection dropped."),
+    chunk_bytes: Optional[int] = typer.Option(None, "--chunk-bytes", rich_help_panel=PROCESS_PANEL, help="--transport tcp: bytes the pacer writes at a time (each at the time its last bit would arrive over the link; default 1448)."),
+    threads: Optional[int] = typer.Option(None, "--threads", rich_help_panel=PROCESS_PANEL, help="--transport tcp: torch threads per process (default: this process's torch default)."),
+    check: Optional[bool] = typer.Option(None, "--check/--no-check", rich_help_panel=PROCESS_PANEL, help="--transport tcp: also run the single-process split (same parts, same packing) and compare outputs (default: check)."),
 ) -> None:
-    """Cut the MODEL by PLAN into runnable torch modules, run them in sequence on synthetic
-    inputs and compare with the unsplit model and the evaluator's bytes.
+    """Run PLAN of INSTANCE on this host as the instance's family runs its plans, and
+    compare it with the evaluator.
 
-    Edge/cloud and chain plans: one part per device, the tensors crossing each boundary.
-    Mesh plans: one part per stage (a device may have several parts when a path leaves it
-    and comes back), each tensor sent once per destination device; the bytes are checked
-    per device pair and, routed over the instance's links, per link against the mesh
-    evaluator. Multiview plans: V different synthetic inputs as the views, one part per
-    sensor, per-view aggregator parts and the fusion part (Conv-Reduce and the V*d -> c
-    conv drawn with split-aware init seeded by --seed), compared with the unsplit
-    multi-view network and, per view, the evaluator's sent bytes. ``--model digits_cnn``
-    runs on scikit-learn's test digits (multiview: each view masked to its column band);
-    with ``--weights DIR`` the backbone and the splitting module are those retrained by
-    ``splitopt retrain --save DIR`` for the plan's width, and the accuracy of the split run
-    (sent tensors packed at their bits) is reported. Exit status: 0 the
-    split matches, 1 it does not, 2 bad input (instance, plan, unknown model, module that
-    does not match the instance)."""
+    Edge/cloud, chain and mesh plans: MODEL is rebuilt and cut into one part per device
+    (mesh: per stage), run on synthetic inputs and compared with the unsplit model and
+    the evaluator's bytes (mesh: also per link). Multiview plans: V different inputs as
+    the views, one part per sensor, per-view aggregator parts and the fusion part;
+    `--model digits_cnn` runs on scikit-learn's test digits, with --weights DIR the
+    retrained backbone and splitting module. Loading plans: the child models written,
+    loaded as the plan says and run; the first response against the evaluator's and
+    the monolithic model's. Separable plans: one worker process per device (gloo,
+    localhost); outputs, bytes and latency against the evaluator. --transport tcp:
+    one process per device over TCP, measured ms per part and per link beside the
+    evaluator's. Exit status: 0 the run matches, 1 it does not, 2 bad input, 3 torch
+    missing."""
     from splitopt.api import load_instance, load_plan
-    from splitopt.cli.common import (MAX_SAMPLES, check_positive_count, console, errors, print_json,
-                                     require_torch)
+    from splitopt.cli.common import check_positive_count, console, errors, given_options, print_json, require_torch
+    from splitopt.core.options import MAX_SAMPLES
     from splitopt.core.errors import InvalidOption, NotApplicable
 
+    values = given_options(model=model, seed=seed, samples=samples, repeats=repeats, input_shape=input_shape,
+                           input_dtype=input_dtype, input_high=input_high, weights=weights, mode=mode, cache=cache,
+                           torch_threads=torch_threads, fine_tune=fine_tune, workdir=workdir, checkpoint=checkpoint,
+                           batch=batch, timeout=timeout, breakpoints=breakpoints,
+                           bandwidth_schedule=bandwidth_schedule, warmup=warmup, host=host, run_timeout=run_timeout,
+                           max_frame_bytes=max_frame_bytes, chunk_bytes=chunk_bytes, threads=threads, check=check)
+    tcp = transport is Transport.tcp
     with errors():
-        # options, instance and plan before torch is imported (seconds)
-        check_positive_count(samples, "--samples", high=MAX_SAMPLES)
-        check_model_options(seed, input_high, input_shape, input_dtype)
+        # what holds whatever the family, before the instance is read (the slow part)
+        if samples is not None:
+            check_positive_count(samples, "--samples", high=MAX_SAMPLES)
+        check_model_options(seed or 0, input_high, input_shape, input_dtype)
         if weights is not None and not weights.is_dir():
             raise InvalidOption(f"--weights {weights}: not a directory (written by `splitopt retrain --save DIR`)")
-        require_torch("run")
+        if tcp and (plan is None) == (breakpoints is None):
+            raise InvalidOption("run --transport tcp: give a PLAN file or --breakpoints TABLE (exactly one)")
+        if not tcp and plan is None:
+            raise InvalidOption("PLAN: needed (--breakpoints TABLE in its place goes with --transport tcp)")
         inst = load_instance(instance)
-        problem = inst.problem
-        if problem not in ("split", "split_bits", "chain", "mesh", "multiview"):
-            raise NotApplicable(f"{instance}: problem '{problem}' is not supported by `splitopt run` "
-                                "(split, split_bits, chain, mesh, multiview)")
-        if weights is not None and problem != "multiview":
-            raise NotApplicable("--weights: applies to multiview instances (made by `splitopt retrain --instance-out`)")
-        the_plan = load_plan(inst, plan)
-        from splitopt.torch.models import build_model, retrained, view_inputs
-        from splitopt.torch.partition import FLOAT_ATOL, compare, partition
-
-        t0 = time.perf_counter()
-        module, rename, example, inputs, calibration = build_model(
-            model, seed, inst, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
-        if problem == "multiview":
-            from splitopt.torch.partition_multiview import compare_multiview, partition_multiview
-
-            loaded, reduce, restore = None, None, None
-            if weights is not None:
-                module, loaded, reduce, restore = retrained(weights, model, module, inst, the_plan)
-            split = partition_multiview(module, example, the_plan, inst, rename=rename, seed=seed, reduce=reduce,
-                                        restore=restore)
-            build_s = time.perf_counter() - t0
-            views = len(split.views)
-            view_batch = view_inputs(model, inputs, samples, views)
-            report = compare_multiview(split, view_batch)
-            if loaded is not None:
-                from splitopt.families.multiview.data import data as mv_data
-                from splitopt.torch.architectures import digits_data
-                from splitopt.torch.split_weights import packed_accuracy
-
-                labels = digits_data()[3][:view_batch.shape[0]]
-                report.update({"weights": str(loaded.path), "accuracy": packed_accuracy(split, view_batch, labels),
-                               "accuracy_samples": int(view_batch.shape[0]),
-                               "instance_accuracy": mv_data(inst).accuracy.get((the_plan.fusion, the_plan.width)),
-                               "retrain_accuracy": loaded.meta.get("accuracy_after_packed")})
+        require_torch("run")
+        if tcp:
+            report = _run_tcp(instance, inst, plan, values)
         else:
-            split = partition(module, example, the_plan, inst, rename=rename,
-                              calibration=None if problem == "mesh" else calibration())
-            build_s = time.perf_counter() - t0
-            report = compare(split, module, inputs(samples), inst)
-        report.update({"instance": inst.name, "model": model, "seed": seed, "build_seconds": build_s})
+            the_plan = load_plan(inst, plan)
+            from splitopt.torch.side import build_options, side_of
+
+            side = side_of(inst, "run")
+            if side.run_options is None:
+                raise NotApplicable(f"run: problem '{inst.problem}' has no run of its plans")
+            options = build_options(side.run_options, values, f"`splitopt run` on problem '{inst.problem}'")
+            side.check_run(inst, options, str(instance))
+            side.check_run_plan(inst, the_plan, options, str(plan))
+            report = side.run(inst, the_plan, options, plan_path=str(plan))
     if as_json:
         print_json(report)
-    elif report["kind"] == "multiview":
-        width = report["width"]
-        console.print(f"[bold]{inst.name}[/bold] <- {model} (seed {seed}), {samples} sample(s) x {len(report['views'])} "
-                      f"views, fusion at {report['fusion']}, "
-                      f"{fusion_text(width, len(report['views']))}; "
-                      f"built and partitioned in {build_s:.1f} s")
-        for v in report["views"]:
-            sent = [t["tensor"] for t in v["tensors"]]
-            console.print(f"  {v['sensor']}: cut {v['cut']}, {len(v['sensor_layers'])} layers on the sensor, "
-                          f"{len(v['aggregator_layers'])} on the aggregator; sends {sent or '-'}, "
-                          f"{v['bytes']:,.1f} B/sample (evaluator {v['evaluator_bytes']:,.1f} B)")
-        console.print(f"  max abs difference vs the unsplit multi-view network: {report['max_abs_diff']:.3g} "
-                      f"(must be <= {FLOAT_ATOL:g})")
-        if "accuracy" in report:
-            rec = report["instance_accuracy"]
-            console.print(f"  accuracy of the split run with {report['weights']} on {report['accuracy_samples']} test "
-                          f"digits, sent tensors packed: {report['accuracy']:.4f} (retrain measured "
-                          f"{report['retrain_accuracy']:.4f} on 360; the instance says "
-                          f"{'-' if rec is None else f'{rec:.4f}'})", highlight=False)
-        console.print("[green]OK[/green]" if report["ok"] else "[red]MISMATCH[/red]")
+    elif tcp:
+        from splitopt.cli.netrun import print_tcp_report
+
+        print_tcp_report(console, report)
     else:
-        mesh = report["kind"] == "mesh"
-        console.print(f"[bold]{inst.name}[/bold] <- {model} (seed {seed}), {samples} sample(s), "
-                      f"{'quantized' if report['quantized'] else 'float'} {'mesh ' if mesh else ''}plan; "
-                      f"built and partitioned in {build_s:.1f} s")
-        for k, p in enumerate(report["parts"]):
-            names = p["layers"]
-            span = f"{names[0]} .. {names[-1]}" if len(names) > 1 else (names[0] if names else "-")
-            label = f"part {k} on {p['device']}" if mesh else f"part {p['device']}"
-            console.print(f"  {label}: {len(names)} layers ({span}); receives {p['inputs'] or '-'}; "
-                          f"{p['seconds'] / samples * 1000:.1f} ms/sample")
-        for c in report["crossings"]:
-            ev = c.get("evaluator_bytes")
-            ev_text = f" (evaluator {ev:,.1f} B)" if ev is not None else ""
-            console.print(f"  {c['source']} -> {c['target']}: {len(c['tensors'])} tensor(s) "
-                          f"{[t['tensor'] for t in c['tensors']]}, {c['bytes']:,.1f} B/sample{ev_text}")
-        for link in report.get("links", []):
-            if link["bytes"] or link["evaluator_bytes"]:
-                console.print(f"  link {link['link']}: {link['bytes']:,.1f} B/sample routed "
-                              f"(evaluator {link['evaluator_bytes']:,.1f} B)")
-        console.print(f"  max abs difference vs unsplit: {report['max_abs_diff']:.3g}"
-                      f"{'' if report['quantized'] else f' (float plan: must be <= {FLOAT_ATOL:g})'}; "
-                      f"relative MSE {report['relative_mse']:.3g}")
-        console.print("[green]OK[/green]" if report["ok"] else "[red]MISMATCH[/red]")
+        side.print_run(console, report)
     if not report["ok"]:
         raise typer.Exit(1)
+
+
+def _run_tcp(instance: Path, inst, plan: Optional[Path], values: dict[str, Any]) -> dict[str, Any]:
+    """``--transport tcp``: the options, the plan or table, and the run
+    (:func:`splitopt.netrun.runner.run_tcp_options`)."""
+    from splitopt.core.errors import InvalidPlan, NotApplicable
+    from splitopt.core.jsonfile import read_json
+    from splitopt.netrun.runner import run_tcp_options
+    from splitopt.netrun.setup import read_table
+    from splitopt.torch.side import build_options, problems_with, side_of
+
+    side = side_of(inst, "run")
+    if side.tcp_options is None:
+        raise NotApplicable(f"--transport tcp: problem '{inst.problem}' is not supported (problems: "
+                            f"{', '.join(problems_with(lambda s: s.tcp_options is not None))})")
+    options = build_options(side.tcp_options, values, f"`splitopt run --transport tcp` on problem '{inst.problem}'")
+    steps = options.schedule()
+    plan_dict = read_json(plan, InvalidPlan) if plan is not None else None
+    table = read_table(inst, options.breakpoints) if options.breakpoints is not None else None
+    return run_tcp_options(instance, plan_dict, table, options, steps)

@@ -1,5 +1,5 @@
 """Child processes that never outlive their parent: what the multi-process runners
-(``splitopt.netrun``: one process per device over TCP; ``splitopt.torch.separable_run``:
+(``splitopt.netrun``: one process per device over TCP; ``splitopt.torch.separable.run``:
 one gloo worker per device) share to start, watch and stop their children.
 
 * in a child, :func:`exit_with_parent` ends the process as soon as its parent is gone,

@@ -36,3 +36,24 @@ def dtype_name(text: str) -> str:
     if name not in INPUT_DTYPE_NAMES:
         raise InvalidModel(f"--input-dtype: unknown dtype '{text}' (choose from {', '.join(INPUT_DTYPE_NAMES)})")
     return name
+
+
+#: the largest ``--input-high`` (exclusive bound of random token ids)
+MAX_INPUT_HIGH = 2 ** 62
+
+
+def check_input_options(seed: int, input_high: int | None, input_shape: str | None = None,
+                        input_dtype: str | None = None) -> None:
+    """The options of a model rebuilt by name (``--seed``) and of a user model's synthetic
+    inputs (``--input-high``, ``--input-shape``, ``--input-dtype``), checked without torch:
+    one line naming the option (InvalidOption, InvalidModel) for a seed or id bound out of
+    range, or a shape or dtype that does not parse."""
+    from splitopt.core.options import check_count, check_seed
+
+    check_seed(seed)
+    if input_high is not None:
+        check_count(input_high, "--input-high", high=MAX_INPUT_HIGH)
+    if input_shape is not None:
+        parse_shape(input_shape)
+    if input_dtype is not None:
+        dtype_name(input_dtype)

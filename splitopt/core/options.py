@@ -56,6 +56,35 @@ def check_int(value: Any, name: str, low: int, high: int) -> int:
     return value
 
 
+def check_count(value: Any, option: str, low: int = 1, high: int = 10**6) -> int:
+    """``value`` as an integer in [low, high] (a count the user gives: samples, repeats,
+    epochs); InvalidOption naming ``option`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidOption(f"{option}: must be an integer in [{low}, {high}], got {value}")
+    return value
+
+
+#: seeds of the torch bridge (torch, numpy and the solvers all take 32-bit seeds)
+MAX_TORCH_SEED = 2**32 - 1
+#: the most samples a run of a split model runs (one at a time)
+MAX_SAMPLES = 100_000
+
+
+def check_seed(seed: Any, option: str = "--seed") -> int:
+    """``seed`` as a seed of the torch bridge, in [0, 2**32 - 1]; InvalidOption otherwise."""
+    return check_count(seed, option, low=0, high=MAX_TORCH_SEED)
+
+
+def check_number(value: float | None, option: str, low: float, high: float, low_open: bool = False) -> None:
+    """InvalidOption unless ``value`` (None: not given) is a finite number in [low, high]
+    (``(low, high]`` when ``low_open``)."""
+    if value is None:
+        return
+    bracket = "(" if low_open else "["
+    if not (math.isfinite(value) and (low < value if low_open else low <= value) and value <= high):
+        raise InvalidOption(f"{option}: must be a finite number in {bracket}{low:g}, {high:g}], got {value}")
+
+
 #: solver options every exact program backend (CBC, HiGHS, CP-SAT) accepts, with what
 #: they mean; a solver that stops at such a gap reports FEASIBLE with its true gap
 PORTABLE_OPTIONS = {

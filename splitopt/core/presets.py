@@ -2,9 +2,10 @@
 devices and links, and device presets from vendor datasheets (Raspberry Pi 4, Jetson
 Nano and Xavier NX, a phone NPU, a laptop GPU, a V100 server), listed by
 :func:`preset_names` / :func:`list_presets` (``splitopt devices``), built by
-:func:`device_preset`, and put together into edge/cloud, chain or mesh topologies by
-:func:`topology` (``splitopt profile --preset pi4,jetson,v100``). Every rate states its
-source next to it; the vendor figures are peak rates and so assumptions (see below).
+:func:`device_preset` (:func:`preset_devices` for several), and the papers' scenarios
+(:data:`SCENARIOS`). ``splitopt.families.topologies`` puts them together into the
+topology of a family (``splitopt profile --preset pi4,jetson,v100``). Every rate states
+its source next to it; the vendor figures are peak rates and so assumptions (see below).
 
 Both papers count one multiply-accumulate as one OP: Eyeriss' 168 PEs at 200 MHz give
 33.6 GMAC/s ("34 GOPs", AUTO-SPLIT Table 1), and SplitNets' 125 GOP/s sensor runs
@@ -15,7 +16,8 @@ are binary (192 KB = 196,608 B), as hardware buffers are.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 from splitopt.core.errors import InvalidOption
 
@@ -294,45 +296,39 @@ def link(source: str, target: str, bandwidth_bits_per_s: float, latency_ms: floa
             "latency_ms": float(latency_ms)}
 
 
-def topology(presets: Sequence[str], kind: str, bandwidth_bits_per_s: float,
-             latency_ms: float = 0.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """Devices, links and the topology's settings (without the model-dependent ones) for
-    device presets in order, e.g. ``["pi4", "jetson", "v100"]``:
-
-    * ``edge-cloud`` (exactly two): ``presets[0]`` the edge, ``presets[1]`` the cloud, one
-      uplink; settings ``edge``/``cloud``;
-    * ``chain`` (two or more): links ``presets[i] -> presets[i+1]``; settings ``chain``;
-    * ``mesh`` (two or more): a link from every device to every later one (the input
-      arrives at the first, the output leaves from the last); settings ``edge``,
-      ``cloud`` and ``mesh`` (shortest-path routing, outputs delivered to the last).
-
-    Every link gets ``bandwidth_bits_per_s`` and ``latency_ms``. A preset named twice
-    gets the suffixes ``_2``, ``_3``, ... after its first use. InvalidOption (one line)
-    for an unknown preset, kind or count."""
-    if kind not in TOPOLOGIES:
-        raise InvalidOption(f"topology '{kind}': must be one of {', '.join(TOPOLOGIES)}")
-    presets = [p.strip() for p in presets]
-    low = 2
-    if len(presets) < low or (kind == "edge-cloud" and len(presets) != 2):
-        need = "exactly 2" if kind == "edge-cloud" else "at least 2"
-        raise InvalidOption(f"topology '{kind}': needs {need} device presets, got {len(presets)} "
-                            f"({','.join(presets) or 'none'})")
+def preset_devices(presets: Sequence[str]) -> list[dict[str, Any]]:
+    """The devices of ``presets`` in order, e.g. ``["pi4", "jetson", "v100"]``, each named
+    by its preset; a preset named twice gets the suffixes ``_2``, ``_3``, ... after its
+    first use. InvalidOption (one line) for an unknown preset."""
     names: list[str] = []
     seen: dict[str, int] = {}
     for p in presets:
         seen[p] = seen.get(p, 0) + 1
         names.append(p if seen[p] == 1 else f"{p}_{seen[p]}")
-    devices = [device_preset(p, n) for p, n in zip(presets, names)]
-    if kind == "mesh":
-        links = [link(a, b, bandwidth_bits_per_s, latency_ms) for i, a in enumerate(names) for b in names[i + 1:]]
-        settings: dict[str, Any] = {"problem": "mesh", "edge": names[0], "cloud": names[-1],
-                                    "mesh": {"routing": "shortest", "deliver_outputs": True}}
-    else:
-        links = [link(a, b, bandwidth_bits_per_s, latency_ms) for a, b in zip(names, names[1:])]
-        settings = ({"problem": "chain", "chain": names} if kind == "chain"
-                    else {"problem": "split", "edge": names[0], "cloud": names[1]})
-    return devices, links, settings
+    return [device_preset(p, n) for p, n in zip(presets, names)]
 
 
-#: the topologies :func:`topology` builds
-TOPOLOGIES = ("edge-cloud", "chain", "mesh")
+@dataclass(frozen=True)
+class Scenario:
+    """A paper's hardware scenario (``splitopt profile --preset NAME``): its devices and
+    links, the topology they form (``splitopt.families.topologies``), whether its edge
+    runs the quantized plans the error tables allow, the bit-widths it offers (None: those
+    of the error tables) and the settings it fixes beyond the topology's."""
+
+    devices: tuple[Callable[[], dict[str, Any]], ...]
+    links: tuple[Callable[[], dict[str, Any]], ...]
+    topology: str
+    quantized: bool
+    bit_widths: tuple[int, ...] | None
+    settings: Mapping[str, Any]
+
+
+#: the papers' scenarios ``--preset`` names
+SCENARIOS: dict[str, Scenario] = {
+    # AUTO-SPLIT Table 1: Eyeriss edge, TPU cloud, 3 Mbit/s, 4 MB of edge memory
+    "eyeriss": Scenario((eyeriss_edge, tpu_cloud), (uplink_3mbps,), "edge-cloud", True, None,
+                        {"cloud_bits": 16, "edge_memory_bytes": 4e6}),
+    # SplitNets Table 4: sensor and aggregator NPUs on 25 % of a 1.2 Gbit/s bus, 8-bit, 2 MB
+    "splitnets": Scenario((splitnets_sensor, splitnets_aggregator), (splitnets_bus_share,), "edge-cloud", False,
+                          (8,), {"cloud_bits": 8, "edge_memory_bytes": 2e6}),
+}

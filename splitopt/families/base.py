@@ -346,6 +346,45 @@ class Family(ABC):
         """A plan's metrics as the imported format's own evaluator states them (what
         ``splitopt dnnp-eval`` prints); NotApplicable where the family imports none."""
         raise NotApplicable(f"problem '{inst.problem}' is not read from a foreign format")
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    # (splitopt.torch.side finds the family's torch side; splitopt.families.topologies builds
+    # the instance hardware of ``splitopt profile --preset`` through these)
+
+    #: ``"module:Class"`` of the family's torch side (a :class:`splitopt.torch.side.TorchSide`:
+    #: what ``splitopt profile``, ``run`` and ``export`` do with its models); None: it has none.
+    #: Naming it imports nothing; the side imports torch only when it works.
+    torch_side: ClassVar[str | None] = None
+    #: the topology built from device presets whose instances are this family's
+    #: (``splitopt profile --preset A,B,... --topology NAME``); None: none
+    topology: ClassVar[str | None] = None
+    #: the fewest and most devices (None: no most) that topology takes
+    topology_devices: ClassVar[tuple[int, int | None]] = (2, None)
+
+    def topology_links(self, devices: Sequence[str]) -> list[tuple[str, str]]:
+        """The links of the topology over ``devices`` (in the order given), as (source,
+        target) pairs: by default each device to the next."""
+        return list(zip(devices, devices[1:]))
+
+    def topology_settings(self, names: Sequence[str], devices: Sequence[Mapping[str, Any]],
+                          bit_widths: Sequence[int], quantized: bool, reference_bits: int | None) -> dict[str, Any]:
+        """The settings (instance JSON) of an instance of the topology over devices
+        ``names`` (``devices``: their JSON objects): the problem and the device roles;
+        ``bit_widths``: the edge bit-widths the error tables offer, ``quantized``: whether
+        they are measured, ``reference_bits``: the precision every device runs (None: not
+        decided yet). InvalidOption (one line) where the devices cannot make one."""
+        raise NotApplicable(f"problem family '{self.name}' builds no instance from device presets")
+
+    def complete_profiled(self, inst: Any) -> Any:
+        """An instance a profiler made (``splitopt profile``) with the settings the family
+        derives from its measured tables (e.g. an error budget); by default ``inst`` as it is."""
+        return inst
+
+    def host_as_edge(self, links: list[dict[str, Any]], settings: dict[str, Any],
+                     host: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The links and settings with the measured ``host`` device in the role of the
+        topology's first device (``splitopt profile --measure --edge-host``), linked as it
+        is; NotApplicable (one line) for a topology without such a role."""
+        raise NotApplicable(f"--edge-host: applies to topologies with an edge device, not to a {settings['problem']}")
 
 
 #: every member a family must provide (checked for each registered family by the tests)
@@ -403,3 +442,11 @@ def instance_schema(families: Sequence[Family]) -> dict[str, Any]:
         assert fam.settings_class is not None
         schema["$defs"][f"settings_{fam.name}"] = fam.settings_class.schema()
     return schema
+
+
+#: the members of the torch bridge's and the hardware presets' block (every family has them,
+#: the defaults saying "none")
+PROTOCOL_MEMBERS = PROTOCOL_MEMBERS + (
+    "torch_side", "topology", "topology_devices", "topology_links", "topology_settings", "complete_profiled",
+    "host_as_edge",
+)

@@ -2,9 +2,11 @@
 over TCP on this host through a paced link, and measure it against the evaluator.
 
 Processes. :func:`run_tcp` starts one process per device of the plan (``multiprocessing``
-with the spawn start method; edge/cloud: edge, cloud; chain: ``settings.chain`` in
-order). Each rebuilds the model by name with the seed (:func:`splitopt.torch.models.build_model`,
-deterministic: every process holds the same weights and calibrated ranges), captures it
+with the spawn start method; the devices in the order the family's torch side gives,
+:meth:`splitopt.torch.layer_graph.LayerGraphSide.tcp_devices`: edge/cloud: edge, cloud;
+chain: ``settings.chain`` in order). Each rebuilds the model by name with the seed
+(:func:`splitopt.torch.models.build_model`, deterministic: every process holds the same
+weights and calibrated ranges), captures it
 once and cuts it by every plan it may run (:func:`splitopt.torch.partition.partition`;
 with a breakpoint table, every interval's plan is built at start), and keeps its own
 part of each. Device ``m > 0`` is a :class:`splitopt.netrun.service.FrameService` on
@@ -65,14 +67,11 @@ from splitopt.core.errors import SplitoptError
 from splitopt.netrun.frames import DEFAULT_MAX_FRAME_BYTES
 from splitopt.netrun.pacing import DEFAULT_CHUNK_BYTES
 from splitopt.netrun.service import DEFAULT_TIMEOUT_S
-from splitopt.netrun.setup import RunSetup, prepare
+from splitopt.netrun.setup import DEFAULT_RUN_TIMEOUT_S, RunSetup, TcpOptions, prepare, tcp_side
 from splitopt.netrun.wire import wire_transmit
 from splitopt.netrun.device import build_splits, device_main
 
 log = logging.getLogger("splitopt.netrun")
-
-#: default deadline of a whole run (seconds): building the model in every process included
-DEFAULT_RUN_TIMEOUT_S = 1800.0
 
 
 class NetRunError(SplitoptError):
@@ -133,12 +132,7 @@ def _predicted(setup: RunSetup, plan: int, bandwidth: float | None) -> dict[str,
         from splitopt.analysis.breakpoints import with_bandwidth
 
         inst = with_bandwidth(inst, setup.links[setup.table_link], bandwidth)
-    m = evaluate(inst, setup.plans[plan])
-    if inst.problem in ("split", "split_bits"):
-        return {"parts_ms": [m.edge_compute_ms, m.cloud_compute_ms], "links_ms": [m.transmit_ms],
-                "total_ms": m.total_ms}
-    return {"parts_ms": [d.compute_ms for d in m.devices], "links_ms": [d.send_ms for d in m.devices[:-1]],
-            "total_ms": m.latency_ms}
+    return tcp_side(inst).tcp_predicted(inst, evaluate(inst, setup.plans[plan]))
 
 
 def _evaluator_tensors(setup: RunSetup, plan: int) -> list[dict[str, float]]:
@@ -146,13 +140,7 @@ def _evaluator_tensors(setup: RunSetup, plan: int) -> list[dict[str, float]]:
     from splitopt.api import evaluate
 
     inst, p = setup.inst, setup.plans[plan]
-    m = evaluate(inst, p)
-    if inst.problem in ("split", "split_bits"):
-        return [{t: float(b) for t, b in m.sent_tensors}]
-    from splitopt.families.chain.data import chain_tensors
-
-    sizes = chain_tensors(inst).sent_bytes
-    return [{t: float(sizes[t]) for t in d.sent_tensors} for d in m.devices[:-1]]
+    return tcp_side(inst).tcp_sent_bytes(inst, p, evaluate(inst, p))
 
 
 def _median(values: Sequence[float]) -> float:
@@ -201,6 +189,18 @@ def run_tcp(instance: str | Path, plan: dict | None = None, *, table: dict | Non
     reports = launch(spec, run_timeout_s)
     wall = time.perf_counter() - t0
     return _report(setup, spec, reports, wall, check)
+
+
+def run_tcp_options(instance: str | Path, plan: dict | None, table: dict | None, options: TcpOptions,
+                    schedule: Sequence[tuple[int, float]] = ()) -> dict[str, Any]:
+    """:func:`run_tcp` with the options of ``splitopt run --transport tcp``
+    (``schedule``: ``options.schedule()``, parsed)."""
+    return run_tcp(instance, plan, table=table, model=options.model, samples=options.samples,
+                   warmup=options.warmup, seed=options.seed, schedule=schedule, host=options.host,
+                   timeout_s=options.timeout, max_frame_bytes=options.max_frame_bytes,
+                   run_timeout_s=options.run_timeout, chunk_bytes=options.chunk_bytes, threads=options.threads,
+                   check=options.check, input_shape=options.input_shape, input_dtype=options.input_dtype,
+                   input_high=options.input_high)
 
 
 def _report(setup: RunSetup, spec: Mapping[str, Any], reports: Mapping[int, dict], wall_s: float,

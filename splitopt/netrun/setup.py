@@ -1,28 +1,98 @@
-"""What a two-process run runs (:mod:`splitopt.netrun.runner`): the plan or the breakpoint
-table's plans, the devices and the links between them, and the bandwidth schedule; checked
-before any process starts (one line per bad input)."""
+"""What a run over TCP runs (:mod:`splitopt.netrun.runner`): its options, the plan or the
+breakpoint table's plans, the devices and the links between them (as the family's torch
+side orders them: :meth:`splitopt.torch.layer_graph.LayerGraphSide.tcp_devices`), and the
+bandwidth schedule; checked before any process starts (one line per bad input)."""
 
 from __future__ import annotations
 
 import json
 import math
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from splitopt.core.errors import InvalidOption, NotApplicable
+from splitopt.core.input_text import check_input_options
+from splitopt.core.options import MAX_SAMPLES, check_count, check_number
+from splitopt.netrun.frames import DEFAULT_MAX_FRAME_BYTES
+from splitopt.netrun.pacing import DEFAULT_CHUNK_BYTES
+from splitopt.netrun.service import DEFAULT_TIMEOUT_S
 
-#: the problems a run-tcp plan may have
-PROBLEMS = ("split", "split_bits", "chain")
 #: the format of the breakpoint tables ``splitopt bandwidth --exact -o`` writes
 TABLE_FORMAT = "splitopt-bandwidth-breakpoints/1"
+#: default deadline of a whole run (seconds): building the model in every process included
+DEFAULT_RUN_TIMEOUT_S = 1800.0
+
+
+def check_host(host: str) -> None:
+    """InvalidOption (one line) unless ``host`` resolves and this host can listen there
+    (the device processes bind to it: an address of another machine fails now, not after
+    start-up)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError):
+        raise InvalidOption(f"--host {host}: not an address or a name this host can resolve") from None
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as e:
+        raise InvalidOption(f"--host {host}: this host cannot listen there ({e.strerror or e})") from None
+
+
+@dataclass(frozen=True)
+class TcpOptions:
+    """``splitopt run --transport tcp``: the model every device process rebuilds (needed),
+    measured samples after ``warmup`` ones, its seed, the address the devices listen on,
+    the seconds a peer may stay silent (``timeout``) and the whole run may take
+    (``run_timeout``), the largest frame payload, the bytes the pacer writes at a time,
+    torch threads per process (None: torch's default), whether to check the outputs
+    against the single-process split, a user model's inputs, and, in place of a plan, a
+    breakpoint table with the bandwidth schedule that switches its plans."""
+
+    model: str
+    samples: int = 5
+    warmup: int = 1
+    seed: int = 0
+    host: str = "127.0.0.1"
+    timeout: float = DEFAULT_TIMEOUT_S
+    run_timeout: float = DEFAULT_RUN_TIMEOUT_S
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    threads: int | None = None
+    check: bool = True
+    input_shape: str | None = None
+    input_dtype: str | None = None
+    input_high: int | None = None
+    breakpoints: Path | None = None
+    bandwidth_schedule: str | None = None
+
+    def __post_init__(self) -> None:
+        check_count(self.samples, "--samples", high=MAX_SAMPLES)
+        check_count(self.warmup, "--warmup", low=0, high=MAX_SAMPLES)
+        check_input_options(self.seed, self.input_high, self.input_shape, self.input_dtype)
+        check_number(self.timeout, "--timeout", 0.0, 86400.0, low_open=True)
+        check_number(self.run_timeout, "--run-timeout", 0.0, 7 * 86400.0, low_open=True)
+        check_count(self.max_frame_bytes, "--max-frame-bytes", high=2**40)
+        check_count(self.chunk_bytes, "--chunk-bytes", high=2**30)
+        if self.threads is not None:
+            check_count(self.threads, "--threads", high=1024)
+        check_host(self.host)
+
+    def schedule(self) -> list[tuple[int, float]]:
+        """The parsed ``--bandwidth-schedule`` (:func:`parse_schedule`); InvalidOption
+        when it is given without ``--breakpoints``."""
+        steps = parse_schedule(self.bandwidth_schedule)
+        if steps and self.breakpoints is None:
+            raise InvalidOption("--bandwidth-schedule: needs --breakpoints TABLE (the plan for each bandwidth)")
+        return steps
 
 
 @dataclass
 class RunSetup:
-    """What :func:`run_tcp` runs: the instance, its device order and links, the plans
-    (one, or one per interval of a breakpoint table), the plan and bandwidth of the table's
-    link at each measured sample."""
+    """What :func:`splitopt.netrun.runner.run_tcp` runs: the instance, its device order and
+    links, the plans (one, or one per interval of a breakpoint table), the plan and
+    bandwidth of the table's link at each measured sample."""
 
     inst: Any
     devices: list[str]
@@ -36,14 +106,23 @@ class RunSetup:
     schedule: list[tuple[int, int, float]] = field(default_factory=list)  # (sample, plan, bits/s)
 
 
-def device_links(inst) -> tuple[list[str], list[Any]]:
-    """The devices in run order and the link between each consecutive pair."""
-    if inst.problem in ("split", "split_bits"):
-        from splitopt.families.edge_cloud.settings import uplink
+def tcp_side(inst, verb: str = "run-tcp"):
+    """The torch side of ``inst``'s family when its plans run over TCP; NotApplicable
+    (one line naming ``verb`` and the problems that do) otherwise."""
+    from splitopt.families.registry import family_of
+    from splitopt.torch.side import problems_with, torch_side
 
-        return [inst.settings.edge, inst.settings.cloud], [uplink(inst)]
-    chain = list(inst.settings.chain)
-    return chain, [inst.link_between[(a, b)] for a, b in zip(chain, chain[1:])]
+    side = torch_side(family_of(inst))
+    if side is None or side.tcp_options is None:
+        raise NotApplicable(f"{verb}: problem '{inst.problem}' is not supported (problems: "
+                            f"{', '.join(problems_with(lambda s: s.tcp_options is not None))})")
+    return side
+
+
+def device_links(inst) -> tuple[list[str], list[Any]]:
+    """The devices in run order and the link between each consecutive pair, as the
+    family's torch side orders them."""
+    return tcp_side(inst).tcp_devices(inst)
 
 
 def parse_schedule(text: str | None, option: str = "--bandwidth-schedule") -> list[tuple[int, float]]:
@@ -94,9 +173,6 @@ def prepare(inst, plan_dict: dict | None = None, table: dict | None = None,
     ``samples`` and its bandwidths inside the table's range."""
     from splitopt.api import plan_from_dict
 
-    if inst.problem not in PROBLEMS:
-        raise NotApplicable(f"run-tcp: problem '{inst.problem}' is not supported (edge/cloud split, split_bits, "
-                            "and chain)")
     devices, links = device_links(inst)
     if (plan_dict is None) == (table is None):
         raise InvalidOption("run-tcp: give a PLAN or --breakpoints TABLE (one of them)")

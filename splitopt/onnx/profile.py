@@ -10,8 +10,9 @@ Steps, as the torch bridge's :func:`splitopt.torch.profile.profile`:
    (:mod:`splitopt.onnx.latency`), added as device ``host_device_name``.
 
 Without devices, links and settings: the ``eyeriss`` preset of ``splitopt profile``
-(Eyeriss edge, TPU cloud, 3 Mbit/s uplink, ``split_bits`` over {2, 4, 6, 8} with the
-whole network's W8A8 error as budget when calibrated, else the float ``split``).
+(:func:`splitopt.families.topologies.preset_hardware`: Eyeriss edge, TPU cloud, 3 Mbit/s
+uplink, ``split_bits`` over {2, 4, 6, 8} with the whole network's W8A8 error as budget
+when calibrated, else the float ``split``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,9 @@ FeedList = Sequence[Mapping[str, np.ndarray]]
 
 def eyeriss_parts(calibrated: bool) -> tuple[list[dict], list[dict], dict[str, Any]]:
     """Devices, links and settings of ``splitopt profile --preset eyeriss``."""
-    from splitopt.core import presets
+    from splitopt.families.topologies import preset_hardware
 
-    settings = {"problem": "split_bits" if calibrated else "split", "edge": "eyeriss", "cloud": "tpu",
-                "bit_widths": list(DEFAULT_BITS), "cloud_bits": 16, "edge_memory_bytes": 4e6}
-    return [presets.eyeriss_edge(), presets.tpu_cloud()], [presets.uplink_3mbps()], settings
+    return preset_hardware("eyeriss", None, 0.0, DEFAULT_BITS, calibrated)
 
 
 def _shape_arg(input_shape: Any) -> Any:
@@ -168,9 +167,10 @@ def profile_onnx(
         "settings": dict(settings),
     }
     inst = parse_instance(data)
-    if preset and inst.problem == "split_bits":  # the budget: the whole network's error at W8A8
-        w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
-        inst = inst.with_settings(error_budget=w8a8)
+    if preset:  # what the family derives from the tables (split_bits: the W8A8 error as the budget)
+        from splitopt.families.registry import family_of
+
+        inst = family_of(inst).complete_profiled(inst)
     return inst
 
 

@@ -317,7 +317,7 @@ def digits_cnn(seed: int = 0, num_classes: int = 10) -> nn.Sequential:
     * ``classifier``: global average pool, flatten, linear 32->``num_classes`` -> logits.
 
     A splitting module can be inserted after ``block1``, ``block2`` or ``block3``
-    (:class:`splitopt.torch.splitting.SplitNet`). 14,378 parameters for 10 classes."""
+    (:class:`splitopt.torch.multiview.splitting.SplitNet`). 14,378 parameters for 10 classes."""
     from collections import OrderedDict
 
     torch.manual_seed(seed)

@@ -21,6 +21,10 @@ MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 #: name of the model input in the manifest (:data:`splitopt.torch.capture.INPUT_NAME`)
 INPUT_NAME = "input"
+#: the kinds of split (:attr:`splitopt.torch.split_model.SplitModel.kind`) a manifest records:
+#: ``sequential`` (one part per device, in device order) or ``mesh`` (the stages of a mesh plan)
+SEQUENTIAL = "sequential"
+KINDS = (SEQUENTIAL, "mesh")
 #: dtypes a manifest may name (torch's names without ``torch.``)
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
@@ -91,7 +95,7 @@ MANIFEST_SCHEMA: dict[str, Any] = {
         "seed": {"type": ["integer", "null"]},
         "instance": {"type": ["string", "null"]},
         "problem": {"type": ["string", "null"]},
-        "kind": {"enum": ["sequential", "mesh"]},
+        "kind": {"enum": list(KINDS)},
         "quantized": {"type": "boolean"},
         "batch": {"const": 1},
         "devices": {"type": "array", "items": _NAME, "minItems": 1},

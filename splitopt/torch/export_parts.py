@@ -49,7 +49,7 @@ from typing import Any, Mapping, Sequence
 
 from splitopt.core.errors import InvalidModel, InvalidOption
 from splitopt.torch.export_manifest import (
-    FORMAT_VERSION, FORMATS, INPUT_NAME, MANIFEST, Manifest, onnx_graph_name, read_manifest,
+    FORMAT_VERSION, FORMATS, INPUT_NAME, KINDS, MANIFEST, SEQUENTIAL, Manifest, onnx_graph_name, read_manifest,
 )
 from splitopt.torch.exported_run import run_exported
 
@@ -123,7 +123,7 @@ def build_manifest(split, files: Sequence[str | None], fmt: str, values: Mapping
     to ``files`` (None: a part without a module); ``values``: every tensor on the example
     input (shapes and dtypes)."""
     inst = split.inst
-    mesh = split.kind == "mesh"
+    staged = split.kind != SEQUENTIAL
     producer = {INPUT_NAME: None}
     for m, part in enumerate(split.parts):
         for n in part.outputs:
@@ -134,15 +134,15 @@ def build_manifest(split, files: Sequence[str | None], fmt: str, values: Mapping
     def shape_of(name: str) -> list[int]:
         return [int(d) for d in values[name].shape]
 
-    # the sends after each part (mesh: the part's; sequential: the crossing to the next device)
+    # the sends after each part (staged: the part's; sequential: the crossing to the next device)
     sends: list[list[tuple[str, str]]] = []
     for m, part in enumerate(split.parts):
-        if mesh:
+        if staged:
             sends.append(list(part.sends))
         else:
             c = split.crossings[m] if m < len(split.crossings) else None
             sends.append([(n, c.target) for n in c.names] if c is not None else [])
-    input_sends = list(split.input_sends) if mesh else []
+    input_sends = list(split.input_sends) if staged else []
 
     def send_entry(name: str, to: str) -> dict[str, Any]:
         b = bits[name]
@@ -187,7 +187,7 @@ def build_manifest(split, files: Sequence[str | None], fmt: str, values: Mapping
     outputs = []
     for i, n in enumerate(split.output_names):
         src = producer.get(n)
-        if mesh:
+        if staged:
             delivered = {(name, to) for ss in sends for name, to in ss} | {(INPUT_NAME, d) for d in input_sends}
             where = split.sink if (n, split.sink) in delivered else split.output_devices[i]
         else:  # the furthest device the tensor reaches (SplitModel.run reads its latest copy)
@@ -280,8 +280,9 @@ def export_split(split, fmt: str, out_dir: Path | str, *, model: str | None = No
     from splitopt.core.errors import NotApplicable
 
     check_format(fmt)
-    if getattr(split, "kind", None) not in ("sequential", "mesh"):
-        raise NotApplicable("export: only edge/cloud, chain and mesh splits are exported (one file per part)")
+    if getattr(split, "kind", None) not in KINDS:
+        raise NotApplicable(f"export: only splits of partition (kinds {', '.join(KINDS)}: edge/cloud, chain and mesh "
+                            f"plans) are exported, one file per part")
     if fmt == "onnx":
         from splitopt.onnx.deps import require_onnx
 
@@ -375,4 +376,49 @@ def check_exported(manifest: Manifest, split, module, inputs) -> dict[str, Any]:
                            for k in ("", "_transmitted"))
     else:
         report["ok"] = report["max_abs_diff"] <= tol and report["max_abs_diff_transmitted"] <= tol
+    return report
+
+
+def export_plan(inst, plan, *, model: str, fmt: str, directory: Path | str, seed: int = 0, samples: int = 2,
+                input_shape: str | None = None, input_dtype: str | None = None,
+                input_high: int | None = None) -> dict[str, Any]:
+    """``splitopt export``: rebuild ``model`` as ``splitopt run`` does
+    (:func:`splitopt.torch.models.build_model`), cut it by ``plan``
+    (:func:`splitopt.torch.partition.partition`), write one ``fmt`` file per part and the
+    manifest into ``directory`` (:func:`export_split`), then check the manifest's crossing
+    bytes against the evaluator's and, on ``samples`` synthetic inputs, the saved parts
+    chained by the manifest against the in-process split (:func:`check_exported`). The
+    report (JSON-ready): the parts and crossings as written, ``bytes_match``, the checks,
+    ``ok``. A file that cannot be written: InvalidOption naming ``--output``."""
+    from splitopt.torch.models import build_model
+    from splitopt.torch.partition import partition
+    from splitopt.torch.side import partition_side
+    from splitopt.torch.split_compare import bytes_close, evaluator_sent_bytes
+
+    side = partition_side(plan, inst)
+    module, rename, example, inputs, calibration = build_model(
+        model, seed, inst, input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
+    split = partition(module, example, plan, inst, rename=rename, calibration=None if side.staged else calibration())
+    try:
+        manifest = export_split(split, fmt, directory, model=model, seed=seed)
+    except OSError as e:
+        raise InvalidOption(f"--output {directory}: cannot write the file ({e.strerror or type(e).__name__})") from None
+    evaluator = evaluator_sent_bytes(inst, plan)
+    ours = manifest.crossing_bytes
+    bytes_match = len(ours) == len(evaluator) and all(bytes_close(a, b) for a, b in zip(ours, evaluator))
+    report: dict[str, Any] = {
+        "instance": inst.name, "model": model, "seed": seed, "format": fmt, "directory": str(directory),
+        "kind": split.kind, "quantized": split.quantized,
+        "parts": [{"file": p["file"], "device": p["device"], "layers": len(p["layers"]),
+                   "inputs": [t["name"] for t in p["inputs"]], "outputs": [t["name"] for t in p["outputs"]]}
+                  for p in manifest.parts],
+        "crossings": [{"source": c["source"], "target": c["target"], "bytes": c["bytes"], "evaluator_bytes": e,
+                       "tensors": [t["name"] for t in c["tensors"]]}
+                      for c, e in zip(manifest.data["crossings"], evaluator)],
+        "bytes_match": bytes_match, "samples": samples}
+    ok = bytes_match
+    if samples:
+        report.update(check_exported(manifest, split, module, inputs(samples)))
+        ok = ok and report["ok"]
+    report["ok"] = ok
     return report

@@ -1,11 +1,10 @@
 """The models the torch bridge's commands rebuild by name: the built-in architectures
 (``splitopt.torch.architectures``), the digits CNN of ``splitopt retrain``, or a user
 model ``PATH.py:FACTORY`` (``splitopt.torch.user_model``), with their seeded run and
-calibration inputs; and the weights ``splitopt retrain --save`` wrote for a plan."""
+calibration inputs. (The weights ``splitopt retrain --save`` wrote for a multiview plan:
+:func:`splitopt.torch.multiview.run.retrained`.)"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from splitopt.torch.seeds import CALIBRATION_IMAGES, CALIBRATION_SEED, DIGITS, RUN_INPUT_SEED
 
@@ -56,42 +55,3 @@ def build_model(name: str, seed: int, inst=None, *, input_shape: str | None = No
                 lambda n=CALIBRATION_IMAGES: arch.synthetic_tokens(n, seed=CALIBRATION_SEED))
     raise InvalidModel(f"--model: unknown model '{name}' (choose from {', '.join(model_names())}, "
                        f"or give a user model as PATH.py:FACTORY)")
-
-
-def view_inputs(model: str, inputs, samples: int, views: int):
-    """(samples, views, ...) inputs of a multiview run: for ``digits_cnn`` every view sees
-    the same test digit through its column band (as ``splitopt retrain --views`` trains);
-    otherwise each view gets its own synthetic input."""
-    if model == DIGITS:
-        from splitopt.torch.multiview_retrain import view_masks
-
-        return inputs(samples)[:, None] * view_masks(views)[None]
-    batch = inputs(samples * views)
-    return batch.reshape(samples, views, *batch.shape[1:])
-
-
-def retrained(directory: Path, model: str, module, inst, plan):
-    """The weights retrained for ``plan``'s width: (module with the backbone loaded, the
-    loaded file, Conv-Reduce, restore conv); InvalidModel (one line) for a file that does
-    not belong to this model, number of views or fusion point."""
-    from splitopt.core.errors import InvalidModel
-    from splitopt.families.multiview.data import data as mv_data
-    from splitopt.torch import split_weights
-    from splitopt.torch.width_instance import split_tensor
-
-    loaded = split_weights.load(split_weights.weights_file(directory, plan.width))
-    meta, views = loaded.meta, mv_data(inst).views
-    if meta.get("model") != model:
-        raise InvalidModel(f"--weights {loaded.path}: weights of model '{meta.get('model')}', not '{model}'")
-    if meta.get("views") != views:
-        raise InvalidModel(f"--weights {loaded.path}: retrained for {meta.get('views')} view(s), the instance has {views}")
-    at = split_tensor([l.name for l in inst.layers], meta["split"])
-    if at != plan.fusion:
-        raise InvalidModel(f"--weights {loaded.path}: retrained after {meta['split']} ('{at}'), but the plan fuses at "
-                           f"'{plan.fusion}'")
-    module = loaded.load_into(module)
-    if plan.width is None:
-        return module, loaded, None, None
-    c = int(inst.layer_by_name[plan.fusion].output_shape[0])
-    reduce, restore = loaded.splitting_modules(c, views)
-    return module, loaded, reduce, restore

@@ -19,11 +19,11 @@ Header (little-endian, what :meth:`PackedTensor.to_bytes` writes before the payl
 ``uint8 bits``, ``uint8 ndim``, ``ndim x uint32`` shape dims, and for quantized widths
 ``float32 scale`` + ``int32 zero_point``: ``2 + 4 * ndim (+ 8)`` bytes.
 
-Relation to the evaluator: :func:`splitopt.families.edge_cloud.evaluate.evaluate` counts
-``elements * bits / 8`` bytes per sent tensor, a *fractional* byte count without
-headers; the packer rounds each tensor's payload up to whole bytes, so per tensor
-``0 <= payload - evaluator < 1`` byte. Headers are reported separately
-(:func:`check_against_evaluator`).
+Relation to the evaluators: they count ``elements * bits / 8`` bytes per sent tensor, a
+*fractional* byte count without headers; the packer rounds each tensor's payload up to
+whole bytes, so per tensor ``0 <= payload - evaluator < 1`` byte. Headers are reported
+separately (:func:`check_against_evaluator`). The tensors an edge/cloud plan sends,
+packed: :func:`splitopt.torch.edge_cloud.packing.pack_sent_tensors`.
 """
 
 from __future__ import annotations
@@ -256,34 +256,7 @@ def _check_payload(p: PackedTensor) -> None:
                          f"at {p.bits} bits ({want} bytes)")
 
 
-# ----- plans: what to pack, and the check against the evaluator ---------------------------
-
-def pack_sent_tensors(inst, plan, tensors: Mapping[str, torch.Tensor],
-                      ranges: Mapping[str, tuple[float, float]] | None = None) -> dict[str, PackedTensor]:
-    """Pack every tensor the edge/cloud ``plan`` sends across the cut, at the plan's sent
-    bits (``inst.sent_bits``: raw inputs at their own bits, layer outputs at
-    ``transmit_bits`` or their activation bits). ``tensors`` maps tensor names to values
-    (at least the sent ones); ``ranges`` optional calibrated (lo, hi) per tensor (default:
-    each tensor's own min/max). Returns ``{tensor: PackedTensor}`` in the evaluator's
-    order. Raises InvalidPlan if a sent tensor is missing or its shape differs from the
-    instance's."""
-    from splitopt.families.edge_cloud.evaluate import evaluate as evaluate_edge_cloud
-
-    metrics = evaluate_edge_cloud(inst, plan)
-    out = {}
-    for name, _ in metrics.sent_tensors:
-        if name not in tensors:
-            raise InvalidPlan(f"tensor '{name}' crosses the cut but no value was given for it")
-        t = tensors[name]
-        want = inst.input_by_name[name].shape if name in inst.input_by_name else inst.layer_by_name[name].output_shape
-        if tuple(t.shape) not in (tuple(want), (1, *want)):
-            raise InvalidPlan(f"tensor '{name}' has shape {tuple(t.shape)}, the instance says {tuple(want)} "
-                              f"(optionally with a leading batch dim of 1)")
-        ab = inst.input_by_name[name].bits if name in inst.input_by_name else plan.activation_bits[name]
-        lo, hi = (ranges or {}).get(name, (None, None))
-        out[name] = pack(t, inst.sent_bits(name, ab), lo, hi)
-    return out
-
+# ----- the check against the evaluator -----------------------------------------------------
 
 @dataclass(frozen=True)
 class TensorBytes:
@@ -317,9 +290,9 @@ def check_against_evaluator(packed: Mapping[str, PackedTensor],
                             sent_tensors: Any) -> TransmissionCheck:
     """Check packed tensors against the evaluator's transmission size.
 
-    ``sent_tensors``: a :class:`splitopt.families.edge_cloud.evaluate.Metrics` or its
-    ``sent_tensors`` (``(tensor, bytes)`` pairs, bytes = ``elements * bits / 8``,
-    fractional). Checks that the packed tensors are exactly the sent ones, that each was
+    ``sent_tensors``: an evaluator's metrics with ``sent_tensors`` (the edge/cloud
+    family's) or those ``(tensor, bytes)`` pairs themselves, bytes = ``elements * bits /
+    8``, fractional. Checks that the packed tensors are exactly the sent ones, that each was
     packed at the evaluator's bit-width (``8 * bytes == elements * bits``), that its
     payload is ``ceil(elements * bits / 8)`` bytes, and hence exceeds the evaluator's
     figure by less than 1 byte. Headers are counted separately. Raises InvalidPlan (one line) on any

@@ -1,20 +1,18 @@
 """Cut a captured module by a plan into runnable ``torch.fx.GraphModule`` parts and run
 them in sequence, handing tensors from device to device.
 
-Supported plans: edge/cloud (``split``, ``split_bits``) and ``chain`` plans (one part per
-device) and ``mesh`` plans (one part per *stage*; a device may have several), by
-:func:`partition`. Multiview plans (``multiview``):
-:func:`splitopt.torch.partition_multiview.partition_multiview`; ``partition`` raises
-NotApplicable for them.
+Supported plans: those of the layer-graph families whose torch side is a
+:class:`splitopt.torch.layer_graph.LayerGraphSide` (edge/cloud and chain plans: one part
+per device; mesh plans: one part per *stage*, a device may have several), by
+:func:`partition`. Other plans (multiview) are cut by their family's own side; for them
+``partition`` raises NotApplicable.
 
-This module is the entry point: it checks the plan against the capture and the
-instance, decides each layer's bits and calibrates the ranges of quantized layers, then
-hands over to
+This module is the entry point: it finds the side of the instance's family (without an
+instance: of the family whose plans are of the plan's type), checks the plan against the
+capture and the instance, decides each layer's bits and calibrates the ranges of
+quantized layers, then hands over to the side's :meth:`LayerGraphSide.cut` (by default
+:mod:`splitopt.torch.partition_sequential`). The pieces it builds on:
 
-* :mod:`splitopt.torch.partition_chain`: edge/cloud and chain plans, one part per device,
-  crossings per boundary;
-* :mod:`splitopt.torch.partition_mesh`: mesh plans, parts are stages, crossings per
-  device pair;
 * :mod:`splitopt.torch.part_builder`: how one part's fx graph is cut out of the exported
   program, quantized layers included;
 * :mod:`splitopt.torch.split_model`: :class:`Part`, :class:`Crossing`,
@@ -26,7 +24,7 @@ hands over to
 
 Quantized plans: a layer with weight or activation bits below the reference precision
 ``cloud_bits`` (16 by default, :data:`DEFAULT_REFERENCE_BITS`) runs quantized; every
-other layer runs in float. Mesh plans (and plans without bit-widths) run in float.
+other layer runs in float. Staged plans (mesh) and plans without bit-widths run in float.
 
 The names above are re-exported here, so ``from splitopt.torch.partition import
 partition, compare, SplitModel`` keeps working.
@@ -34,25 +32,21 @@ partition, compare, SplitModel`` keeps working.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
 from splitopt.core.errors import InvalidModel, InvalidPlan
 from splitopt.torch.capture import INPUT_NAME, Capture
-from splitopt.torch.partition_chain import partition_chain
-from splitopt.torch.partition_mesh import (as_mesh_plan, mesh_layer_order, mesh_stages,
-                                           partition_mesh)
-from splitopt.torch.split_compare import (FLOAT_ATOL, compare, evaluator_link_bytes, evaluator_mesh_crossings,
-                                          evaluator_sent_bytes, relative_mse)
+from splitopt.torch.side import partition_side
+from splitopt.torch.split_compare import FLOAT_ATOL, compare, evaluator_sent_bytes, relative_mse
 from splitopt.torch.split_model import DEFAULT_REFERENCE_BITS, Crossing, Part, RunStats, SplitModel
 from splitopt.torch.transmission import Transmit, calibrate, identity_transmit, packing_transmit
 
 __all__ = [
     "DEFAULT_REFERENCE_BITS", "FLOAT_ATOL", "Crossing", "Part", "RunStats", "SplitModel", "Transmit",
-    "calibrate", "capture_module", "check_against", "compare", "device_order", "evaluator_link_bytes",
-    "evaluator_mesh_crossings", "evaluator_sent_bytes", "identity_transmit", "is_mesh", "mesh_layer_order",
-    "mesh_stages", "packing_transmit", "partition", "plan_bits", "relative_mse",
+    "calibrate", "capture_module", "check_against", "compare", "device_order", "evaluator_sent_bytes",
+    "identity_transmit", "packing_transmit", "partition", "partition_side", "plan_bits", "relative_mse",
 ]
 
 
@@ -71,14 +65,10 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
     (n, ...) whose float min/max set the activation ranges of quantized layers (default:
     the example input). Raises InvalidModel (untraceable module, wrong input shape,
     instance mismatch), InvalidPlan (unknown, missing or misplaced layer, unroutable mesh
-    plan) or NotApplicable (multiview instances:
-    :func:`splitopt.torch.partition_multiview.partition_multiview`), each one
+    plan) or NotApplicable (plans of a family whose side cuts them itself, e.g.
+    multiview: :func:`splitopt.torch.multiview.partition.partition_multiview`), each one
     line."""
-    from splitopt.core.errors import NotApplicable
-
-    if inst is not None and inst.problem not in ("split", "split_bits", "chain", "mesh"):
-        raise NotApplicable(f"partition: problem '{inst.problem}' is not supported by partition "
-                            "(edge/cloud, chain and mesh plans; multiview plans: splitopt.torch.partition_multiview)")
+    side = partition_side(plan, inst)
     if inst is not None and len(inst.inputs) != 1:
         raise InvalidModel(f"instance '{inst.name}' has {len(inst.inputs)} graph inputs; partition supports one")
     if inst is not None and tuple(example_input.shape) != (1, *inst.inputs[0].shape):
@@ -89,17 +79,14 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
     if capture is None:
         input_bits = int(inst.inputs[0].bits) if inst is not None else 8
         capture = capture_module(module, example_input, rename=rename, input_bits=input_bits)
-    mesh = is_mesh(plan, inst)
     names = [l.name for l in capture.layers]
-    order = device_order(plan, inst, devices, names)
-    check_against(capture, example_input, plan, inst, order, mesh=mesh)
-    if mesh and inst is not None:
-        from splitopt.families.mesh.plan import check_plan as check_mesh_plan
-
-        check_mesh_plan(inst, as_mesh_plan(plan))
+    order = device_order(plan, inst, devices, names, side)
+    check_against(capture, example_input, plan, inst, order, staged=side.staged)
+    if inst is not None:
+        side.check_partition_plan(inst, plan)
     if reference_bits is None:
         reference_bits = int(inst.settings.cloud_bits) if inst is not None else DEFAULT_REFERENCE_BITS
-    wbits, abits = plan_bits(plan, names, reference_bits, mesh)
+    wbits, abits = plan_bits(plan, names, reference_bits, side.staged)
     quantized = any(min(wbits[n], abits[n]) < reference_bits for n in names)
     needs_ranges = any(abits[n] < reference_bits for n in names)
     ranges: dict[str, tuple[float, float]] = {}
@@ -110,11 +97,7 @@ def partition(module: torch.nn.Module, example_input: torch.Tensor, plan, inst=N
             if missing:
                 raise InvalidPlan(f"plan.layers.{missing[0]}.activation_bits: the layer's output is not a float "
                                   "tensor and cannot be quantized")
-    if mesh:
-        return partition_mesh(capture, plan, inst, order, example_input, reference_bits, wbits, abits, ranges,
-                              quantized)
-    return partition_chain(capture, plan, inst, order, example_input, reference_bits, wbits, abits, ranges,
-                           quantized)
+    return side.cut(capture, plan, inst, order, example_input, reference_bits, wbits, abits, ranges, quantized)
 
 
 def capture_module(module: torch.nn.Module, example_input: torch.Tensor, rename=None, input_bits: int = 8) -> Capture:
@@ -127,29 +110,16 @@ def capture_module(module: torch.nn.Module, example_input: torch.Tensor, rename=
     return capture_checked(module, example_input, rename=rename, input_bits=input_bits)
 
 
-def is_mesh(plan, inst=None) -> bool:
-    """Whether ``plan`` is partitioned as a mesh plan: the instance's problem is ``mesh``,
-    or, without an instance, the plan is a :class:`splitopt.families.mesh.plan.MeshPlan`."""
-    if inst is not None:
-        return inst.problem == "mesh"
-    from splitopt.families.mesh.plan import MeshPlan
-
-    return isinstance(plan, MeshPlan)
-
-
-def device_order(plan, inst=None, devices: Sequence[str] | None = None, layer_names: Sequence[str] = ()) -> list[str]:
-    """Devices in execution order: ``devices`` if given; edge/cloud instances: edge, cloud;
-    chain instances: ``settings.chain``; mesh instances: ``instance.devices`` (for mesh
-    plans the order only names the devices: parts run in the order of the stages);
-    otherwise the order of first use by the layers."""
+def device_order(plan, inst=None, devices: Sequence[str] | None = None, layer_names: Sequence[str] = (),
+                 side: Any = None) -> list[str]:
+    """Devices in execution order: ``devices`` if given; with an instance, the order its
+    family's side gives (edge/cloud: edge, cloud; chain: ``settings.chain``; mesh:
+    ``instance.devices``, which for staged plans only names the devices: parts run in the
+    order of the stages); otherwise the order of first use by the layers."""
     if devices is not None:
         return list(devices)
-    if inst is not None and inst.problem in ("split", "split_bits"):
-        return [inst.settings.edge, inst.settings.cloud]
-    if inst is not None and inst.problem == "chain":
-        return list(inst.settings.chain)
-    if inst is not None and inst.problem == "mesh":
-        return [d.name for d in inst.devices]
+    if inst is not None:
+        return (side or partition_side(plan, inst)).device_order(inst)
     order: list[str] = []
     for n in layer_names:
         if n in plan.device and plan.device[n] not in order:
@@ -157,9 +127,10 @@ def device_order(plan, inst=None, devices: Sequence[str] | None = None, layer_na
     return order
 
 
-def check_against(cap: Capture, example_input: torch.Tensor, plan, inst, order: list[str], mesh: bool = False) -> None:
+def check_against(cap: Capture, example_input: torch.Tensor, plan, inst, order: list[str],
+                  staged: bool = False) -> None:
     """Check that the instance's layers are the capture's, that the plan places every
-    captured layer (and no other) on a device of ``order``, and, unless ``mesh``, that no
+    captured layer (and no other) on a device of ``order``, and, unless ``staged``, that no
     layer runs on a device earlier in ``order`` than one of its inputs; raises
     InvalidModel / InvalidPlan naming the first mismatch."""
     names = [l.name for l in cap.layers]
@@ -181,7 +152,7 @@ def check_against(cap: Capture, example_input: torch.Tensor, plan, inst, order: 
             raise InvalidPlan(f"plan.layers: layer '{n}' of the module is missing")
         if plan.device[n] not in order:
             raise InvalidPlan(f"plan.layers.{n}.device: '{plan.device[n]}' is not one of the devices {order}")
-    if mesh:  # any device may read from any other: the stages order the parts
+    if staged:  # any device may read from any other: the stages order the parts
         return
     index = {d: i for i, d in enumerate(order)}
     for layer in cap.layers:
@@ -191,10 +162,10 @@ def check_against(cap: Capture, example_input: torch.Tensor, plan, inst, order: 
                                   f"'{src}' runs on '{plan.device[src]}', later in {order}")
 
 
-def plan_bits(plan, names: Sequence[str], reference_bits: int, mesh: bool) -> tuple[dict[str, int], dict[str, int]]:
-    """Per layer (weight bits, activation bits): the plan's; mesh plans (and plans without
+def plan_bits(plan, names: Sequence[str], reference_bits: int, staged: bool) -> tuple[dict[str, int], dict[str, int]]:
+    """Per layer (weight bits, activation bits): the plan's; staged plans (and plans without
     bit-widths) run every layer at the reference precision, i.e. in float."""
-    if mesh or not hasattr(plan, "weight_bits") or not hasattr(plan, "activation_bits"):
+    if staged or not hasattr(plan, "weight_bits") or not hasattr(plan, "activation_bits"):
         return {n: reference_bits for n in names}, {n: reference_bits for n in names}
     return ({n: int(plan.weight_bits[n]) for n in names}, {n: int(plan.activation_bits[n]) for n in names})
 

@@ -2,8 +2,8 @@
 
 :func:`splitopt.torch.partition.partition` builds a :class:`SplitModel` from a plan:
 edge/cloud (``split``, ``split_bits``) and ``chain`` plans get one :class:`Part` per device
-(:mod:`splitopt.torch.partition_chain`), ``mesh`` plans one per stage
-(:mod:`splitopt.torch.partition_mesh`). A part is an fx graph module built by
+(:mod:`splitopt.torch.partition_sequential`), ``mesh`` plans one per stage
+(:mod:`splitopt.torch.mesh.partition`). A part is an fx graph module built by
 :mod:`splitopt.torch.part_builder`; what crosses between parts is a list of
 :class:`Crossing`, each tensor priced at ``elements * bits / 8`` bytes per sample
 (:func:`tensor_elements`, :func:`sent_bits`). :meth:`SplitModel.run` runs the parts in
@@ -22,6 +22,7 @@ import torch
 
 from splitopt.core.errors import InvalidModel
 from splitopt.torch.capture import INPUT_NAME, Capture
+from splitopt.torch.export_manifest import SEQUENTIAL
 from splitopt.torch.transmission import Transmit, identity_transmit, packing_transmit
 
 #: bits at or above which a layer runs in float (the evaluator's reference precision)
@@ -34,7 +35,7 @@ class Crossing:
     elements per sample, bits per element)``. Edge/cloud and chain plans: the boundary
     between consecutive devices (forwarded tensors included); mesh plans: an ordered
     device pair, each tensor once per destination device however many hops its route
-    takes (see :meth:`SplitModel.link_bytes` for the per-link view)."""
+    takes (the per-link view: :func:`splitopt.torch.mesh.compare.link_bytes`)."""
 
     source: str
     target: str
@@ -80,14 +81,15 @@ class RunStats:
 class SplitModel:
     """The parts of a partitioned module and how to run them.
 
-    ``kind``: ``"sequential"`` (edge/cloud and chain: one part per device in device order,
-    crossing ``m`` after part ``m``) or ``"mesh"`` (parts are stages in run order; each
-    device keeps its own tensors; ``source`` produces the raw input, final outputs are
-    delivered to ``sink`` when it is set)."""
+    ``kind``: :data:`SEQUENTIAL` (edge/cloud and chain: one part per device in device
+    order, crossing ``m`` after part ``m``) or a kind of stages (``mesh``: parts are
+    stages in run order; each device keeps its own tensors; ``source`` produces the raw
+    input, final outputs are delivered to ``sink`` when it is set; the bytes per link:
+    :func:`splitopt.torch.mesh.compare.link_bytes`)."""
 
     def __init__(self, capture: Capture, plan, devices: Sequence[str], parts: list[Part],
                  crossings: list[Crossing], output_names: tuple[str, ...], example_input: torch.Tensor,
-                 quantized: bool, ranges: Mapping[str, tuple[float, float]], *, kind: str = "sequential",
+                 quantized: bool, ranges: Mapping[str, tuple[float, float]], *, kind: str = SEQUENTIAL,
                  inst=None, source: str | None = None, sink: str | None = None,
                  input_sends: Sequence[str] = (), output_devices: Sequence[str] = ()):
         self.capture = capture
@@ -118,31 +120,6 @@ class SplitModel:
         """Bytes per sample over all crossings (mesh: each (tensor, destination) once)."""
         return sum(self.sent_bytes)
 
-    def link_bytes(self) -> dict[str, float]:
-        """Mesh plans: bytes per sample over each link ``"u->v"`` of the instance when every
-        (tensor, destination) of the crossings travels along the instance's route
-        (:meth:`splitopt.families.mesh.data.MeshData.route`) and a tensor crosses each link of the union of
-        its routes once (multicast), which is what the mesh evaluator charges. Links that
-        carry nothing are listed with 0. NotApplicable for other plans or without an
-        instance."""
-        from splitopt.core.errors import NotApplicable
-
-        if self.kind != "mesh" or self.inst is None:
-            raise NotApplicable("partition: link bytes need a mesh plan partitioned with its instance")
-        from splitopt.families.mesh.data import MeshData
-
-        data = MeshData(self.inst)
-        out = {f"{u}->{v}": 0.0 for u, v in data.pairs}
-        trees: dict[str, tuple[float, set[tuple[str, str]]]] = {}
-        for c in self.crossings:
-            for name, elements, bits in c.tensors:
-                links = trees.setdefault(name, (elements * bits / 8.0, set()))[1]
-                links.update(data.route(c.source, c.target))
-        for size, links in trees.values():
-            for u, v in links:
-                out[f"{u}->{v}"] += size
-        return out
-
     def default_transmit(self) -> Transmit:
         """Identity for float plans; pack/unpack at the sent bits for quantized plans."""
         if not self.quantized:
@@ -161,8 +138,8 @@ class SplitModel:
         tuple if the module returns several tensors)."""
         self._check_input(x)
         hook = self.default_transmit() if transmit is None else transmit
-        if self.kind == "mesh":
-            return self._run_mesh(x, hook)
+        if self.kind != SEQUENTIAL:
+            return self._run_stages(x, hook)
         stats = RunStats(samples=x.shape[0], part_seconds=[0.0] * len(self.parts),
                          crossing_bytes=[0.0] * len(self.crossings))
         outs: list[tuple[torch.Tensor, ...]] = []
@@ -186,8 +163,8 @@ class SplitModel:
         self.last_run = stats
         return stack_outputs(outs, len(self.output_names))
 
-    def _run_mesh(self, x: torch.Tensor, hook: Transmit) -> torch.Tensor:
-        """Mesh plans: every device has its own store; after a part runs, each tensor it
+    def _run_stages(self, x: torch.Tensor, hook: Transmit) -> torch.Tensor:
+        """Parts that are stages (mesh plans): every device has its own store; after a part runs, each tensor it
         sends goes through ``hook`` once per destination device (the producer keeps its
         own copy); a model output is read on the sink when it was delivered there."""
         index = {(c.source, c.target): k for k, c in enumerate(self.crossings)}
@@ -232,7 +209,7 @@ class SplitModel:
         """Per part: device, layer count, first/last layer, received and sent tensors."""
         rows = []
         for m, p in enumerate(self.parts):
-            if self.kind == "mesh":
+            if self.kind != SEQUENTIAL:
                 size = {(c.source, c.target, n): e * b / 8.0 for c in self.crossings for n, e, b in c.tensors}
                 sent = [f"{n}->{b}" for n, b in p.sends]
                 sent_bytes = sum(size[(p.device, b, n)] for n, b in p.sends)

@@ -157,3 +157,10 @@ class ChainFamily(Family):
         return (ScaleCase(f"chain{devices}_latency", "chain",
                           lambda n, seed: random_chain_data(seed, n, devices, "latency"),
                           ("chain-cut", "cpsat", "milp-highs", "segments-dp", "chain-scan", "evolutionary")),)
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.chain.side:ChainSide"
+    topology = "chain"
+
+    def topology_settings(self, names, devices, bit_widths, quantized, reference_bits):
+        """The devices in the given order are the chain."""
+        return {"problem": "chain", "chain": list(names)}

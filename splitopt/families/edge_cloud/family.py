@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Sequence
 
-from splitopt.core.errors import NotApplicable
+from splitopt.core.errors import InvalidOption, NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
@@ -175,3 +175,30 @@ class EdgeCloudFamily(Family):
         return (ScaleCase("edge_cloud_split_bits", "split_bits",
                           lambda n, seed: random_instance_data(seed, n, problem="split_bits", edge_required=False),
                           ("cpsat", "milp-highs", "auto-split", "cloud-only", "evolutionary")),)
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.edge_cloud.side:EdgeCloudSide"
+    topology = "edge-cloud"
+    topology_devices = (2, 2)
+
+    def topology_settings(self, names, devices, bit_widths, quantized, reference_bits):
+        """The first device is the edge, the second the cloud; ``split_bits`` over the
+        offered bit-widths the edge runs when error tables are measured, else the float
+        ``split`` (the edge must then run the reference precision)."""
+        settings: dict = {"problem": "split", "edge": names[0], "cloud": names[1]}
+        edge_bits = [b for b in bit_widths if b in devices[0]["bit_widths"]]
+        if quantized and edge_bits:
+            settings.update(problem="split_bits", bit_widths=edge_bits)
+        elif reference_bits is not None and reference_bits not in devices[0]["bit_widths"]:
+            raise InvalidOption(f"edge '{names[0]}' cannot run the reference precision")
+        return settings
+
+    def complete_profiled(self, inst):
+        """A ``split_bits`` instance's error budget: the whole network's error at W8A8."""
+        if inst.problem != "split_bits":
+            return inst
+        w8a8 = sum(l.weight_error.get(8, 0.0) + l.activation_error.get(8, 0.0) for l in inst.layers)
+        return inst.with_settings(error_budget=w8a8)
+
+    def host_as_edge(self, links, settings, host):
+        """The host becomes the edge, linked to the cloud as the preset's edge is."""
+        return [*links, dict(links[0], source=host)], dict(settings, edge=host)

@@ -182,3 +182,5 @@ class LoadingFamily(Family):
         ``reference-plans`` and ``paper-rlu`` apply to some instances only: run them with
         ``-s``)."""
         return ("cpsat", "milp-highs", "count-search", "monolithic", "equal-count", "equal-bytes")
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.loading.side:LoadingSide"

@@ -102,3 +102,17 @@ class MeshFamily(Family):
     def not_affine_reason(self, inst: Instance) -> str:
         return ("a schedule's makespan is a max over paths of affine functions of 1/bandwidth, so the optimum is not "
                 "concave in it")
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.mesh.side:MeshSide"
+    topology = "mesh"
+
+    def topology_links(self, devices):
+        """A link from every device to every later one (the input arrives at the first, the
+        output leaves from the last)."""
+        return [(a, b) for i, a in enumerate(devices) for b in devices[i + 1:]]
+
+    def topology_settings(self, names, devices, bit_widths, quantized, reference_bits):
+        """The first device receives the input, the last delivers the outputs; shortest-path
+        routing."""
+        return {"problem": "mesh", "edge": names[0], "cloud": names[-1],
+                "mesh": {"routing": "shortest", "deliver_outputs": True}}

@@ -111,3 +111,5 @@ class MultiviewFamily(Family):
 
         self.prepare(inst)
         return pareto_front(inst, solve, points)
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.multiview.side:MultiviewSide"

@@ -177,3 +177,5 @@ class SeparableFamily(Family):
         """The exact backends and the baselines but ``reference-policies`` (only where the
         instance carries published policies: run it with ``-s``)."""
         return ("cpsat", "milp-highs", "ring-allreduce", "no-communication", "all-intensive", "random-sampling")
+    # ----- the torch bridge and hardware presets ------------------------------------------------
+    torch_side = "splitopt.torch.separable.side:SeparableSide"
