@@ -46,8 +46,8 @@ def bandwidth_command(
     optimum is the lower envelope of these lines, concave in 1/bandwidth), each interval's
     plan proven optimal, as a JSON table an edge runtime can look up (-o)."""
     from splitopt.cli.common import (EXIT_NO_PLAN, PLOT_SUFFIXES, check_distinct_outputs, check_output_path,
-                                     check_positive_count, check_seed, check_solve_options, errors,
-                                     parse_set_options)
+                                     check_positive_count, check_solve_options, errors, parse_set_options)
+    from splitopt.core.options import check_seed
     from splitopt.core.errors import InvalidOption
 
     with errors():

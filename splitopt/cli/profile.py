@@ -37,8 +37,8 @@ class Topology(str, Enum):
     registered families')."""
 
     edge_cloud = "edge-cloud"
-    chain = "chain"
-    mesh = "mesh"
+    chain = "chain"  # not a family: the --topology value a user types (Family.topology; tested to match)
+    mesh = "mesh"  # not a family: the --topology value a user types (Family.topology; tested to match)
 
 
 class Cache(str, Enum):
