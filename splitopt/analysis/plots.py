@@ -176,7 +176,7 @@ def plot_pipeline(stages: Sequence[tuple[str, float, float, str]], path: str | P
     slow = max(range(len(stages)), key=lambda i: stages[i][1] + stages[i][2])
     fig, axes = new_figure((11.0, max(2.6, 0.6 * len(stages) + 1.8)))
     ax = axes[0, 0]
-    for s, (name, compute, transfer, _) in enumerate(stages):
+    for s, (_, compute, transfer, _) in enumerate(stages):
         edge = "tab:red" if s == slow else "black"
         lw = 1.4 if s == slow else 0.3
         for k in range(samples):

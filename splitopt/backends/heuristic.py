@@ -148,7 +148,7 @@ class HeuristicBackend(Backend):
             search.stop_reason = (f"time limit: {left:.2g} s left, less than the {method.import_s:g} s its "
                                   "dependencies take to import; the seeds judged only")
         else:
-            search.done  # records why it stopped
+            search.done  # noqa: B018 - reading it records the stopping rule that holds (stop_reason)
         extra: dict[str, Any] = {"build_s": build_s, "solve_s": time.perf_counter() - t0 - build_s,
                                  "seeds": sources, "seed_best_ms": best_seed_objective(search, seeds), **search.summary()}
         if interrupted:
