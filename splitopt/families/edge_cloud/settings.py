@@ -78,7 +78,7 @@ class EdgeCloudSettings(FamilySettings):
 
 def settings(inst: Instance) -> EdgeCloudSettings:
     """The edge/cloud settings of ``inst`` (typed for the readers of this family)."""
-    return inst.settings  # type: ignore[return-value]
+    return inst.settings
 
 
 def edge_device(inst: Instance) -> Device:
