@@ -296,7 +296,8 @@ def plot_front(inst: Any, front: Front, path: str | Path | None = None,
     fig, axes = new_figure((6.5, 4.2))
     ax = axes[0, 0]
     pts = [p for p in front.points if p.measure is not None]
-    xs, ys = [p.measure for p in pts], [p.latency_ms for p in pts]
+    xs = [p.measure for p in pts if p.measure is not None]  # every point's (filtered above)
+    ys = [p.latency_ms for p in pts]
     ax.step(xs, ys, where=front.step, color="tab:blue", alpha=0.5)
     proven = [p for p in pts if p.result.status.value == "OPTIMAL"]
     ax.scatter([p.measure for p in proven], [p.latency_ms for p in proven], color="tab:blue",

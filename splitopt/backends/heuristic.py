@@ -91,7 +91,7 @@ def best_seed_objective(search: Search, seeds: list[Genome]) -> float | None:
             key = search.space.to_plan(search.space.repair(dict(genome))).key()
         except (KeyError, ValueError, InvalidPlan):
             continue
-        metrics, r = search.memo.get(key, (None, None))
+        metrics, r = search.memo.get(key, (None, ()))
         if metrics is not None and r[0] == 0 and (best is None or r[2] < best):
             best = r[2]
     return best

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import typer
 from rich.markup import escape as esc
@@ -90,7 +90,7 @@ def _mbps(bandwidth: float) -> str:
     return f"{bandwidth / 1e6:.6g}"
 
 
-def _table(title: str, columns: list[tuple[str, str]]) -> Any:
+def _table(title: str, columns: list[tuple[str, Literal["left", "right"]]]) -> Any:
     """A rich table with ``columns`` (name, justify)."""
     from rich.table import Table
 

@@ -65,6 +65,7 @@ def run_tcp_command(
         if plan is not None:
             plan_dict = read_json(plan, InvalidPlan)
         else:
+            assert breakpoints is not None  # exactly one of PLAN and --breakpoints (checked above)
             table = read_table(inst, breakpoints)
         require_torch("run-tcp")
         report = run_tcp_options(instance, plan_dict, table, options, steps)

@@ -117,6 +117,7 @@ def run_command(
         if tcp:
             report = _run_tcp(instance, inst, plan, values)
         else:
+            assert plan is not None  # without --transport tcp PLAN is needed (checked above)
             the_plan = load_plan(inst, plan)
             from splitopt.torch.side import build_options, side_of
 

@@ -157,7 +157,7 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any], settings_class: Se
         Bus(b["name"], float(b["bandwidth_bits_per_s"]), b.get("mode", "serial")) for b in data.get("buses", [])
     )
     bus_names = {b.name for b in buses}
-    links = []
+    parsed_links = []
     for i, l in enumerate(data["links"]):
         bus = l.get("bus")
         if bus is not None and bus not in bus_names:
@@ -165,8 +165,8 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any], settings_class: Se
         if bus is None and "bandwidth_bits_per_s" not in l:
             raise InvalidInstance(f"instance.links[{i}]: 'bandwidth_bits_per_s' is required for a link on no bus")
         rate = float(l["bandwidth_bits_per_s"]) if "bandwidth_bits_per_s" in l else float("nan")
-        links.append(Link(l["source"], l["target"], rate, float(l.get("latency_ms", 0.0)), bus))
-    links = tuple(links)
+        parsed_links.append(Link(l["source"], l["target"], rate, float(l.get("latency_ms", 0.0)), bus))
+    links = tuple(parsed_links)
     raw = data["settings"]
     settings = settings_class(raw["problem"]).from_json(raw, {d.name: d for d in devices})
     with checked_elsewhere():  # checked here: the schema above, consistency and ranges below
