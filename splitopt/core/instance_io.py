@@ -258,8 +258,6 @@ def _parse_layer(index: int, raw: Mapping[str, Any]) -> Layer:
 
 
 def _check_consistency(inst: Instance) -> None:
-    import networkx as nx
-
     where = "instance.graph"
     names: dict[str, str] = {}
     for i, t in enumerate(inst.inputs):
@@ -278,20 +276,24 @@ def _check_consistency(inst: Instance) -> None:
                 raise InvalidInstance(
                     f"{where}.layers[{i}].inputs: layer '{layer.name}' reads unknown tensor '{src}' (dangling edge)"
                 )
-    # cycles before order, so that a cycle is reported as such
-    g = inst.graph
-    if not nx.is_directed_acyclic_graph(g):
-        cycle = nx.find_cycle(g)
-        path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
-        raise InvalidInstance(f"{where}.layers: the layer graph has a cycle: {path}")
+    # layers in an execution order (every input listed before its reader) form no cycle; where
+    # the order is broken, a cycle is looked for first, so that a cycle is reported as such
     pos = inst.position
-    for i, layer in enumerate(inst.layers):
-        for src in layer.inputs:
-            if src in pos and pos[src] >= i:
-                raise InvalidInstance(
-                    f"{where}.layers[{i}]: layer '{layer.name}' is listed before its input '{src}'; "
-                    "layers must be listed in an execution (topological) order"
-                )
+    misordered = next(((i, layer, src) for i, layer in enumerate(inst.layers) for src in layer.inputs
+                       if src in pos and pos[src] >= i), None)
+    if misordered is not None:
+        import networkx as nx  # here, on the error's path: importing it costs more than a small solve
+
+        g = inst.graph
+        if not nx.is_directed_acyclic_graph(g):
+            cycle = nx.find_cycle(g)
+            path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+            raise InvalidInstance(f"{where}.layers: the layer graph has a cycle: {path}")
+        i, layer, src = misordered
+        raise InvalidInstance(
+            f"{where}.layers[{i}]: layer '{layer.name}' is listed before its input '{src}'; "
+            "layers must be listed in an execution (topological) order"
+        )
     unused = [t.name for t in inst.inputs if not inst.consumers[t.name]]
     if unused:
         raise InvalidInstance(f"{where}.inputs: input '{unused[0]}' is read by no layer")
