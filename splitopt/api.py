@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: the schema built last, by the registry it was built from
 _SCHEMA: dict[tuple, dict[str, Any]] = {}
+#: each family's own schema (:func:`_family_schema`), by family name and registry entry
+_FAMILY_SCHEMA: dict[tuple, dict[str, Any]] = {}
 
 
 def instance_schema() -> dict[str, Any]:
@@ -37,6 +39,34 @@ def instance_schema() -> dict[str, Any]:
         _SCHEMA.clear()
         _SCHEMA[key] = families_schema(families())
     return copy.deepcopy(_SCHEMA[key])
+
+
+def _family_schema(problem: Any) -> dict[str, Any] | None:
+    """The instance schema of ``problem``'s family alone (the core schema with that family's
+    problems, objectives and settings), which only instances that meet the whole schema
+    (:func:`instance_schema`) meet: its problem and objective lists are parts of the whole
+    schema's, and the other families' settings apply to other problems. What an instance
+    is checked against first: it needs the problem's family alone (found as
+    ``family_for_problem`` finds it), where the whole schema imports every family. None
+    for a problem no family has, or a family with a format of its own."""
+    if not isinstance(problem, str):
+        return None
+    try:
+        fam = family_for_problem(problem)
+    except InvalidInstance:
+        return None
+    if not fam.core_instance or fam.settings_class is None:
+        return None
+    key = (fam.name, FAMILIES.get(fam.name))
+    if key not in _FAMILY_SCHEMA:
+        _FAMILY_SCHEMA[key] = families_schema([fam])
+    return _FAMILY_SCHEMA[key]
+
+
+def _problem_of(data: Any) -> Any:
+    """``data["settings"]["problem"]`` where there is one (unchecked), else None."""
+    settings = data.get("settings") if isinstance(data, dict) else None
+    return settings.get("problem") if isinstance(settings, dict) else None
 
 
 def settings_class_of(problem: str) -> Any:
@@ -72,7 +102,7 @@ def parse_instance(data: Any, overrides: Overrides = None) -> Any:
         for fam in readers():
             if fam.reads(data):
                 return fam.read(data, None)
-    inst = parse_instance_data(data, instance_schema(), settings_class_of)
+    inst = parse_instance_data(data, instance_schema, settings_class_of, narrower=_family_schema(_problem_of(data)))
     _check_objective(inst)
     family_of(inst).prepare(inst)
     return inst
@@ -91,7 +121,7 @@ def check_built_instance(inst: Instance) -> None:
     consistency (a layer reading a missing tensor, duplicate names, links between unknown
     devices, ...), ranges, the objective and the family's checks. Run by the constructor;
     InvalidInstance (one line naming the field and value) on any defect."""
-    check_built(inst, instance_schema(), settings_class_of)
+    check_built(inst, instance_schema, settings_class_of, narrower=_family_schema(inst.problem))
     _check_objective(inst)
     family_of(inst).prepare(inst)
 
