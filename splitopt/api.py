@@ -5,7 +5,7 @@ plan, and the JSON forms, each dispatched to the instance's family.
 Reading takes scenario overrides (``overrides=["links[edge->cloud].bandwidth_bits_per_s=5e6"]``,
 ``splitopt.core.overrides``), applied to the JSON data before any check. An
 :class:`~splitopt.core.instance.Instance` built in Python runs the checks of
-:func:`parse_instance` when it is constructed (installed here: :func:`check_built_instance`)."""
+:func:`parse_instance` when it is constructed (:func:`check_built_instance`, installed by the package: ``splitopt/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from splitopt.core.errors import InvalidInstance, InvalidOption, InvalidPlan, NotApplicable
-from splitopt.core.instance import Instance, set_build_check
+from splitopt.core.instance import Instance
 from splitopt.core.instance_io import FORMAT, check_built, parse_instance_data
 from splitopt.core.jsonfile import check_path_argument, json_type, read_json
 from splitopt.core.result import SolveResult
@@ -124,9 +124,6 @@ def check_built_instance(inst: Instance) -> None:
     check_built(inst, instance_schema, settings_class_of, narrower=_family_schema(inst.problem))
     _check_objective(inst)
     family_of(inst).prepare(inst)
-
-
-set_build_check(check_built_instance)
 
 
 def default_backend_of(path: str | Path, overrides: Overrides = None) -> str | None:
