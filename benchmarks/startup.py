@@ -20,9 +20,10 @@ before and after: on a shared machine CPU time is the steadier figure. Byte code
 cached as in an installed package (``PYTHONDONTWRITEBYTECODE`` is dropped for the
 splitopt commands; the untimed run writes it).
 
-Import breakdown (``--imports``, default 7 runs): ``python -X importtime`` of ``solve``
+Import breakdown (``--imports``, default 7 rounds): ``python -X importtime`` of ``solve``
 and ``--help``, the self time of every module summed per top-level package (splitopt per
-subpackage), median over the runs, for each checkout: where the imports' time goes.
+subpackage), median over the rounds (each runs every checkout once, in turn), for each
+checkout: where the imports' time goes.
 
 Run: ``python benchmarks/startup.py [--repeats 9] [--before DIR] [--also /path/to/core-venv/bin/python]``;
 writes ``benchmarks/results/startup.md`` and ``benchmarks/results/startup.json``.
@@ -122,25 +123,33 @@ def checkout_label(source: Path) -> str:
     return f"{commit}{dirty}"
 
 
-def import_breakdown(python: str, source: Path, args: list[str], runs: int) -> dict[str, float]:
+def import_times(python: str, source: Path, args: list[str]) -> dict[str, float]:
     """Self import time (ms) per top-level package (splitopt: per subpackage, families per
-    family) of ``python -X importtime -m splitopt ARGS`` from ``source``, median of ``runs``."""
-    per: dict[str, list[float]] = {}
+    family) of one ``python -X importtime -m splitopt ARGS`` from ``source``."""
+    proc = subprocess.run([python, "-X", "importtime", "-m", "splitopt", *absolute(args)], capture_output=True, text=True,
+                          env=splitopt_env(source), cwd=source, timeout=600)
+    total: dict[str, float] = {}
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        _, self_us, _, name = [part.strip() for part in line.replace("import time:", "|", 1).split("|")]
+        parts = name.split(".")
+        key = ".".join(parts[:3] if parts[:2] == ["splitopt", "families"] else parts[:2] if parts[0] == "splitopt"
+                       else parts[:1])
+        total[key] = total.get(key, 0.0) + int(self_us) / 1000.0
+    return total
+
+
+def import_breakdown(python: str, trees: list[tuple[str, Path]], args: list[str], runs: int) -> dict[str, dict]:
+    """Per checkout (label, path): :func:`import_times` of ``ARGS``, median of ``runs``
+    rounds, each round running every checkout once in turn (side by side)."""
+    per: dict[str, dict[str, list[float]]] = {label: {} for label, _ in trees}
     for r in range(runs):
-        proc = subprocess.run([python, "-X", "importtime", "-m", "splitopt", *absolute(args)], capture_output=True, text=True,
-                              env=splitopt_env(source), cwd=source, timeout=600)
-        total: dict[str, float] = {}
-        for line in proc.stderr.splitlines():
-            if not line.startswith("import time:") or "self [us]" in line:
-                continue
-            _, self_us, _, name = [part.strip() for part in line.replace("import time:", "|", 1).split("|")]
-            parts = name.split(".")
-            key = ".".join(parts[:3] if parts[:2] == ["splitopt", "families"] else parts[:2] if parts[0] == "splitopt"
-                           else parts[:1])
-            total[key] = total.get(key, 0.0) + int(self_us) / 1000.0
-        for key in set(per) | set(total):
-            per.setdefault(key, [0.0] * r).append(total.get(key, 0.0))
-    return {key: statistics.median(values) for key, values in per.items()}
+        for label, tree in trees:
+            total = import_times(python, tree, args)
+            for key in set(per[label]) | set(total):
+                per[label].setdefault(key, [0.0] * r).append(total.get(key, 0.0))
+    return {label: {key: statistics.median(values) for key, values in times.items()} for label, times in per.items()}
 
 
 def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
@@ -246,8 +255,7 @@ def main() -> None:
     if args.imports > 0:
         trees = ([(before, args.before.resolve())] if args.before is not None else []) + [(here, ROOT)]
         for what, cli_args in BREAKDOWN_ARGS.items():
-            breakdown[what] = {label: import_breakdown(sys.executable, tree, cli_args, args.imports)
-                               for label, tree in trees}
+            breakdown[what] = import_breakdown(sys.executable, trees, cli_args, args.imports)
     load_after = os.getloadavg()
 
     rows = [{"label": c["label"], "command": c["command"], "exit": c["exit"], "loaded": c["loaded"],
@@ -311,7 +319,8 @@ def main() -> None:
                                                                                          for t in per_tree.values()))
         lines += ["", f"## Import breakdown: `splitopt {' '.join(BREAKDOWN_ARGS[what])}`", "",
                   f"`python -X importtime`, self time of every module summed per package (splitopt per subpackage, "
-                  f"the families per family), median of {args.imports} runs, ms; the {BREAKDOWN_ROWS} most expensive.",
+                  f"the families per family), ms, median of {args.imports} rounds (each runs every checkout once, in turn; "
+                  f"`-X importtime` adds its own overhead to every import); the {BREAKDOWN_ROWS} most expensive.",
                   "",
                   "| package | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels),
                   "| all imports | " + " | ".join(f"{sum(per_tree[l].values()):.1f}" for l in labels) + " |"]
