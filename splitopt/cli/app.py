@@ -4,8 +4,6 @@ bridge's commands (profile, run, retrain) import torch only when they run; witho
 torch extra they say so in one line (exit 3). Exit codes: ``splitopt.cli.common``.
 """
 
-from __future__ import annotations
-
 import json
 import time
 from enum import Enum
