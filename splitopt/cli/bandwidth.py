@@ -4,8 +4,6 @@ bandwidth (AUTO-SPLIT Table 8): re-solves over log-spaced bandwidths, or with
 (``splitopt.analysis.breakpoints``). Options and output paths are checked before the
 instance is read; errors are one line, exit 2 (``splitopt.cli.common``)."""
 
-from __future__ import annotations
-
 import json
 import math
 from pathlib import Path

@@ -18,8 +18,6 @@ match the instance, a part that does not export), one line on stderr; 3 a missin
 (torch; onnx for ``--format onnx``).
 """
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Optional

@@ -6,8 +6,6 @@ output and exit codes). What they do is the loading family's torch side's
 checked before torch is imported (one line, exit 2; torch missing: exit 3).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Optional
 

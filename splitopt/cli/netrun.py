@@ -7,8 +7,6 @@ ms per part and per link against the evaluator (:mod:`splitopt.netrun.runner`). 
 printing of a TCP run's report, which ``splitopt run --transport tcp`` shares.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Optional
 

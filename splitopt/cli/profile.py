@@ -12,8 +12,6 @@ takes seconds to minutes).
 ``splitopt devices`` (no torch) lists the device presets.
 """
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional

@@ -16,8 +16,6 @@ but the split block, the widths' upper bound, init and loss are checked before t
 imported.
 """
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Optional

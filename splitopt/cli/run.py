@@ -14,8 +14,6 @@ does not take is one line naming it (exit 2). Exit status: 0 the run matches; 1 
 not (or a device process failed); 2 bad input; 3 torch is not installed.
 """
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional

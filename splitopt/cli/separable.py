@@ -6,8 +6,6 @@ paths, the instance and the plan are checked before torch is imported (one line,
 2; torch missing: exit 3).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Optional
 
