@@ -223,7 +223,7 @@ class ProcessLoaderPool:
         return len(self.processes)
 
     def _receive(self, run: int, count: int, timeout_s: float = 600.0) -> list[tuple]:
-        got = []
+        got: list[tuple] = []
         while len(got) < count:
             try:
                 item = self.results.get(timeout=timeout_s)
