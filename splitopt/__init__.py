@@ -99,6 +99,16 @@ class _Package(types.ModuleType):
             module.__class__ = _CallableModule
         return module
 
+    @solve.setter
+    def solve(self, value: Any) -> None:
+        # the import system binds the submodule here once it is imported (the getter then
+        # finds it in sys.modules); anything else assigned (a test's stand-in) replaces
+        # the attribute until the module is assigned back
+        if isinstance(value, types.ModuleType) and value.__name__ == "splitopt.solve":
+            self.__dict__.pop("_solve_replaced", None)
+        else:
+            self.__dict__["_solve_replaced"] = value
+
     def __getattr__(self, name: str) -> Any:
         """A name of :data:`LAZY`, imported now and kept."""
         if name not in LAZY:
@@ -110,16 +120,6 @@ class _Package(types.ModuleType):
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(LAZY))
-
-    @solve.setter
-    def solve(self, value: Any) -> None:
-        # the import system binds the submodule here once it is imported (the getter then
-        # finds it in sys.modules); anything else assigned (a test's stand-in) replaces
-        # the attribute until the module is assigned back
-        if isinstance(value, types.ModuleType) and value.__name__ == "splitopt.solve":
-            self.__dict__.pop("_solve_replaced", None)
-        else:
-            self.__dict__["_solve_replaced"] = value
 
 
 sys.modules[__name__].__class__ = _Package
