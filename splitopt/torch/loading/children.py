@@ -35,28 +35,18 @@ from splitopt.torch.loading.models import BlockModelConfig, BlockSequence, Block
 CHILD_FORMAT = "splitopt-loading-child/1"
 
 
-class ChildModel(nn.Module):
+class ChildModel(BlockSequence):
     """Child ``index`` of ``children``: its blocks run one after another; the blocks named
     in ``trainable`` have ``requires_grad=True`` parameters, every other parameter is
     frozen."""
 
     def __init__(self, index: int, children: int, names: Sequence[str], blocks: Sequence[nn.Module],
                  trainable: Sequence[str]):
-        super().__init__()
+        super().__init__(list(names), list(blocks))
         self.index, self.children_count = index, children
-        self.block_names = list(names)
-        self.blocks = nn.ModuleList(blocks)
         self.trainable = [n for n in names if n in set(trainable)]
         for name, block in zip(self.block_names, self.blocks):
             block.requires_grad_(name in self.trainable)
-
-    def named_blocks(self) -> list[tuple[str, nn.Module]]:
-        return list(zip(self.block_names, self.blocks))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return x
 
 
 @dataclass(frozen=True)
