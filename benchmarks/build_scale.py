@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from splitopt.core.gcpause import paused_gc  # noqa: E402
-from splitopt.families.edge_cloud.program import build_split_program  # noqa: E402
+from splitopt.families.edge_cloud.milp import build_split_program  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
 from splitopt.families.edge_cloud.examples import random_instance  # noqa: E402
 

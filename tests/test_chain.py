@@ -21,7 +21,7 @@ from splitopt.core.errors import InvalidInstance, InvalidPlan, NotApplicable
 from splitopt.api import parse_instance
 from splitopt.core.result import Status
 from splitopt.solve import solve
-from splitopt.families.chain.program import build_chain_program, encode_chain_plan
+from splitopt.families.chain.milp import build_chain_program, encode_chain_plan
 from splitopt.core.program import row_violations
 from splitopt.families.chain.examples import random_chain_instance, random_chain_plan
 

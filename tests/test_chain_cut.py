@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from splitopt.core.program import row_violations
 from splitopt.core.result import Status
-from splitopt.families.chain import program as chain_program
+from splitopt.families.chain import milp as chain_program
 from splitopt.families.chain.bound import chain_lower_bound
 from splitopt.families.chain.cut import cut_refusal, min_weighted_stages
 from splitopt.families.chain.data import chain_tensors

@@ -38,10 +38,10 @@ from splitopt.core.result import Status
 from splitopt.families.maxload.cores import CPU, cpu_cores, placement_of
 from splitopt.families.maxload.enumerate import latency_placements
 from splitopt.families.maxload.evaluate import check_placement, latency
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.instance import parse_peer_instance, read_peer_instance
-from splitopt.families.maxload.latency_cpsat import build_latency_cpsat
-from splitopt.families.maxload.latency_milp import (build_latency_program, decode_latency, encode_latency,
+from splitopt.families.maxload.cpsat_latency import build_latency_cpsat
+from splitopt.families.maxload.milp_latency import (build_latency_program, decode_latency, encode_latency,
                                                   milp_tolerance_ms)
 from splitopt.families.maxload.peer_data import data_root
 from splitopt.families.maxload.plan import MaxloadPlacement

@@ -1,5 +1,5 @@
 """The maxload family's exact max-load (throughput) program
-(``splitopt/families/maxload/program.py``, ``formulations/maxload_throughput.md``).
+(``splitopt/families/maxload/milp_throughput.py``, ``formulations/maxload_throughput.md``).
 
 * The other symmetry breakings and no bound cuts against an independent brute force (all
   assignments of colour classes to all devices by name, filtered by ``check_placement``,
@@ -27,14 +27,14 @@ from splitopt.cli import app as main_app
 from splitopt.core.errors import UnknownSolver
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import Status
-from splitopt.families.maxload.cpsat import to_cpsat
+from splitopt.families.maxload.cpsat_throughput import to_cpsat
 from splitopt.families.maxload.evaluate import check_placement, max_load
 from splitopt.families.maxload.instance import parse_peer_instance as parse_dnnp
 from splitopt.families.maxload.instance import read_peer_instance as load_dnnp
 from splitopt.families.maxload.plan import MaxloadPlacement as DnnpPlacement
 from splitopt.families.maxload.peer_data import data_root
 from splitopt.families.maxload.plan import load_expert
-from splitopt.families.maxload.program import build_max_load_program, decode_placement
+from splitopt.families.maxload.milp_throughput import build_max_load_program, decode_placement
 from splitopt.solve import solve
 
 ROOT = data_root()

@@ -22,7 +22,7 @@ from splitopt.core.result import Status
 from splitopt.families.edge_cloud.dominance import dominated_layers, without_dominated_frontier
 from splitopt.families.edge_cloud.evaluate import evaluate
 from splitopt.families.edge_cloud.examples import random_instance_data
-from splitopt.families.edge_cloud.program import build_split_program, decode_split_plan, encode_plan
+from splitopt.families.edge_cloud.milp import build_split_program, decode_split_plan, encode_plan
 from splitopt.families.registry import family
 from splitopt.families.edge_cloud.examples import random_instance
 from splitopt.families.edge_cloud.strategies import split_bits_instances, split_instances

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from splitopt.core import closure as closure_module
 from splitopt.core.closure import closure_sums
 from splitopt.core.options import BuildDeadlinePassed, building_until
-from splitopt.families.edge_cloud import program as edge_cloud_program
+from splitopt.families.edge_cloud import milp as edge_cloud_program
 from splitopt.families.registry import family
 from splitopt.testing import contracts
 from splitopt.families.edge_cloud.examples import random_instance

@@ -149,7 +149,7 @@ def test_export_model(toy_data, tmp_path, solver, suffix):
 
 
 def test_bit_choice_encoding_per_layer(toy_data):
-    from splitopt.families.edge_cloud.program import build_split_program
+    from splitopt.families.edge_cloud.milp import build_split_program
 
     inst = parse_instance(toy_data)
     enc = build_split_program(inst).meta["encoding"]

@@ -19,7 +19,7 @@ from splitopt.families.chain.checks import check_chain
 from splitopt.families.chain.enumerate import enumerate_plans
 from splitopt.families.chain.evaluate import ChainMetrics, evaluate
 from splitopt.families.chain.plan import plan_from_dict
-from splitopt.families.chain.program import build_chain_program, decode_chain_plan, encode_chain_plan
+from splitopt.families.chain.milp import build_chain_program, decode_chain_plan, encode_chain_plan
 from splitopt.families.chain.report import report
 from splitopt.families.chain.settings import ChainSettings
 from splitopt.families.chain.space import chain_space

@@ -21,7 +21,7 @@ from splitopt.families.edge_cloud.enumerate import enumerate_plans
 from splitopt.families.edge_cloud.evaluate import Metrics, evaluate
 from splitopt.families.edge_cloud.plan import plan_from_dict, plan_to_dict
 from splitopt.families.edge_cloud.settings import EdgeCloudSettings, uplink
-from splitopt.families.edge_cloud.program import build_split_program, decode_split_plan, encode_plan, start_plan
+from splitopt.families.edge_cloud.milp import build_split_program, decode_split_plan, encode_plan, start_plan
 from splitopt.families.edge_cloud.report import report
 from splitopt.families.edge_cloud.space import edge_cloud_space
 from splitopt.search.space import SearchSpace

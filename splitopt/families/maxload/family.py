@@ -7,7 +7,7 @@ instance's ``contiguity`` rule, "splitopt" or the peer DP's "authors": ``contigu
 sample). Its instances are the peer's own files, read by the importer in
 ``splitopt.families.maxload.instance``. Model: ``formulations/maxload_models.md``;
 max-load program: ``formulations/maxload_throughput.md``; latency programs:
-``formulations/maxload_models.md``, "Latency program" (``latency_milp``, ``latency_cpsat``)."""
+``formulations/maxload_models.md``, "Latency program" (``milp_latency``, ``cpsat_latency``)."""
 
 from __future__ import annotations
 
@@ -20,19 +20,19 @@ from splitopt.families.base import Family, Method
 from splitopt.families.maxload import methods
 from splitopt.families.maxload.bound import maxload_lower_bound
 from splitopt.families.maxload.contiguity import contiguity_graph
-from splitopt.families.maxload.cpsat import max_load_cpsat_program
+from splitopt.families.maxload.cpsat_throughput import max_load_cpsat_program
 from splitopt.families.maxload.diagnose import diagnose
 from splitopt.families.maxload.enumerate import enumerate_plans
 from splitopt.families.maxload.evaluate import MaxloadMetrics, evaluate
-from splitopt.families.maxload.groups import groups_of
-from splitopt.families.maxload.latency_cpsat import build_latency_cpsat
-from splitopt.families.maxload.latency_milp import (build_latency_program, decode_latency, encode_latency,
+from splitopt.families.maxload.data import groups_of
+from splitopt.families.maxload.cpsat_latency import build_latency_cpsat
+from splitopt.families.maxload.milp_latency import (build_latency_program, decode_latency, encode_latency,
                                                   milp_bound_tolerance_ms, milp_tolerance_ms)
-from splitopt.families.maxload.latency_start import start_placement
+from splitopt.families.maxload.start import start_placement
 from splitopt.families.maxload.instance import (CONTIGUITY, OBJECTIVES, PROBLEM, MaxloadInstance, check_contiguity,
                                               is_peer_data, objective_of_path, parse_peer_instance, peer_name)
 from splitopt.families.maxload.plan import PLAN_FORMAT, MaxloadPlacement, parse_expert
-from splitopt.families.maxload.program import (MILP_REL_TOL, build_max_load_program, decode_placement,
+from splitopt.families.maxload.milp_throughput import (MILP_REL_TOL, build_max_load_program, decode_placement,
                                              simple_infeasibility)
 from splitopt.families.maxload.report import report
 from splitopt.families.maxload.space import maxload_space
@@ -97,7 +97,7 @@ class MaxloadFamily(Family):
     def start_plan(self, inst: MaxloadInstance) -> MaxloadPlacement | None:
         """Throughput: every node on cpu0 (it keeps either contiguity rule). Latency: the
         better of that and a greedy that fills accelerators with consecutive blocks
-        (``latency_start``); every node on cpu0 under contiguity "authors" where it differs
+        (``start``); every node on cpu0 under contiguity "authors" where it differs
         from "splitopt" (the greedy keeps splitopt's rule only)."""
         if inst.objective == "latency" and not contiguity_graph(inst).binds:
             return inst.derived(("maxload", "latency-start"), lambda: start_placement(inst, groups_of(inst))[0])

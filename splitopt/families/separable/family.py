@@ -101,7 +101,7 @@ class SeparableFamily(Family):
     def build_program(self, inst: Instance, kind: str, start: Any) -> Program:
         self.prepare(inst)
         if kind == "linear":
-            from splitopt.families.separable.program import build_program
+            from splitopt.families.separable.milp import build_program
 
             return build_program(inst, start)
         raise NotApplicable(f"problem 'separable' builds no program of kind '{kind}'")

@@ -14,7 +14,7 @@ from typing import Any
 
 from splitopt.core.errors import NotApplicable, SolverFailure
 from splitopt.core.program import LinearProgram, Program
-from splitopt.families.maxload.program import decode_placement
+from splitopt.families.maxload.milp_throughput import decode_placement
 
 #: CP-SAT time scale: the largest possible load is 2**40 units
 TIME_SCALE = 2**40
@@ -103,7 +103,7 @@ def to_cpsat(lp: LinearProgram):
 
 
 def max_load_cpsat_program(inst, lp: LinearProgram, stats: dict[str, Any]) -> Program:
-    """The max-load program ``lp`` of ``inst`` (``program.build_max_load_program``) as a
+    """The max-load program ``lp`` of ``inst`` (``milp_throughput.build_max_load_program``) as a
     CP-SAT ``Program``: objective in units of ``unit`` ms, tolerance ``tol`` ms, decoded
     to a placement; presolve off (or-tools #5293: the memory and time rows pass 2**31)."""
     model, xs, unit, tol = to_cpsat(lp)

@@ -10,7 +10,7 @@ values to and from placements; :func:`milp_tolerance_ms` bounds how far a MILP s
 own latency may be from the evaluator's, :func:`milp_bound_tolerance_ms` what its dual
 bound is lowered by. The generic MILP backends run it
 (``splitopt.backends.milp``); the CP-SAT backend runs the native model of
-``splitopt.families.maxload.latency_cpsat`` instead.
+``splitopt.families.maxload.cpsat_latency`` instead.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import (CPU, canonical_where, core_values, cpu_labels, cpu_rule,
                                            forward_groups, may_use_accelerator, placement_of)
 from splitopt.families.maxload.evaluate import latency
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.latency_model import (accelerator_work, block_schedule, crossing, entering_pairs,
                                                    longest_min_path, sum_bound_ms, transfer_sources,

@@ -10,7 +10,7 @@ import math
 from splitopt.core.errors import InvalidPlan
 from splitopt.families.maxload.cores import CPU, may_use_accelerator, placement_of
 from splitopt.families.maxload.evaluate import check_placement, latency
-from splitopt.families.maxload.groups import Groups
+from splitopt.families.maxload.data import Groups
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 

@@ -2,7 +2,7 @@
 place every node on one of ``k`` identical accelerators or ``l`` identical CPU cores so
 that the largest device load (ms per sample) is smallest, contiguous variant, written
 once as a ``LinearProgram`` (times in ms, memory in bytes; row kinds ``logic``, ``time``,
-``memory``). The MILP backends run it as it is; ``splitopt.families.maxload.cpsat``
+``memory``). The MILP backends run it as it is; ``splitopt.families.maxload.cpsat_throughput``
 emits it to CP-SAT with integer times and a stated tolerance.
 """
 
@@ -13,7 +13,7 @@ import math
 from splitopt.core.errors import NotApplicable
 from splitopt.core.program import LinearProgram
 from splitopt.families.maxload.contiguity import contiguity_graph
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 

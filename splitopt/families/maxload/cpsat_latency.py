@@ -1,7 +1,7 @@
 """The native CP-SAT model of the maxload family's latency objective
 (``formulations/maxload_models.md``, "Latency program", "CP-SAT model and its tolerance"):
 the placement, transfer, memory, core and symmetry rows of the latency program
-(``splitopt.families.maxload.latency_milp``) with integer times, durations rounded UP to
+(``splitopt.families.maxload.milp_latency``) with integer times, durations rounded UP to
 a power-of-two unit, and enforcement literals instead of big-M. :func:`build_latency_cpsat`
 returns a :class:`LatencyCpSat` (model, decoder, unit, stated tolerance, whether presolve
 is safe); the generic CP-SAT backend runs it (``splitopt.backends.cpsat``).
@@ -19,7 +19,7 @@ from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import (CPU, canonical_where, core_values, cpu_labels, cpu_rule,
                                            forward_groups, may_use_accelerator, placement_of)
 from splitopt.families.maxload.evaluate import latency
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.latency_model import (accelerator_work, block_schedule, crossing, entering_pairs,
                                                    longest_min_path, sum_bound_ms, transfer_sources,
@@ -162,7 +162,7 @@ def max_activity(model) -> int:
 
 def first_symmetry_clauses(model, x: Mapping[tuple[int, int], Any], n_groups: int, k: int,
                            device: str) -> dict[tuple[int, int], Any]:
-    """``latency_milp.first_symmetry`` as clauses: x[g, i] -> w[g-1, i-1]; w[g, i] ->
+    """``milp_latency.first_symmetry`` as clauses: x[g, i] -> w[g-1, i-1]; w[g, i] ->
     w[g-1, i] or x[g, i]; no earlier group: x[g, i] = 0. Returns the w literals."""
     w: dict[tuple[int, int], Any] = {}
     if k < 2:
