@@ -181,12 +181,13 @@ def sweep_everything(monkeypatch):
 def test_swept_memory_rows_match_the_evaluator(sweep_everything, after, seed, n, m):
     sweep_everything(after)
     inst = random_chain_instance(seed, n, m)
-    lp = chain_program.build_chain_program(inst)
+    program = chain_program.build_milp(inst, None)
+    lp = program.model
     rng = np.random.default_rng(seed)
     for _ in range(5):
         plan = random_chain_plan(inst, rng)
         metrics = evaluate(inst, plan)
-        values = chain_program.encode_chain_plan(inst, lp, plan)
+        values = program.encode(plan)
         assert lp.evaluate_objective(values) == pytest.approx(metrics.objective_ms, rel=1e-9, abs=1e-12)
         violated = row_violations(lp, values, tol=1e-6)
         assert (not violated) == metrics.feasible, (violated, metrics.violations)
