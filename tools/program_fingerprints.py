@@ -13,8 +13,9 @@ program of every kind the family builds for
 * the peer benchmark's layer graphs and its smallest operator graph (``--peer``, the
   ``dnn-partitioning`` folder; the maxload family's format),
 
-(``--family``: of that family only) under every objective the family has, with no start
-plan and with the family's start plan, and writes one file per program: its variables
+(``--family``: of that family only), each also under the family's other problems and each
+value of its instance options (maxload's contiguity rule), under every objective the
+family has, with no start plan and with the family's start plan, and writes one file per program: its variables
 (name, type, bounds), rows (coefficients in order, sense, right-hand side, kind, name),
 objective and constant for a ``LinearProgram``, the model's protobuf text for a CP-SAT
 model, the program's hint, encoded start, stated units, tolerances and stats, and the
@@ -108,6 +109,19 @@ def cases(seeds: int, peer: Path | None, only: str | None = None):
             yield f"peer-{path.parent.parent.name}-{path.parent.name}-{path.stem}", load_instance(path)
 
 
+def variants(fam, inst):
+    """(label, instance): ``inst`` under each of its family's other problems (a splitopt
+    instance) and each value of the family's instance options (``Family.instance_options``)."""
+    yield "", inst
+    if fam.core_instance:
+        for problem in fam.problems:
+            if problem != inst.problem:
+                yield f"-{problem}", inst.with_settings(problem=problem)
+    for name, values in fam.instance_options.items():
+        for value in values:
+            yield f"-{name}-{value}", fam.with_option(inst, name, value, name)
+
+
 def write(out: Path, seeds: int, peer: Path | None, only: str | None = None) -> None:
     from splitopt.families.registry import family_of
 
@@ -115,25 +129,39 @@ def write(out: Path, seeds: int, peer: Path | None, only: str | None = None) -> 
     count = 0
     for label, base in cases(seeds, peer, only):
         fam = family_of(base)
-        for objective in fam.objectives:
-            try:
-                inst = base if objective == base.objective else fam.with_objective(base, objective)
-            except Exception as e:  # an objective this instance does not take
-                (out / f"{label}-{objective}.skipped").write_text(f"{type(e).__name__}: {e}\n")
-                continue
-            start = fam.start_plan(inst)
-            for kind in fam.program_kinds:
-                for with_start in (False, True):
-                    if with_start and start is None:
-                        continue
-                    name = f"{label}-{objective}-{kind}-{'start' if with_start else 'nostart'}"
-                    program = fam.build_program(inst, kind, start if with_start else None)
-                    (out / f"{name}.program").write_text(program_text(fam, inst, program, start))
-                    for suffix, text in exports(program).items():
-                        (out / f"{name}.{suffix}").write_text(text)
-                    count += 1
+        for variant, inst in variants(fam, base):
+            count += write_programs(out, f"{label}{variant}", fam, inst)
         print(f"{label}: done", flush=True)
     print(f"programs written: {count}")
+
+
+def write_programs(out: Path, label: str, fam, base) -> int:
+    """Write every program of ``base`` under every objective; how many."""
+    from splitopt.core.errors import NotApplicable
+
+    count = 0
+    for objective in fam.objectives:
+        try:
+            inst = base if objective == base.objective else fam.with_objective(base, objective)
+        except Exception as e:  # an objective this instance does not take
+            (out / f"{label}-{objective}.skipped").write_text(f"{type(e).__name__}: {e}\n")
+            continue
+        start = fam.start_plan(inst)
+        for kind in fam.program_kinds:
+            for with_start in (False, True):
+                if with_start and start is None:
+                    continue
+                name = f"{label}-{objective}-{kind}-{'start' if with_start else 'nostart'}"
+                try:
+                    program = fam.build_program(inst, kind, start if with_start else None)
+                except NotApplicable as e:  # a program this instance has none of (the refusal is the fingerprint)
+                    (out / f"{name}.refused").write_text(f"{e}\n")
+                    continue
+                (out / f"{name}.program").write_text(program_text(fam, inst, program, start))
+                for suffix, text in exports(program).items():
+                    (out / f"{name}.{suffix}").write_text(text)
+                count += 1
+    return count
 
 
 def digest(path: Path) -> str:
