@@ -26,7 +26,7 @@ from splitopt.core.memory import edge_set_use
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.plan import check_plan
 from splitopt.core.jsonfile import byte_count
-from splitopt.families.edge_cloud.settings import cloud_device, edge_device, uplink
+from splitopt.families.edge_cloud.data import cloud_device, edge_device, uplink
 
 
 @dataclass(frozen=True)

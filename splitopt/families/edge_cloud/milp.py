@@ -18,17 +18,18 @@ instead of |B|^2 binaries per layer.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from itertools import product
 
 from splitopt.core.instance import Instance
 from splitopt.core.latency import analytical, latency_table, layer_latency_ms
 from splitopt.core.live_spans import split_spans
 from splitopt.core.plan import Plan
-from splitopt.core.program import LinearProgram
-from splitopt.families.edge_cloud.dominance import dominated_layers
+from splitopt.core.program import LinearProgram, Program
+from splitopt.families.edge_cloud.dominance import dominated_layers, without_dominated_frontier
 from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, MEMORY_RTOL
-from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, required_on_edge, uplink
-from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
+from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, required_on_edge, uplink
+from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 Form = dict[int, float]
 
@@ -60,203 +61,289 @@ def _least_error(layer, bits, cloud_bits: int) -> float:
     return werr + aerr
 
 
-def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgram:
+def build_milp(inst: Instance, start: Plan | None, *, reductions: bool = True) -> Program:
     """The program of ``formulations/edge_cloud_split.md`` (objective in ms, memory rows in
-    bits, the error row dimensionless); ``reductions``: with the dominance rows (2c), which
-    keep the optimum and cut off plans no better than one they keep."""
-    s = inst.settings
+    bits, the error row dimensionless), its rows in the formulation's order; ``start`` (a
+    plan or None) is its hint, with its dominated frontier layers moved to the cloud (no
+    worse) so that it meets the dominance rows; ``reductions``: with the dominance rows
+    (2c), which keep the optimum and cut off plans no better than one they keep."""
     lp = LinearProgram()
-    layers = inst.layers
-    n = len(layers)
+    v = selector_variables(inst, lp)
+    closure_rows(inst, lp, v, reductions)
+    cut_rows(inst, lp, v)
+    width_rows(inst, lp, v)
+    edge_use_rows(inst, lp, v)
+    objective(inst, lp, v)
+    closure_error = weight_rows(inst, lp, v)
+    held_sums(inst, lp, v)
+    working_set_rows(inst, lp, v)
+    error_rows(inst, lp, v, closure_error)
+    lp.meta.update(e=v.e, wsel=v.wsel, asel=v.asel, encoding=v.encoding, choice_vars=v.choice_vars, sent=v.sent,
+                   q=v.q, a=v.a, r=v.r, held=v.held, live=v.live, W=v.W, Err=v.err, y=v.y, bits=v.bits)
+    return Program(
+        kind="linear", model=lp, decode=lambda values: decode_plan(inst, lp, values),
+        hint=None if start is None else encode_plan(inst, lp, without_dominated_frontier(inst, start)),
+        encode=lambda plan: encode_plan(inst, lp, plan),
+        stats={"variables": len(lp.variables), "rows": len(lp.rows)},
+    )
+
+
+@dataclass
+class SplitVariables:
+    """The program's variables and selector forms (sections "Variables" and
+    "Selectors") as the steps add them: ``e``, the selectors ``wsel`` (ω) and ``asel``
+    (α), each layer's edge latency form, encoding and the binaries each bit pair sets;
+    then ``s`` (``sent``), ``q``, ``a``, ``r``, ``y``, ``W``, the swept sums ``H[k]``
+    (``held``) and ``L[k]`` (``live``) and ``Err``. ``last``: each read tensor's last
+    reader position."""
+
+    bits: list[int]
+    e: dict[str, int]
+    last: dict[str, int]
+    wsel: dict[str, dict[int, Form]] = field(default_factory=dict)
+    asel: dict[str, dict[int, Form]] = field(default_factory=dict)
+    latency: dict[str, Form] = field(default_factory=dict)  # edge latency (ms) of a layer as a linear form
+    encoding: dict[str, str] = field(default_factory=dict)
+    choice_vars: dict[str, dict[tuple[int, int], list[int]]] = field(default_factory=dict)  # (w, a) -> binaries at 1
+    tables: dict[str, dict[tuple[int, int], float]] = field(default_factory=dict)  # edge latency (ms) per bit pair
+    sent: dict[str, int] = field(default_factory=dict)
+    q: dict[tuple[str, int], int] = field(default_factory=dict)
+    a: int = -1
+    r: dict[str, int] = field(default_factory=dict)
+    y: int | None = None
+    W: int = -1
+    held: list[int | None] = field(default_factory=list)
+    live: list[int | None] = field(default_factory=list)
+    err: int | None = None
+
+
+def selector_variables(inst: Instance, lp: LinearProgram) -> SplitVariables:
+    """Variables ``e`` and each layer's selectors (section "Selectors"), with row 1 (one
+    bit choice per edge layer)."""
     pos = inst.position
-    bits = list(candidate_bits(inst))
-    edge_dev, cloud_dev = edge_device(inst), cloud_device(inst)
-    link = uplink(inst)
-    ms_per_byte = 1000.0 * 8.0 / link.bandwidth_bits_per_s
-    cons = inst.consumers
     # last reader position of each tensor; tensors nobody reads never cross the cut
-    last = {t: max(pos[c] for c in readers) for t, readers in cons.items() if readers}
-
-    # ---- (1) variables and selectors ---------------------------------------------------
-    e = {l.name: lp.var(f"e[{l.name}]") for l in layers}
-    choice_vars: dict[str, dict[tuple[int, int], list[int]]] = {}  # (w, a) -> binaries set to 1
-    wsel: dict[str, dict[int, Form]] = {}
-    asel: dict[str, dict[int, Form]] = {}
-    latency: dict[str, Form] = {}  # edge latency (ms) of layer i as a linear form
-    encoding: dict[str, str] = {}
-    tables: dict[str, dict[tuple[int, int], float]] = {}  # edge latency (ms) per bit pair
-    for l in layers:
-        name = l.name
-        table = tables[name] = latency_table(inst, l, edge_dev, bits)
-        if len(bits) == 1:
-            b = bits[0]
-            wsel[name], asel[name] = {b: {e[name]: 1.0}}, {b: {e[name]: 1.0}}
-            latency[name] = {e[name]: table[b, b]}
-            encoding[name] = "single"
-            choice_vars[name] = {(b, b): []}
-        elif analytical(l, edge_dev) or _separable(table, bits):
-            w0 = a0 = bits[0]
-            lw = {w: table[w, a0] - table[w0, a0] for w in bits}
-            la = {a: table[w0, a] for a in bits}
-            v = {a: lp.var(f"v[{name},a{a}]") for a in bits}
-            lp.add({**{v[a]: 1.0 for a in bits}, e[name]: -1.0}, "==", 0.0, name=f"abits[{name}]")
-            asel[name] = {a: {v[a]: 1.0} for a in bits}
-            latency[name] = {v[a]: la[a] for a in bits}
-            if l.weights > 0 or any(abs(c) > 0 for c in lw.values()):
-                u = {w: lp.var(f"u[{name},w{w}]") for w in bits}
-                lp.add({**{u[w]: 1.0 for w in bits}, e[name]: -1.0}, "==", 0.0, name=f"wbits[{name}]")
-                wsel[name] = {w: {u[w]: 1.0} for w in bits}
-                _add_form(latency[name], {u[w]: lw[w] for w in bits}, 1.0)
-                encoding[name] = "separable"
-                choice_vars[name] = {(wb, ab): [u[wb], v[ab]] for wb in bits for ab in bits}
-            else:  # weightless and weight bits change no latency: no weight choice to make
-                wsel[name] = {bits[0]: {e[name]: 1.0}}
-                encoding[name] = "activation"
-                choice_vars[name] = {(wb, ab): [v[ab]] for wb in bits for ab in bits}
+    last = {t: max(pos[c] for c in readers) for t, readers in inst.consumers.items() if readers}
+    v = SplitVariables(list(candidate_bits(inst)), {l.name: lp.var(f"e[{l.name}]") for l in inst.layers}, last)
+    edge_dev = edge_device(inst)
+    for l in inst.layers:
+        v.tables[l.name] = latency_table(inst, l, edge_dev, v.bits)
+        if len(v.bits) == 1:
+            single_selectors(v, l)
+        elif analytical(l, edge_dev) or _separable(v.tables[l.name], v.bits):
+            separable_selectors(lp, v, l)
         else:
-            x = {p: lp.var(f"x[{name},w{p[0]}a{p[1]}]") for p in product(bits, bits)}
-            lp.add({**{x[p]: 1.0 for p in x}, e[name]: -1.0}, "==", 0.0, name=f"pair[{name}]")
-            wsel[name] = {w: {x[p]: 1.0 for p in x if p[0] == w} for w in bits}
-            asel[name] = {a: {x[p]: 1.0 for p in x if p[1] == a} for a in bits}
-            latency[name] = {x[p]: table[p] for p in x}
-            encoding[name] = "pairs"
-            choice_vars[name] = {p: [x[p]] for p in x}
-    act_bits = bits
+            pair_selectors(lp, v, l)
+    return v
 
-    # (2b) layers that must run on the edge (settings.edge_required, with ancestors)
-    for name in sorted(required_on_edge(inst)):
+
+def single_selectors(v: SplitVariables, l) -> None:
+    """``split``: one bit pair, both selectors ``e[i]`` itself."""
+    name, b, e = l.name, v.bits[0], v.e[l.name]
+    v.wsel[name], v.asel[name] = {b: {e: 1.0}}, {b: {e: 1.0}}
+    v.latency[name] = {e: v.tables[name][b, b]}
+    v.encoding[name] = "single"
+    v.choice_vars[name] = {(b, b): []}
+
+
+def separable_selectors(lp: LinearProgram, v: SplitVariables, l) -> None:
+    """A separable latency table: ``u[i,w]`` and ``v[i,a]``, no ``u`` for a weightless
+    layer whose weight bits change no latency."""
+    name, bits, table, e = l.name, v.bits, v.tables[l.name], v.e[l.name]
+    w0 = a0 = bits[0]
+    lw = {w: table[w, a0] - table[w0, a0] for w in bits}
+    la = {a: table[w0, a] for a in bits}
+    act = {a: lp.var(f"v[{name},a{a}]") for a in bits}
+    lp.add({**{act[a]: 1.0 for a in bits}, e: -1.0}, "==", 0.0, name=f"abits[{name}]")
+    v.asel[name] = {a: {act[a]: 1.0} for a in bits}
+    v.latency[name] = {act[a]: la[a] for a in bits}
+    if l.weights > 0 or any(abs(c) > 0 for c in lw.values()):
+        u = {w: lp.var(f"u[{name},w{w}]") for w in bits}
+        lp.add({**{u[w]: 1.0 for w in bits}, e: -1.0}, "==", 0.0, name=f"wbits[{name}]")
+        v.wsel[name] = {w: {u[w]: 1.0} for w in bits}
+        _add_form(v.latency[name], {u[w]: lw[w] for w in bits}, 1.0)
+        v.encoding[name] = "separable"
+        v.choice_vars[name] = {(wb, ab): [u[wb], act[ab]] for wb in bits for ab in bits}
+    else:  # weightless and weight bits change no latency: no weight choice to make
+        v.wsel[name] = {bits[0]: {e: 1.0}}
+        v.encoding[name] = "activation"
+        v.choice_vars[name] = {(wb, ab): [act[ab]] for wb in bits for ab in bits}
+
+
+def pair_selectors(lp: LinearProgram, v: SplitVariables, l) -> None:
+    """Any other latency table: one binary ``x[i,p]`` per bit pair."""
+    name, bits, table, e = l.name, v.bits, v.tables[l.name], v.e[l.name]
+    x = {p: lp.var(f"x[{name},w{p[0]}a{p[1]}]") for p in product(bits, bits)}
+    lp.add({**{x[p]: 1.0 for p in x}, e: -1.0}, "==", 0.0, name=f"pair[{name}]")
+    v.wsel[name] = {w: {x[p]: 1.0 for p in x if p[0] == w} for w in bits}
+    v.asel[name] = {a: {x[p]: 1.0 for p in x if p[1] == a} for a in bits}
+    v.latency[name] = {x[p]: table[p] for p in x}
+    v.encoding[name] = "pairs"
+    v.choice_vars[name] = {p: [x[p]] for p in x}
+
+
+def closure_rows(inst: Instance, lp: LinearProgram, v: SplitVariables, reductions: bool) -> None:
+    """Rows 2 (closure, and the layers pinned to the edge) and, with ``reductions``, 2c
+    (a dominated layer is not the last edge layer of its branch,
+    ``splitopt/families/edge_cloud/dominance.py``; with one reader, the two are
+    contracted)."""
+    e = v.e
+    for name in sorted(required_on_edge(inst)):  # settings.edge_required, with ancestors
         lp.add({e[name]: 1.0}, ">=", 1.0, name=f"required[{name}]")
-
-    # (2) closure: a layer on the edge needs its producers on the edge
-    for l in layers:
+    for l in inst.layers:  # a layer on the edge needs its producers on the edge
         for src in dict.fromkeys(l.inputs):
             if src in e:
                 lp.add({e[l.name]: 1.0, e[src]: -1.0}, "<=", 0.0, name=f"closure[{src}->{l.name}]")
-
-    # (2c) reduction: a dominated layer is not the last edge layer of its branch
-    # (splitopt/families/edge_cloud/dominance.py; with one reader, the two are contracted)
     if reductions:
-        for u in dominated_layers(inst, tables):
+        cons = inst.consumers
+        for u in dominated_layers(inst, v.tables):
             lp.add({e[u]: 1.0, **{e[j]: -1.0 for j in cons[u]}}, "<=", 0.0, "dominance", f"dominated[{u}]")
 
-    # (3) cut indicators s[t]: tensor t is produced on the edge and read on the cloud
-    sent: dict[str, int] = {}
-    for t, readers in cons.items():
+
+def cut_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+    """Row 3: the cut indicators ``s[t]`` (tensor t is produced on the edge and read on
+    the cloud), exact from both sides."""
+    e = v.e
+    for t, readers in inst.consumers.items():
         if not readers:
             continue
-        sent[t] = lp.var(f"s[{t}]", binary=False)
+        s = v.sent[t] = lp.var(f"s[{t}]", binary=False)
         produced = e.get(t)  # None for a raw input: always on the edge
         for c in readers:
-            row = {sent[t]: 1.0, e[c]: 1.0}
+            row = {s: 1.0, e[c]: 1.0}
             if produced is not None:
                 row[produced] = -1.0
             lp.add(row, ">=", 0.0 if produced is not None else 1.0, name=f"cut[{t}->{c}]")
         # exactness: s = e_t AND (some reader on the cloud)
         if produced is not None:
-            lp.add({sent[t]: 1.0, produced: -1.0}, "<=", 0.0, name=f"cut_ub1[{t}]")
-        row = {sent[t]: 1.0, **{e[c]: 1.0 for c in readers}}
+            lp.add({s: 1.0, produced: -1.0}, "<=", 0.0, name=f"cut_ub1[{t}]")
+        row = {s: 1.0, **{e[c]: 1.0 for c in readers}}
         lp.add(row, "<=", float(len(readers)), name=f"cut_ub2[{t}]")
 
-    # (4) q[t,b]: layer tensor t is sent and was produced at activation bits b
-    q: dict[tuple[str, int], int] = {}
-    for t in sent:
+
+def width_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+    """Row 4: ``q[t,b]``, layer tensor t is sent and was produced at activation bits b
+    (``s[t]`` itself with one activation width)."""
+    act_bits, q = v.bits, v.q
+    for t, s in v.sent.items():
         if t in inst.input_by_name:
             continue
         for b in act_bits:
             if len(act_bits) == 1:
-                q[t, b] = sent[t]  # s_t <= e_t makes q = s
+                q[t, b] = s  # s_t <= e_t makes q = s
                 continue
             q[t, b] = lp.var(f"q[{t},a{b}]", binary=False)
-            minus_alpha = {k: -v for k, v in asel[t][b].items()}
+            minus_alpha = {k: -c for k, c in v.asel[t][b].items()}
             # q <= alpha and, below, sum_b q = s: exact with s <= e[t] = sum_b alpha
             lp.add({q[t, b]: 1.0, **minus_alpha}, "<=", 0.0, name=f"q_ub[{t},{b}]")
             # q >= alpha + s - e[t]: implied by those two (q_b = s - the other q's >= s -
             # the other alphas), and it implies the disaggregated q >= alpha - e[c] of every
             # reader c; kept because CBC 2.10.3's preprocessing returns a wrong optimum
             # without it (formulations/edge_cloud_split.md, row 4)
-            row = {q[t, b]: 1.0, sent[t]: -1.0, e[t]: 1.0}
+            row = {q[t, b]: 1.0, s: -1.0, v.e[t]: 1.0}
             _add_form(row, minus_alpha, 1.0)
             lp.add(row, ">=", 0.0, name=f"q_lb[{t},{b}]")
 
         if len(act_bits) > 1:  # a sent tensor is sent at exactly one width
-            lp.add({**{q[t, b]: 1.0 for b in act_bits}, sent[t]: -1.0}, "==", 0.0, name=f"q_sum[{t}]")
+            lp.add({**{q[t, b]: 1.0 for b in act_bits}, s: -1.0}, "==", 0.0, name=f"q_sum[{t}]")
 
-    # (5) a: the edge runs at least one layer; r[t]: raw input t is held for sending
-    a = lp.var("a", binary=False)
+
+def edge_use_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+    """Row 5: ``a``, the edge runs at least one layer; ``r[t]``, raw input t is held for
+    sending."""
+    e, layers = v.e, inst.layers
+    a = v.a = lp.var("a", binary=False)
     for l in layers:
         lp.add({a: 1.0, e[l.name]: -1.0}, ">=", 0.0, name=f"a_lb[{l.name}]")
     lp.add({a: 1.0, **{e[l.name]: -1.0 for l in layers}}, "<=", 0.0, name="a_ub")
-    r: dict[str, int] = {}
     for t in inst.input_by_name:
-        if t in sent:
-            r[t] = lp.var(f"r[{t}]", binary=False)
-            lp.add({r[t]: 1.0, a: -1.0, sent[t]: -1.0}, ">=", -1.0, name=f"r_lb[{t}]")
-            lp.add({r[t]: 1.0, a: -1.0}, "<=", 0.0, name=f"r_ub1[{t}]")
-            lp.add({r[t]: 1.0, sent[t]: -1.0}, "<=", 0.0, name=f"r_ub2[{t}]")
+        if t in v.sent:
+            r = v.r[t] = lp.var(f"r[{t}]", binary=False)
+            lp.add({r: 1.0, a: -1.0, v.sent[t]: -1.0}, ">=", -1.0, name=f"r_lb[{t}]")
+            lp.add({r: 1.0, a: -1.0}, "<=", 0.0, name=f"r_ub1[{t}]")
+            lp.add({r: 1.0, v.sent[t]: -1.0}, "<=", 0.0, name=f"r_ub2[{t}]")
 
-    # ---- objective (ms) ----------------------------------------------------------------
-    for l in layers:
+
+def objective(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+    """Section "Objective (ms)": edge and cloud compute, one transfer of every tensor
+    that crosses the cut, and row 6 (``y``: anything sent pays the link's fixed latency
+    once)."""
+    s, link = inst.settings, uplink(inst)
+    cloud_dev = cloud_device(inst)
+    ms_per_byte = 1000.0 * 8.0 / link.bandwidth_bits_per_s
+    for l in inst.layers:
         cloud_ms = layer_latency_ms(inst, l, cloud_dev, s.cloud_bits, s.cloud_bits)
         lp.objective_constant += cloud_ms
-        lp.add_objective(e[l.name], -cloud_ms)
-        for idx, c in latency[l.name].items():
+        lp.add_objective(v.e[l.name], -cloud_ms)
+        for idx, c in v.latency[l.name].items():
             lp.add_objective(idx, c)
-
-    def bits_of(t: str) -> int:
-        return inst.input_by_name[t].bits
-
-    for t in sent:
+    for t, sent in v.sent.items():
         if t in inst.input_by_name:
-            lp.add_objective(sent[t], ms_per_byte * inst.tensor_elements(t) * bits_of(t) / 8.0)
+            lp.add_objective(sent, ms_per_byte * inst.tensor_elements(t) * inst.input_by_name[t].bits / 8.0)
         else:
-            for b in act_bits:
-                lp.add_objective(q[t, b], ms_per_byte * inst.tensor_elements(t) * inst.sent_bits(t, b) / 8.0)
-    y: int | None = None
-    if link.latency_ms > 0 and sent:
-        y = lp.var("y", binary=False)  # (6) anything sent pays the link's fixed latency once
-        for t in sent:
-            lp.add({y: 1.0, sent[t]: -1.0}, ">=", 0.0, name=f"y_lb[{t}]")
-        lp.add({y: 1.0, **{sent[t]: -1.0 for t in sent}}, "<=", 0.0, name="y_ub")
+            for b in v.bits:
+                lp.add_objective(v.q[t, b], ms_per_byte * inst.tensor_elements(t) * inst.sent_bits(t, b) / 8.0)
+    if link.latency_ms > 0 and v.sent:
+        y = v.y = lp.var("y", binary=False)
+        for t, sent in v.sent.items():
+            lp.add({y: 1.0, sent: -1.0}, ">=", 0.0, name=f"y_lb[{t}]")
+        lp.add({y: 1.0, **{sent: -1.0 for sent in v.sent.values()}}, "<=", 0.0, name="y_ub")
         lp.add_objective(y, link.latency_ms)
 
-    # ---- (7) edge memory: weights + working set at every step, in bits ------------------
+
+def weight_rows(inst: Instance, lp: LinearProgram, v: SplitVariables):
+    """Row 7's ``W`` (edge weight bits) and row 7b (closure bounds: a layer on the edge
+    brings all its ancestors, so ``W`` is at least their weights at the fewest bits;
+    ``e[i] = 0`` when even that exceeds the limit). Returns the least error of each
+    layer's closure (``anc*(i)``, for row 8b)."""
+    s, layers, bits = inst.settings, inst.layers, v.bits
     total_w_bits = sum(l.weights * max(bits) for l in layers)
-    w = lp.var("W", binary=False, lb=0.0, ub=total_w_bits)
+    w = v.W = lp.var("W", binary=False, lb=0.0, ub=total_w_bits)
     row: Form = {w: -1.0}
     for l in layers:
         if l.weights > 0:
-            for wb, form in wsel[l.name].items():
+            for wb, form in v.wsel[l.name].items():
                 _add_form(row, form, l.weights * wb)
     lp.add(row, "==", 0.0, "bits", "weights")
 
-    # (7b) closure bounds: a layer on the edge brings all its ancestors, so W is at least
-    # their weights at the fewest bits; e[i] = 0 when even that exceeds the limit
     limit_bits = s.edge_memory_bytes * 8.0
     from splitopt.core.closure import closure_sums  # numpy: imported when a program is built
 
+    pos = inst.position
     preds = [[pos[src] for src in dict.fromkeys(l.inputs) if src in pos] for l in layers]
-    least_error = [_least_error(l, bits, s.cloud_bits) for l in layers] if s.error_budget else [0.0] * n
+    least_error = [_least_error(l, bits, s.cloud_bits) for l in layers] if s.error_budget else [0.0] * len(layers)
     # per layer: the weights and the least error of the layer and all its ancestors
     closure_weights, closure_error = closure_sums(preds, [[float(l.weights) for l in layers], least_error]).T
     for i, l in enumerate(layers):
         least = float(closure_weights[i]) * min(bits)
         if least > limit_bits * (1 + MEMORY_RTOL):
-            lp.add({e[l.name]: 1.0}, "<=", 0.0, name=f"too_heavy[{l.name}]")
+            lp.add({v.e[l.name]: 1.0}, "<=", 0.0, name=f"too_heavy[{l.name}]")
         elif least > 0:
-            lp.add({w: 1.0, e[l.name]: -least}, ">=", 0.0, "bits", f"w_lb[{l.name}]", optional=True)
+            lp.add({w: 1.0, v.e[l.name]: -least}, ">=", 0.0, "bits", f"w_lb[{l.name}]", optional=True)
+    return closure_error
+
+
+def _total_bits(inst: Instance, v: SplitVariables) -> float:
+    """The bits of every read tensor at its widest: the bound of the swept sums."""
+    return sum(inst.tensor_elements(t) * (inst.input_by_name[t].bits if t in inst.input_by_name else max(v.bits))
+               for t in inst.consumers)
+
+
+def held_sums(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+    """Row 7's ``H[k]``: the bits held for sending of the tensors whose readers all ran
+    before step k (``H[k] = H[k-1]`` where no such tensor is added)."""
+    n = len(inst.layers)
 
     def held_terms(t: str) -> Form:
         """Bits of tensor t while held for sending (cut case)."""
         if t in inst.input_by_name:
-            return {r[t]: float(inst.tensor_elements(t) * bits_of(t))}
-        return {q[t, b]: float(inst.tensor_elements(t) * b) for b in act_bits}
+            return {v.r[t]: float(inst.tensor_elements(t) * inst.input_by_name[t].bits)}
+        return {v.q[t, b]: float(inst.tensor_elements(t) * b) for b in v.bits}
 
-    # H[k] = bits held for sending of tensors whose readers all run before step k
     dead_after: dict[int, list[str]] = {}
-    for t, k in last.items():
-        if t in sent:
+    for t, k in v.last.items():
+        if t in v.sent:
             dead_after.setdefault(k, []).append(t)
-    total_bits = sum(inst.tensor_elements(t) * (bits_of(t) if t in inst.input_by_name else max(act_bits)) for t in cons)
+    total_bits = _total_bits(inst, v)
     held: list[int | None] = [None] * n
     for k in range(1, n):
         newly = dead_after.get(k - 1, [])
@@ -271,17 +358,24 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
             _add_form(row, held_terms(t), 1.0)
         lp.add(row, "==", 0.0, "bits", f"held[{k}]")
         held[k] = hk
+    v.held = held
 
-    # live-by-structure: tensor t is live at the steps [first(t), end(t)]: a layer's output
-    # from its own step to its last reader, a raw input from step 0 to its last reader
-    # (never, unread). A tensor live for at most SWEEP_AFTER steps enters those steps' rows
-    # itself; longer ones through L[k] = L[k-1] + (long ones from k) - (long ones ended at
-    # k-1), so the rows total O(n * SWEEP_AFTER) terms however long the skips
+
+def working_set_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+    """Row 7, the edge memory at every step: ``W`` + the short live tensors + ``L[k]`` +
+    ``H[k]`` within the limit. Live by structure: tensor t is live at the steps
+    [first(t), end(t)], a layer's output from its own step to its last reader, a raw input
+    from step 0 to its last reader (never, unread). A tensor live for at most
+    ``SWEEP_AFTER`` steps enters those steps' rows itself; longer ones through ``L[k] =
+    L[k-1] + (long ones from k) - (long ones ended at k-1)``, so the rows total
+    O(n * SWEEP_AFTER) terms however long the skips."""
+    layers, pos, last = inst.layers, inst.position, v.last
+    limit_bits = inst.settings.edge_memory_bytes * 8.0
     span: dict[str, tuple[int, int]] = {t: (0, last[t]) for t in inst.input_by_name if last.get(t, -1) >= 0}
     span.update({l.name: (pos[l.name], max(pos[l.name], last.get(l.name, -1))) for l in layers})
     spans = split_spans(span, SWEEP_AFTER)
     short_at, long_from, long_ended = spans.short_at, spans.long_from, spans.long_ended
-
+    total_bits = _total_bits(inst, v)
     live_forms: dict[str, Form] = {}  # a short tensor enters the rows of up to SWEEP_AFTER steps
 
     def live_terms(t: str) -> Form:
@@ -290,16 +384,16 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
         if out is not None:
             return out
         if t in inst.input_by_name:
-            out = {a: float(inst.tensor_elements(t) * bits_of(t))}
+            out = {v.a: float(inst.tensor_elements(t) * inst.input_by_name[t].bits)}
         else:
             out = {}
             elements = inst.tensor_elements(t)
-            for ab, form in asel[t].items():
+            for ab, form in v.asel[t].items():
                 _add_form(out, form, elements * ab)
         live_forms[t] = out
         return out
 
-    live: list[int | None] = [None] * n
+    live: list[int | None] = [None] * len(layers)
     for k, l in enumerate(layers):
         came, went = long_from.get(k, []), long_ended.get(k - 1, [])
         live[k] = live[k - 1] if k > 0 else None
@@ -314,56 +408,65 @@ def build_split_program(inst: Instance, reductions: bool = True) -> LinearProgra
                 _add_form(row, live_terms(t), -1.0)
             lp.add(row, "==", 0.0, "bits", f"live[{k}]")
             live[k] = lk
-        row = {w: 1.0}
+        row = {v.W: 1.0}
         for t in short_at.get(k, []):
             _add_form(row, live_terms(t), 1.0)
         if live[k] is not None:
             row[live[k]] = 1.0
-        if held[k] is not None:
-            row[held[k]] = 1.0
+        if v.held[k] is not None:
+            row[v.held[k]] = 1.0
         lp.add(row, "<=", limit_bits, "bits", f"memory[{l.name}]")
+    v.live = live
 
-    # ---- (8) quantization error ----------------------------------------------------------
-    err: int | None = None
-    if s.error_budget is not None:
-        row = {}
-        for l in layers:
-            if l.weights > 0:
-                for wb, form in wsel[l.name].items():
-                    if wb < s.cloud_bits:
-                        _add_form(row, form, l.weight_error[wb])
-            for ab, form in asel[l.name].items():
-                if ab < s.cloud_bits:
-                    _add_form(row, form, l.activation_error[ab])
-        if s.transmit_bits is not None:
-            tb = s.transmit_bits
-            for (t, b), idx in q.items():
-                if tb < b:
-                    base = inst.layer_by_name[t].activation_error[b] if b < s.cloud_bits else 0.0
-                    extra = inst.layer_by_name[t].activation_error[tb] - base
-                    if extra > 0:
-                        row[idx] = row.get(idx, 0.0) + extra
-        row = {k: v for k, v in row.items() if v != 0}
-        if s.error_budget > 0:
-            lp.add(row, "<=", s.error_budget, "error", "error")
-            # (8b) closure bounds: the least error of a layer's ancestors and itself
-            least_err = {l.name: float(closure_error[i]) for i, l in enumerate(layers)}
-            err = lp.var("Err", binary=False, lb=0.0, ub=max(sum(row.values()), s.error_budget), implied_integer=False)
-            lp.add({**row, err: -1.0}, "==", 0.0, "error", "error_total", optional=True)
-            for l in layers:
-                if least_err[l.name] > s.error_budget * (1 + ERROR_RTOL):
-                    lp.add({e[l.name]: 1.0}, "<=", 0.0, name=f"too_lossy[{l.name}]")
-                elif least_err[l.name] > 0:
-                    lp.add({err: 1.0, e[l.name]: -least_err[l.name]}, ">=", 0.0, "error", f"err_lb[{l.name}]",
-                           optional=True)
-        else:  # a zero budget forbids every choice with positive error, exactly
-            for idx, c in row.items():
-                if c > 0:
-                    lp.add({idx: 1.0}, "<=", 0.0, name="zero_error")
 
-    lp.meta.update(e=e, wsel=wsel, asel=asel, encoding=encoding, choice_vars=choice_vars, sent=sent, q=q, a=a,
-                   r=r, held=held, live=live, W=w, Err=err, y=y, bits=bits)
-    return lp
+def error_rows(inst: Instance, lp: LinearProgram, v: SplitVariables, closure_error) -> None:
+    """Rows 8 (the quantization error within the budget; a zero budget forbids every
+    choice with positive error, exactly) and 8b (closure bounds: the least error of a
+    layer's ancestors and itself), when the instance has an error budget."""
+    s = inst.settings
+    if s.error_budget is None:
+        return
+    row = error_terms(inst, v)
+    if s.error_budget > 0:
+        lp.add(row, "<=", s.error_budget, "error", "error")
+        least_err = {l.name: float(closure_error[i]) for i, l in enumerate(inst.layers)}
+        err = v.err = lp.var("Err", binary=False, lb=0.0, ub=max(sum(row.values()), s.error_budget),
+                             implied_integer=False)
+        lp.add({**row, err: -1.0}, "==", 0.0, "error", "error_total", optional=True)
+        for l in inst.layers:
+            if least_err[l.name] > s.error_budget * (1 + ERROR_RTOL):
+                lp.add({v.e[l.name]: 1.0}, "<=", 0.0, name=f"too_lossy[{l.name}]")
+            elif least_err[l.name] > 0:
+                lp.add({err: 1.0, v.e[l.name]: -least_err[l.name]}, ">=", 0.0, "error", f"err_lb[{l.name}]",
+                       optional=True)
+    else:
+        for idx, c in row.items():
+            if c > 0:
+                lp.add({idx: 1.0}, "<=", 0.0, name="zero_error")
+
+
+def error_terms(inst: Instance, v: SplitVariables) -> Form:
+    """Row 8's left-hand side: every selector's quantization error, and where
+    ``transmit_bits`` is set the extra error of each tensor sent at it."""
+    s = inst.settings
+    row: Form = {}
+    for l in inst.layers:
+        if l.weights > 0:
+            for wb, form in v.wsel[l.name].items():
+                if wb < s.cloud_bits:
+                    _add_form(row, form, l.weight_error[wb])
+        for ab, form in v.asel[l.name].items():
+            if ab < s.cloud_bits:
+                _add_form(row, form, l.activation_error[ab])
+    if s.transmit_bits is not None:
+        tb = s.transmit_bits
+        for (t, b), idx in v.q.items():
+            if tb < b:
+                base = inst.layer_by_name[t].activation_error[b] if b < s.cloud_bits else 0.0
+                extra = inst.layer_by_name[t].activation_error[tb] - base
+                if extra > 0:
+                    row[idx] = row.get(idx, 0.0) + extra
+    return {k: c for k, c in row.items() if c != 0}
 
 
 def encode_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[float]:
@@ -409,16 +512,7 @@ def encode_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[float]:
     return values
 
 
-def start_plan(inst: Instance) -> Plan | None:
-    """A plan every instance without pinned edge layers admits: cloud-only (no edge
-    memory, no error). Backends start from it, and return it when a time limit stops
-    them before they find a better one."""
-    if inst.settings.edge_required:
-        return None
-    return uniform_plan(inst, [])
-
-
-def decode_split_plan(inst: Instance, lp: LinearProgram, values: list[float]) -> Plan:
+def decode_plan(inst: Instance, lp: LinearProgram, values: list[float]) -> Plan:
     """Plan from solver values (binaries rounded at 0.5)."""
     e, wsel, asel = lp.meta["e"], lp.meta["wsel"], lp.meta["asel"]
 
