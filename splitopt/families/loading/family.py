@@ -59,7 +59,7 @@ class LoadingFamily(Family):
     description = "child models loaded in parallel on T threads, inference overlapping the loads (RL modularization)"
 
     def check(self, inst: Instance) -> None:
-        from splitopt.families.loading.data import check_loading
+        from splitopt.families.loading.checks import check_loading
 
         check_loading(inst)
 

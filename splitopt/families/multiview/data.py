@@ -3,7 +3,7 @@
 and send over one shared bus; the aggregator finishes each view's pre-fusion part, fuses
 the V views and runs the rest of the network once.
 
-This module checks ``settings.multiview`` (``check_multiview``) and derives what the
+This module checks ``settings.multiview`` (``checks.py`` asks it) and derives what the
 evaluator (``evaluate.py``), the programs (``cpsat.py``, ``milp.py`` from ``tables.py``)
 and the methods read; the formulation is ``formulations/multiview_bus.md``.
 
@@ -368,8 +368,3 @@ def _accuracy_table(mv: Mapping[str, Any], where: str, fusions: Sequence[str], w
     if minimum is not None:
         minimum = _fraction(minimum, f"{where}.min_accuracy")
     return {a: specific.get(a, general.get(a[1])) for a in archs}, minimum
-
-
-def check_multiview(inst: Instance) -> None:
-    """Family checks; raises InvalidInstance with a one-line message naming the field."""
-    data(inst)

@@ -14,7 +14,8 @@ from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.multiview import methods
 from splitopt.families.multiview.cpsat import build_cpsat
-from splitopt.families.multiview.data import check_multiview, data
+from splitopt.families.multiview.checks import check_multiview
+from splitopt.families.multiview.data import data
 from splitopt.families.multiview.enumerate import enumerate_plans
 from splitopt.families.multiview.evaluate import MultiviewMetrics, evaluate
 from splitopt.families.multiview.milp import build_milp
