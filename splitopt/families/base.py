@@ -17,6 +17,7 @@ member, and the contract suites of ``splitopt.testing.contracts`` run on it.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
@@ -57,6 +58,29 @@ class Method:
     hint: bool = False
     optimal_rtol: float | None = None
     anytime: bool = False
+
+
+def imported(target: str) -> Any:
+    """The object ``target`` names, ``"module:name"`` (the module imported now): how the
+    registry finds a family's class and a family a function it names without importing
+    it first."""
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def deferred(target: str) -> Callable[..., Any]:
+    """A function that calls the function ``target`` names (``"module:function"``),
+    looked up (:func:`imported`) at each call and not before: the ``run`` of a
+    :class:`Method` whose module needs a heavy dependency (numpy), so that listing the
+    family's methods (``splitopt solvers``, ``splitopt schema``) imports none of it."""
+    name = target.split(":")[1]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return imported(target)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"``{target}``, imported when it is called."
+    return call
 
 
 def plan_output(plan: Any, objective: float | None = None, **extra: Any) -> BackendOutput:

@@ -11,35 +11,25 @@ from typing import Any, Callable, Iterator, Sequence
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.program import Program
-from splitopt.families.base import Family, Method
+from splitopt.families.base import Family, Method, deferred
 from splitopt.families.separable.settings import PLAN_FORMAT, SeparableSettings
 from splitopt.search.space import SearchSpace
 
 # The family's modules need numpy; they are imported where used, so that listing the
-# families (``splitopt solvers``, ``splitopt schema``) loads none of it.
-
-
-def method(name: str) -> Callable[[Any, Any], Any]:
-    """``splitopt.families.separable.methods.<name>``, imported when it first runs."""
-    def run(inst: Any, options: Any) -> Any:
-        from splitopt.families.separable import methods
-
-        return getattr(methods, name)(inst, options)
-
-    run.__name__ = name
-    return run
-
+# families (``splitopt solvers``, ``splitopt schema``) loads none of it: its methods too
+# (``deferred``).
 
 METHODS = (
     Method("ring-allreduce", "the unseparated model, features all-reduced around the ring after every block (the "
-           "paper's 100 % reference)", method("ring_allreduce"), hint=True),
-    Method("no-communication", "every step silent: each device runs on its own paths", method("no_communication"), hint=True),
+           "paper's 100 % reference)", deferred("splitopt.families.separable.methods:ring_allreduce"), hint=True),
+    Method("no-communication", "every step silent: each device runs on its own paths",
+           deferred("splitopt.families.separable.methods:no_communication"), hint=True),
     Method("all-intensive", "every device sends its whole stream to the next device at every step",
-           method("all_intensive"), hint=True),
+           deferred("splitopt.families.separable.methods:all_intensive"), hint=True),
     Method("reference-policies", "the best published policy the instance carries (paper Table 6)",
-           method("reference_policies"), hint=True),
+           deferred("splitopt.families.separable.methods:reference_policies"), hint=True),
     Method("random-sampling", "the best of 1,000 uniformly random policies (the paper's random sampler), seeded",
-           method("random_sampling")),
+           deferred("splitopt.families.separable.methods:random_sampling")),
 )
 
 
