@@ -34,7 +34,7 @@ from splitopt.families.maxload.instance import read_peer_instance as load_dnnp
 from splitopt.families.maxload.plan import MaxloadPlacement as DnnpPlacement
 from splitopt.families.maxload.peer_data import data_root
 from splitopt.families.maxload.plan import load_expert
-from splitopt.families.maxload.milp_throughput import build_max_load_program, decode_placement
+from splitopt.families.maxload.milp_throughput import build_milp_throughput, decode_placement
 from splitopt.solve import solve
 
 ROOT = data_root()
@@ -110,7 +110,7 @@ def peer_instances(draw):
 
 def solve_with_program(inst, symmetry: str, cuts: bool) -> tuple[float, DnnpPlacement]:
     """CP-SAT on the max-load program built with another symmetry breaking / cut choice."""
-    lp = build_max_load_program(inst, symmetry=symmetry, cuts=cuts)
+    lp = build_milp_throughput(inst, None, symmetry=symmetry, cuts=cuts).model
     model, xs, unit, tol = to_cpsat(lp)
     raw = run_model(model, SolveOptions(threads=2), presolve=False)
     assert raw.status is Status.OPTIMAL, raw.message
@@ -203,8 +203,8 @@ def test_symmetry_breaking_cuts_solutions_not_optima():
     value, placement = solve_with_program(inst, "first", True)
     assert math.isclose(value, 2.0)
     assert placement.device[0] == "fpga0"
-    lp_first = build_max_load_program(inst, symmetry="first")
-    lp_none = build_max_load_program(inst, symmetry="none")
+    lp_first = build_milp_throughput(inst, None, symmetry="first").model
+    lp_none = build_milp_throughput(inst, None, symmetry="none").model
     assert len(lp_first.rows) > len(lp_none.rows)
 
 

@@ -4,9 +4,9 @@ identical accelerators or on the CPU so that the time the last node finishes, as
 ``splitopt.families.maxload.evaluate.latency`` computes it, is smallest, over placements
 that keep every rule of ``check_placement`` and for which that latency is defined.
 
-:func:`build_latency_program` builds it (times in ms, big-M from a bound on any latency,
-acyclicity potentials); :func:`decode_latency` / :func:`encode_latency` map its variable
-values to and from placements; :func:`milp_tolerance_ms` bounds how far a MILP solver's
+:func:`build_milp_latency` builds it (times in ms, big-M from a bound on any latency,
+acyclicity potentials), one function per group of rows; :func:`decode_plan` /
+:func:`encode_plan` map its variable values to and from placements; :func:`milp_tolerance_ms` bounds how far a MILP solver's
 own latency may be from the evaluator's, :func:`milp_bound_tolerance_ms` what its dual
 bound is lowered by. The generic MILP backends run it
 (``splitopt.backends.milp``); the CP-SAT backend runs the native model of
@@ -16,14 +16,15 @@ bound is lowered by. The generic MILP backends run it
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from splitopt.core.errors import InvalidPlan, SolverFailure
-from splitopt.core.program import LinearProgram
+from splitopt.core.program import LinearProgram, Program
 from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import (CPU, canonical_where, core_values, cpu_labels, cpu_rule,
                                            forward_groups, may_use_accelerator, placement_of)
-from splitopt.families.maxload.evaluate import latency
+from splitopt.families.maxload.evaluate import evaluate, latency
 from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.latency_model import (accelerator_work, block_schedule, crossing, entering_pairs,
@@ -75,59 +76,120 @@ def _add(coeffs: dict[int, float], i: int | None, c: float) -> None:
         coeffs[i] = coeffs.get(i, 0.0) + c
 
 
-def build_latency_program(inst: MaxloadInstance, start: MaxloadPlacement | None = None, *,
-                          symmetry: bool = True) -> LinearProgram:
-    """The latency MILP of formulations/maxload_models.md, "Latency program" (ms, bytes).
+def build_milp_latency(inst: MaxloadInstance, start: MaxloadPlacement | None, *, symmetry: bool = True) -> Program:
+    """The latency MILP of formulations/maxload_models.md, "Latency program" (ms, bytes),
+    its rows in the section's order.
 
     Row kinds: ``"logic"`` (+-1 on 0/1 variables), ``"memory"`` (bytes), ``"time"`` (ms,
     big-M ``lp.meta["big_m_ms"]`` on 0/1 variables), ``"order"`` (acyclicity potentials,
     integers <= k), ``"label"`` (CPU core labels, integers <= maxCPUs). Objective: the
     latency variable ``L`` (ms).
 
-    ``start``: a valid placement with a defined latency UB (the family's start plan):
-    then ``L <= UB`` is the upper bound of ``L``, which every optimal placement meets.
-    Big-M is ``U`` of :func:`sum_bound_ms`, so the rows hold at the exact schedule of
-    every placement whose latency is defined (the contract ``encode_latency`` keeps; a
-    big-M of UB, valid for the placements of latency up to UB only, gave HiGHS the same
-    bound and incumbent on bert24 in 60 s). ``symmetry``: the "first" ordering of the
-    identical accelerators (and of the cores, rule "cores"). NotApplicable under
-    contiguity "authors" where it differs from "splitopt" (``contiguity.py``)."""
+    ``start``: a placement; where it meets every rule with a defined latency UB (the
+    family's start plan), ``L <= UB`` is the upper bound of ``L``, which every optimal
+    placement meets, and it is the hint. Big-M is ``U`` of :func:`sum_bound_ms`, so the
+    rows hold at the exact schedule of every placement whose latency is defined (the
+    contract ``encode_plan`` keeps; a big-M of UB, valid for the placements of latency up
+    to UB only, gave HiGHS the same bound and incumbent on bert24 in 60 s). ``symmetry``:
+    the "first" ordering of the identical accelerators (and of the cores, rule "cores").
+    NotApplicable under contiguity "authors" where it differs from "splitopt"
+    (``contiguity.py``)."""
     splitopt_rule_only(inst, "latency program")
+    if start is not None and not evaluate(inst, start).feasible:
+        start = None
     lp = LinearProgram()
-    gr = groups_of(inst)
-    k, l = len(inst.fpgas), len(inst.cpus)
-    n_groups = len(gr.members)
-    A = range(k)
-    upper = None if start is None else latency(inst, start)
-    big_m = sum_bound_ms(inst)
+    v = placement_variables(inst, lp)
+    memory_rows(inst, lp, v)
+    transfer_variables(inst, lp, v)
+    time_rows(inst, lp, v, None if start is None else latency(inst, start))
+    order_rows(inst, lp, v)
+    rule = cpu_rule(inst, v.gr)
+    if rule == "labels":
+        label_rows(inst, lp, v)
+    elif rule == "cores":
+        core_rows(inst, lp, v, symmetry)
+    w = first_symmetry(lp, v.x, len(v.gr.members), len(inst.fpgas)) if symmetry else {}
+    lp.meta.update(groups=v.gr, x=v.x, c=v.c, t=v.t, f=v.f, s=v.s, e=v.e, L=v.L, o=v.o, os=v.os, oe=v.oe,
+                   cpu_rule=rule, y=v.y, kappa=v.kappa, zc=v.zc, wc=v.wc, w=w, big_m_ms=v.big_m, upper_ms=v.upper,
+                   lower_ms=v.lower, symmetry=symmetry)
+    return Program(kind="linear", model=lp, decode=lambda values: decode_plan(inst, lp, values),
+                   tolerance_ms=milp_tolerance_ms(inst, lp), bound_tolerance_ms=milp_bound_tolerance_ms(inst),
+                   encode=lambda plan: encode_plan(inst, lp, plan),
+                   hint=None if start is None else encode_plan(inst, lp, start),
+                   stats={"variables": len(lp.variables), "rows": len(lp.rows), "groups": len(v.gr.members),
+                          "big_m_ms": v.big_m, "cpu_rule": rule})
 
-    # placement: x[g, a] on accelerator a, c[g] on a CPU core (which core: labels below)
+
+@dataclass
+class LatencyVariables:
+    """The program's variables (section "Variables") as the steps add them: ``x[g, a]``
+    (group g on accelerator a), ``c[g]`` (on a CPU core), transfers ``t[u, a]``, times
+    ``f[v]``, ``s[a]``, ``e[a]``, ``L`` (ms), potentials ``o``, ``os``, ``oe``, and the CPU
+    rule's labels ``y`` or cores ``kappa``, ``zc``, ``wc``. ``big_m`` (ms): ``U`` of
+    :func:`sum_bound_ms`; ``upper``, ``lower``: the bounds of ``L``."""
+
+    gr: Groups
+    big_m: float
+    x: dict[tuple[int, int], int]
+    c: dict[int, int]
+    t: dict[tuple[int, int], int] = field(default_factory=dict)
+    transfer: list = field(default_factory=list)
+    edges: list[tuple[int, int]] = field(default_factory=list)
+    f: dict[int, int] = field(default_factory=dict)
+    s: dict[int, int] = field(default_factory=dict)
+    e: dict[int, int] = field(default_factory=dict)
+    L: int = -1
+    upper: float | None = None
+    lower: float = 0.0
+    o: dict[int, int] = field(default_factory=dict)
+    os: dict[int, int] = field(default_factory=dict)
+    oe: dict[int, int] = field(default_factory=dict)
+    y: dict[int, int] = field(default_factory=dict)
+    kappa: dict[tuple[int, int], int] = field(default_factory=dict)
+    zc: dict[tuple[int, int], int] = field(default_factory=dict)
+    wc: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def X(self, v: int, a: int) -> int | None:
+        """Node v's group on accelerator a (None: not allowed there)."""
+        return self.x.get((self.gr.of[v], a))
+
+    def C(self, v: int) -> int | None:
+        """Node v's group on a CPU core (None: no core)."""
+        return self.c.get(self.gr.of[v])
+
+
+def placement_variables(inst: MaxloadInstance, lp: LinearProgram) -> LatencyVariables:
+    """Placement: ``x[g, a]`` on accelerator a, ``c[g]`` on a CPU core (which core: the CPU
+    rule's rows), each group on one device."""
+    gr = groups_of(inst)
+    A, n_groups = range(len(inst.fpgas)), len(gr.members)
     x = {(g, a): lp.var(f"x[{g},fpga{a}]") for g in range(n_groups) if may_use_accelerator(inst, gr, g) for a in A}
-    c = {g: lp.var(f"c[{g}]") for g in range(n_groups)} if l >= 1 else {}
+    c = {g: lp.var(f"c[{g}]") for g in range(n_groups)} if len(inst.cpus) >= 1 else {}
     for g in range(n_groups):
         coeffs = {x[g, a]: 1.0 for a in A if (g, a) in x}
         _add(coeffs, c.get(g), 1.0)
         lp.add(coeffs, "==", 1.0, name=f"assign[{g}]")
+    return LatencyVariables(gr, sum_bound_ms(inst), x, c)
 
-    def X(v: int, a: int) -> int | None:
-        return x.get((gr.of[v], a))
 
-    def C(v: int) -> int | None:
-        return c.get(gr.of[v])
-
-    # memory of every accelerator (left out when all groups together fit)
+def memory_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -> None:
+    """The memory of every accelerator (left out when all groups together fit)."""
+    gr, x = v.gr, v.x
+    n_groups = len(gr.members)
     if math.fsum(gr.size(inst, g) for g in range(n_groups)) > inst.max_size_per_fpga:
-        for a in A:
+        for a in range(len(inst.fpgas)):
             coeffs = {x[g, a]: gr.size(inst, g) for g in range(n_groups) if (g, a) in x and gr.size(inst, g) > 0}
             if coeffs:
                 lp.add(coeffs, "<=", inst.max_size_per_fpga, kind="memory", name=f"memory[{a}]")
 
-    # transfers: t[u, a] >= 1 when u's output crosses a's boundary (in or out)
-    t: dict[tuple[int, int], int] = {}
-    transfer = transfer_sources(inst, gr)
-    for u, hs in transfer:
-        for a in A:
-            xu, xs = X(u, a), [x[h, a] for h in hs if (h, a) in x]
+
+def transfer_variables(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -> None:
+    """Transfers: ``t[u, a] >= 1`` when u's output crosses a's boundary (in or out)."""
+    x, t = v.x, v.t
+    v.transfer = transfer_sources(inst, v.gr)
+    for u, hs in v.transfer:
+        for a in range(len(inst.fpgas)):
+            xu, xs = v.X(u, a), [x[h, a] for h in hs if (h, a) in x]
             if xu is None and not xs:
                 continue
             t[u, a] = lp.var(f"t[{u},fpga{a}]", binary=False)
@@ -141,115 +203,130 @@ def build_latency_program(inst: MaxloadInstance, start: MaxloadPlacement | None 
                 _add(coeffs, xu, 1.0)
                 lp.add(coeffs, ">=", 0.0, name=f"in[{u},{a}]")
 
-    # times (ms): f[v] when v's output is ready, s[a] / e[a] the call of accelerator a
+
+def time_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, upper: float | None) -> None:
+    """Times (ms): ``f[v]`` when v's output is ready, ``s[a]`` / ``e[a]`` the call of
+    accelerator a, ``L`` the latency (at most ``upper``, the start plan's: a bound); a CPU
+    node after every predecessor, an accelerator call after every input, every node of a
+    call ready at its end, ``L`` after every sink; the objective."""
+    x, big_m, A = v.x, v.big_m, range(len(inst.fpgas))
+    gr = v.gr
     cpu_ms = {n.id: n.cpu_ms for n in inst.nodes}
     acc_ms = {n.id: n.fpga_ms for n in inst.nodes}
     low = longest_min_path(inst, gr, cpu_ms, acc_ms)
-    lower = max(low.values(), default=0.0)
+    v.upper, v.lower = upper, max(low.values(), default=0.0)
 
     def tvar(name: str, lb: float = 0.0, ub: float = big_m) -> int:
         return lp.var(name, binary=False, lb=min(lb, ub), ub=ub, implied_integer=False, unit="ms")
 
-    f = {v: tvar(f"f[{v}]", low[v]) for v in inst.topo_order}
-    s = {a: tvar(f"s[fpga{a}]") for a in A}
-    e = {a: tvar(f"e[fpga{a}]") for a in A}
-    L = tvar("L", lower, ub=big_m if upper is None else min(big_m, upper * (1 + 1e-9) + 1e-9))  # the cut: a bound
-    edges = sorted({(ed.source, ed.target) for ed in inst.edges})
-    for u, v in edges:  # CPU node: after every predecessor, for cpuLatency; any node: not before a predecessor
-        coeffs = {f[v]: 1.0, f[u]: -1.0}
-        _add(coeffs, C(v), -cpu_ms[v])
-        lp.add(coeffs, ">=", 0.0, kind="time", name=f"cpu[{u},{v}]")
-    for v in inst.topo_order:
-        if not inst.predecessors[v] and C(v) is not None and cpu_ms[v] > 0:
-            lp.add({f[v]: 1.0, C(v): -cpu_ms[v]}, ">=", 0.0, kind="time", name=f"cpu[{v}]")
+    f = v.f = {w: tvar(f"f[{w}]", low[w]) for w in inst.topo_order}
+    s = v.s = {a: tvar(f"s[fpga{a}]") for a in A}
+    e = v.e = {a: tvar(f"e[fpga{a}]") for a in A}
+    v.L = tvar("L", v.lower, ub=big_m if upper is None else min(big_m, upper * (1 + 1e-9) + 1e-9))  # the cut: a bound
+    v.edges = sorted({(ed.source, ed.target) for ed in inst.edges})
+    for u, w in v.edges:  # CPU node: after every predecessor, for cpuLatency; any node: not before a predecessor
+        coeffs = {f[w]: 1.0, f[u]: -1.0}
+        _add(coeffs, v.C(w), -cpu_ms[w])
+        lp.add(coeffs, ">=", 0.0, kind="time", name=f"cpu[{u},{w}]")
+    for w in inst.topo_order:
+        if not inst.predecessors[w] and v.C(w) is not None and cpu_ms[w] > 0:
+            lp.add({f[w]: 1.0, v.C(w): -cpu_ms[w]}, ">=", 0.0, kind="time", name=f"cpu[{w}]")
     entering = entering_pairs(inst, gr)
     for a in A:
         for u, h in entering:  # the call starts after every input: s[a] >= f[u] if u -> group h on a, u not on a
             if (h, a) in x:
                 coeffs = {s[a]: 1.0, f[u]: -1.0, x[h, a]: -big_m}
-                _add(coeffs, X(u, a), big_m)
+                _add(coeffs, v.X(u, a), big_m)
                 lp.add(coeffs, ">=", -big_m, kind="time", name=f"start[{u},{h},{a}]")
         coeffs = {e[a]: 1.0, s[a]: -1.0}  # the call: transfers in + compute + transfers out
-        for g in range(n_groups):
+        for g in range(len(gr.members)):
             if (g, a) in x:
                 _add(coeffs, x[g, a], -gr.fpga_ms(inst, g))
-        for u, _ in transfer:
-            if (u, a) in t:
-                _add(coeffs, t[u, a], -inst.out_cost[u])
+        for u, _ in v.transfer:
+            if (u, a) in v.t:
+                _add(coeffs, v.t[u, a], -inst.out_cost[u])
         lp.add(coeffs, ">=", 0.0, kind="time", name=f"call[{a}]")
-        for v in inst.topo_order:  # every node of the call is ready at its end
-            if X(v, a) is not None:
-                lp.add({f[v]: 1.0, e[a]: -1.0, X(v, a): -big_m}, ">=", -big_m, kind="time", name=f"end[{v},{a}]")
-    for v in inst.topo_order:
-        if not inst.successors[v]:
-            lp.add({L: 1.0, f[v]: -1.0}, ">=", 0.0, kind="time", name=f"latency[{v}]")
-    lp.add_objective(L, 1.0)
+        for w in inst.topo_order:  # every node of the call is ready at its end
+            if v.X(w, a) is not None:
+                lp.add({f[w]: 1.0, e[a]: -1.0, v.X(w, a): -big_m}, ">=", -big_m, kind="time", name=f"end[{w},{a}]")
+    for w in inst.topo_order:
+        if not inst.successors[w]:
+            lp.add({v.L: 1.0, f[w]: -1.0}, ">=", 0.0, kind="time", name=f"latency[{w}]")
+    lp.add_objective(v.L, 1.0)
 
-    # acyclicity of the accelerator calls: potentials that never decrease along an edge
-    # and rise by 1 inside each call (zero-duration calls make the time rows too weak)
-    o = {v: lp.var(f"o[{v}]", binary=False, ub=float(k)) for v in inst.topo_order} if k else {}
-    os_ = {a: lp.var(f"os[fpga{a}]", binary=False, ub=float(k)) for a in A}
-    oe = {a: lp.var(f"oe[fpga{a}]", binary=False, ub=float(k)) for a in A}
-    if k:
-        for u, v in edges:
-            lp.add({o[v]: 1.0, o[u]: -1.0}, ">=", 0.0, kind="order", name=f"order[{u},{v}]")
-        for a in A:
-            for u, h in entering:
-                if (h, a) in x:
-                    coeffs = {os_[a]: 1.0, o[u]: -1.0, x[h, a]: -float(k)}
-                    _add(coeffs, X(u, a), float(k))
-                    lp.add(coeffs, ">=", -float(k), kind="order", name=f"ostart[{u},{h},{a}]")
-            lp.add({oe[a]: 1.0, os_[a]: -1.0}, ">=", 1.0, kind="order", name=f"ocall[{a}]")
-            for v in inst.topo_order:
-                if X(v, a) is not None:
-                    lp.add({o[v]: 1.0, oe[a]: -1.0, X(v, a): -float(k)}, ">=", -float(k), kind="order",
-                           name=f"oend[{v},{a}]")
 
-    # rule 5 on the CPU cores (cpu_rule): least labels y, or a core per CPU class
-    rule = cpu_rule(inst, gr)
+def order_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -> None:
+    """Acyclicity of the accelerator calls: potentials that never decrease along an edge
+    and rise by 1 inside each call (zero-duration calls make the time rows too weak)."""
+    k, x = len(inst.fpgas), v.x
+    A = range(k)
+    o = v.o = {w: lp.var(f"o[{w}]", binary=False, ub=float(k)) for w in inst.topo_order} if k else {}
+    os_ = v.os = {a: lp.var(f"os[fpga{a}]", binary=False, ub=float(k)) for a in A}
+    oe = v.oe = {a: lp.var(f"oe[fpga{a}]", binary=False, ub=float(k)) for a in A}
+    if not k:
+        return
+    for u, w in v.edges:
+        lp.add({o[w]: 1.0, o[u]: -1.0}, ">=", 0.0, kind="order", name=f"order[{u},{w}]")
+    entering = entering_pairs(inst, v.gr)
+    for a in A:
+        for u, h in entering:
+            if (h, a) in x:
+                coeffs = {os_[a]: 1.0, o[u]: -1.0, x[h, a]: -float(k)}
+                _add(coeffs, v.X(u, a), float(k))
+                lp.add(coeffs, ">=", -float(k), kind="order", name=f"ostart[{u},{h},{a}]")
+        lp.add({oe[a]: 1.0, os_[a]: -1.0}, ">=", 1.0, kind="order", name=f"ocall[{a}]")
+        for w in inst.topo_order:
+            if v.X(w, a) is not None:
+                lp.add({o[w]: 1.0, oe[a]: -1.0, v.X(w, a): -float(k)}, ">=", -float(k), kind="order",
+                       name=f"oend[{w},{a}]")
+
+
+def _forward_edges(inst: MaxloadInstance, v: LatencyVariables) -> list[tuple[int, int]]:
     fwd = inst.forward_ids
-    fwd_edges = [(u, v) for u, v in edges if u in fwd and v in fwd]
-    y: dict[int, int] = {}
-    kappa: dict[tuple[int, int], int] = {}
-    zc: dict[tuple[int, int], int] = {}
-    wc: dict[tuple[int, int], int] = {}
-    if rule == "labels":  # no class has two forward nodes: labels are exact (cpu_labels)
-        y = {v: lp.var(f"y[{v}]", binary=False, ub=float(l)) for v in inst.topo_order if v in fwd}
-        for u, v in fwd_edges:
-            lp.add({y[v]: 1.0, y[u]: -1.0}, ">=", 0.0, kind="label", name=f"label[{u},{v}]")
-            coeffs = {y[v]: 1.0, y[u]: -1.0}
-            _add(coeffs, C(v), -1.0)
-            _add(coeffs, C(u), 1.0)
-            lp.add(coeffs, ">=", 0.0, kind="label", name=f"run[{u},{v}]")
-        for v in y:
-            lp.add({y[v]: 1.0, C(v): -1.0}, ">=", 0.0, kind="label", name=f"oncpu[{v}]")
-    elif rule == "cores":  # kappa[g, j]: CPU class g on core j; convexity rows per core
-        cpu_groups = forward_groups(inst, gr)
-        cores = range(min(l, len(cpu_groups)))
-        kappa = {(g, j): lp.var(f"kappa[{g},cpu{j}]") for g in cpu_groups for j in cores}
-        for g in cpu_groups:
-            lp.add({**{kappa[g, j]: 1.0 for j in cores}, c[g]: -1.0}, "==", 0.0, name=f"core[{g}]")
-        on_edge = sorted({v for edge in fwd_edges for v in edge})
-        for j in cores:
-            for v in on_edge:
-                zc[v, j] = lp.var(f"z[{v},cpu{j}]", binary=False)
-                lp.add({zc[v, j]: 1.0, kappa[gr.of[v], j]: -1.0}, ">=", 0.0, name=f"zk[{v},{j}]")
-            for u, v in fwd_edges:
-                lp.add({zc[u, j]: 1.0, zc[v, j]: -1.0}, ">=", 0.0, name=f"zz[{u},{v},{j}]")
-                if gr.of[u] != gr.of[v]:
-                    lp.add({zc[v, j]: 1.0, kappa[gr.of[u], j]: 1.0, kappa[gr.of[v], j]: -1.0}, "<=", 1.0,
-                           name=f"zcut[{u},{v},{j}]")
-        if symmetry:
-            wc = first_symmetry(lp, kappa, n_groups, len(cores), device="cpu")
-
-    w = first_symmetry(lp, x, n_groups, k) if symmetry else {}
-    lp.meta.update(groups=gr, x=x, c=c, t=t, f=f, s=s, e=e, L=L, o=o, os=os_, oe=oe, cpu_rule=rule, y=y,
-                   kappa=kappa, zc=zc, wc=wc, w=w, big_m_ms=big_m, upper_ms=upper, lower_ms=lower,
-                   symmetry=symmetry)
-    return lp
+    return [(u, w) for u, w in v.edges if u in fwd and w in fwd]
 
 
-def decode_latency(inst: MaxloadInstance, lp: LinearProgram, values: list[float]) -> MaxloadPlacement:
+def label_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -> None:
+    """Rule 5 on the CPU cores, rule "labels" (no class has two forward nodes: labels are
+    exact, ``cpu_labels``): least labels ``y``."""
+    fwd = inst.forward_ids
+    y = v.y = {w: lp.var(f"y[{w}]", binary=False, ub=float(len(inst.cpus))) for w in inst.topo_order if w in fwd}
+    for u, w in _forward_edges(inst, v):
+        lp.add({y[w]: 1.0, y[u]: -1.0}, ">=", 0.0, kind="label", name=f"label[{u},{w}]")
+        coeffs = {y[w]: 1.0, y[u]: -1.0}
+        _add(coeffs, v.C(w), -1.0)
+        _add(coeffs, v.C(u), 1.0)
+        lp.add(coeffs, ">=", 0.0, kind="label", name=f"run[{u},{w}]")
+    for w, yw in y.items():
+        lp.add({yw: 1.0, v.C(w): -1.0}, ">=", 0.0, kind="label", name=f"oncpu[{w}]")
+
+
+def core_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, symmetry: bool) -> None:
+    """Rule 5 on the CPU cores, rule "cores": ``kappa[g, j]``, CPU class g on core j, and
+    convexity rows per core; with ``symmetry`` the "first" ordering of the cores."""
+    gr = v.gr
+    fwd_edges = _forward_edges(inst, v)
+    cpu_groups = forward_groups(inst, gr)
+    cores = range(min(len(inst.cpus), len(cpu_groups)))
+    kappa = v.kappa = {(g, j): lp.var(f"kappa[{g},cpu{j}]") for g in cpu_groups for j in cores}
+    for g in cpu_groups:
+        lp.add({**{kappa[g, j]: 1.0 for j in cores}, v.c[g]: -1.0}, "==", 0.0, name=f"core[{g}]")
+    on_edge = sorted({w for edge in fwd_edges for w in edge})
+    zc = v.zc
+    for j in cores:
+        for w in on_edge:
+            zc[w, j] = lp.var(f"z[{w},cpu{j}]", binary=False)
+            lp.add({zc[w, j]: 1.0, kappa[gr.of[w], j]: -1.0}, ">=", 0.0, name=f"zk[{w},{j}]")
+        for u, w in fwd_edges:
+            lp.add({zc[u, j]: 1.0, zc[w, j]: -1.0}, ">=", 0.0, name=f"zz[{u},{w},{j}]")
+            if gr.of[u] != gr.of[w]:
+                lp.add({zc[w, j]: 1.0, kappa[gr.of[u], j]: 1.0, kappa[gr.of[w], j]: -1.0}, "<=", 1.0,
+                       name=f"zcut[{u},{w},{j}]")
+    if symmetry:
+        v.wc = first_symmetry(lp, kappa, len(gr.members), len(cores), device="cpu")
+
+
+def decode_plan(inst: MaxloadInstance, lp: LinearProgram, values: list[float]) -> MaxloadPlacement:
     """The placement of a solution (``values``: one float per variable of ``lp``): each
     group on its largest x / c value; CPU cores from the kappa variables (rule "cores"),
     else the least labels of ``cpu_labels``."""
@@ -264,7 +341,7 @@ def decode_latency(inst: MaxloadInstance, lp: LinearProgram, values: list[float]
     return placement
 
 
-def encode_latency(inst: MaxloadInstance, lp: LinearProgram, placement: MaxloadPlacement) -> list[float]:
+def encode_plan(inst: MaxloadInstance, lp: LinearProgram, placement: MaxloadPlacement) -> list[float]:
     """Variable values of ``lp`` for ``placement`` (any placement that keeps its colour
     classes together): accelerators renumbered by their first group (the symmetry
     breaking's labelling), exact transfers, the latency model's schedule in ms, the
