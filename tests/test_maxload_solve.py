@@ -34,7 +34,7 @@ from splitopt.families.maxload.instance import read_peer_instance as load_dnnp
 from splitopt.families.maxload.plan import MaxloadPlacement as DnnpPlacement
 from splitopt.families.maxload.peer_data import data_root
 from splitopt.families.maxload.plan import load_expert
-from splitopt.families.maxload.milp_throughput import build_milp_throughput, decode_placement
+from splitopt.families.maxload.milp_throughput import build_milp_throughput, decode_plan
 from splitopt.solve import solve
 
 ROOT = data_root()
@@ -114,7 +114,7 @@ def solve_with_program(inst, symmetry: str, cuts: bool) -> tuple[float, DnnpPlac
     model, xs, unit, tol = to_cpsat(lp)
     raw = run_model(model, SolveOptions(threads=2), presolve=False)
     assert raw.status is Status.OPTIMAL, raw.message
-    placement = decode_placement(inst, lp, [float(raw.values[x.Index()]) for x in xs])
+    placement = decode_plan(inst, lp, [float(raw.values[x.Index()]) for x in xs])
     assert abs(max_load(inst, placement)[0] - raw.objective * unit) <= 2 * tol + 1e-9
     return max_load(inst, placement)[0], placement
 

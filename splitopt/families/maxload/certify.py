@@ -6,8 +6,9 @@ on each other in a cycle. Where they can (resnet50's projection shortcuts, the B
 attention heads), the same DP restricted to acyclic device orders (the peer DP's model)
 still gives a placement, often the optimum, in a fraction of a second; what it cannot
 give is the proof. CP-SAT gives it faster when it is asked only for a placement *better*
-than that one: the family's CP-SAT program of the max-load (``cpsat_throughput.build_cpsat_throughput``) with its objective capped below the DP's value
-(``backends.cpsat.cap_objective``). Infeasible: no placement is better, the DP's is
+than that one: the family's CP-SAT program of the max-load
+(``cpsat_throughput.build_cpsat_throughput``) with its objective capped below the DP's
+value (``backends.cpsat.cap_objective``). Infeasible: no placement is better, the DP's is
 optimal. Feasible: CP-SAT optimises on from the better placement (a cyclic one), and its
 bound is the bound. On the resnet50 peer graphs the capped run proved infeasibility in
 1.1-2.1 s, where the uncapped one took 2.5-5.3 s to prove the same optimum.

@@ -164,7 +164,7 @@ def max_activity(model) -> int:
 
 def first_symmetry_clauses(model, x: Mapping[tuple[int, int], Any], n_groups: int, k: int,
                            device: str) -> dict[tuple[int, int], Any]:
-    """``milp_latency.first_symmetry`` as clauses: x[g, i] -> w[g-1, i-1]; w[g, i] ->
+    """Row 8, ``milp_latency.first_symmetry`` as clauses: x[g, i] -> w[g-1, i-1]; w[g, i] ->
     w[g-1, i] or x[g, i]; no earlier group: x[g, i] = 0. Returns the w literals."""
     w: dict[tuple[int, int], Any] = {}
     if k < 2:
@@ -236,8 +236,8 @@ class CpSatVariables:
 
 def cpsat_model(inst: MaxloadInstance, start: MaxloadPlacement | None = None, *, symmetry: bool = True,
                 time_bits: int = CPSAT_TIME_BITS) -> LatencyCpSat:
-    """A native CP-SAT model of the latency objective, its rows in the order of the
-    latency program's.
+    """A native CP-SAT model of the latency objective, one step per group of the latency
+    program's rows (each step's docstring names their numbers).
 
     The same placement variables, transfer clauses, memory rows (exact integers), rule-5
     rows on the CPU cores (``cpu_rule``) and symmetry breaking as the latency program,
@@ -298,7 +298,7 @@ def cpsat_model(inst: MaxloadInstance, start: MaxloadPlacement | None = None, *,
 def placement_variables(inst: MaxloadInstance, model: Any, start: MaxloadPlacement | None,
                         time_bits: int) -> CpSatVariables:
     """The rounding (``unit`` and every duration rounded up, see :func:`cpsat_model`), and
-    the placement: ``x[g, a]``, ``c[g]``, each group on exactly one device."""
+    the placement (row 1): ``x[g, a]``, ``c[g]``, each group on exactly one device."""
     gr = groups_of(inst)
     k, l = len(inst.fpgas), len(inst.cpus)
     n_groups = len(gr.members)
@@ -322,7 +322,7 @@ def placement_variables(inst: MaxloadInstance, model: Any, start: MaxloadPlaceme
 
 
 def memory_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables) -> None:
-    """The memory of every accelerator, in exact integers (left out when all groups
+    """Row 1, the memory of every accelerator, in exact integers (left out when all groups
     together fit)."""
     gr, x = v.gr, v.x
     n_groups = len(gr.members)
@@ -335,7 +335,7 @@ def memory_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables) -> None:
 
 
 def transfer_clauses(inst: MaxloadInstance, model: Any, v: CpSatVariables) -> None:
-    """Transfers: ``t[u, a]`` when u's output crosses a's boundary, as clauses."""
+    """Row 2, transfers: ``t[u, a]`` when u's output crosses a's boundary, as clauses."""
     x, t = v.x, v.t
     for u, hs in v.transfer:
         for a in range(len(inst.fpgas)):
@@ -364,8 +364,8 @@ def _tolerance_ms(inst: MaxloadInstance, v: CpSatVariables) -> float:
 
 
 def time_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables, start: MaxloadPlacement | None) -> None:
-    """The horizon ``H`` (the start's rounded latency, else the rounded sum bound) and the
-    times in units with enforced rows in place of big-M: a CPU node after every
+    """The horizon ``H`` (the start's rounded latency, else the rounded sum bound) and rows
+    3-5 and 9, the times in units with enforced rows in place of big-M: a CPU node after every
     predecessor, a call after every input (``s[a] >= f[u]`` only if u feeds a and is not
     on a), every node of a call ready at its end; ``L`` after every sink; the objective."""
     gr, x, k = v.gr, v.x, len(inst.fpgas)
@@ -413,7 +413,7 @@ def _forward_edges(inst: MaxloadInstance, v: CpSatVariables) -> list[tuple[int, 
 
 
 def label_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables) -> None:
-    """Rule 5 on the CPU cores, rule "labels", as in the latency program."""
+    """Row 7, rule 5 on the CPU cores, rule "labels", as in the latency program."""
     fwd = inst.forward_ids
     y = v.y = {w: model.NewIntVar(0, len(inst.cpus), f"y[{w}]") for w in inst.topo_order if w in fwd}
     for u, w in _forward_edges(inst, v):
@@ -424,7 +424,7 @@ def label_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables) -> None:
 
 
 def core_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables, symmetry: bool) -> None:
-    """Rule 5 on the CPU cores, rule "cores", as in the latency program; with ``symmetry``
+    """Row 7, rule 5 on the CPU cores, rule "cores", as in the latency program; with ``symmetry``
     the "first" ordering of the cores."""
     gr = v.gr
     fwd_edges = _forward_edges(inst, v)

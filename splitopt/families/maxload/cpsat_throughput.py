@@ -14,7 +14,7 @@ from typing import Any
 
 from splitopt.core.errors import NotApplicable, SolverFailure
 from splitopt.core.program import LinearProgram, Program
-from splitopt.families.maxload.milp_throughput import build_milp_throughput, decode_placement
+from splitopt.families.maxload.milp_throughput import build_milp_throughput, decode_plan
 
 #: CP-SAT time scale: the largest possible load is 2**40 units
 TIME_SCALE = 2**40
@@ -112,7 +112,7 @@ def build_cpsat_throughput(inst, start) -> Program:
     model, xs, unit, tol = to_cpsat(lp)
 
     def decode(values):
-        return decode_placement(inst, lp, [float(values[x.Index()]) for x in xs])
+        return decode_plan(inst, lp, [float(values[x.Index()]) for x in xs])
 
     return Program(kind="cpsat", model=model, decode=decode, unit_ms=unit, tolerance_ms=tol, presolve=False,
                    stats={**linear.stats, "time_unit_ms": unit})

@@ -6,9 +6,10 @@ that keep every rule of ``check_placement`` and for which that latency is define
 
 :func:`build_milp_latency` builds it (times in ms, big-M from a bound on any latency,
 acyclicity potentials), one function per group of rows; :func:`decode_plan` /
-:func:`encode_plan` map its variable values to and from placements; :func:`milp_tolerance_ms` bounds how far a MILP solver's
-own latency may be from the evaluator's, :func:`milp_bound_tolerance_ms` what its dual
-bound is lowered by. The generic MILP backends run it
+:func:`encode_plan` map its variable values to and from placements;
+:func:`milp_tolerance_ms` bounds how far a MILP solver's own latency may be from the
+evaluator's, :func:`milp_bound_tolerance_ms` what its dual bound is lowered by. The
+generic MILP backends run it
 (``splitopt.backends.milp``); the CP-SAT backend runs the native model of
 ``splitopt.families.maxload.cpsat_latency`` instead.
 """
@@ -43,7 +44,7 @@ MILP_DUAL_TOL = 1e-7
 
 def first_symmetry(lp: LinearProgram, x: Mapping[tuple[int, int], int], n_groups: int, k: int,
                    device: str = "fpga") -> dict[tuple[int, int], int]:
-    """Symmetry breaking of ``k`` identical devices ("first", as in the max-load program):
+    """Row 8, symmetry breaking of ``k`` identical devices ("first", as in the max-load program):
     group g may open device i >= 1 only if an earlier group is on device i - 1, so the
     devices are numbered by their first group. w[g, i] = 1 only if some group <= g is on
     device i. ``x[g, i]``: group g on device i (absent: not allowed). Returns the w
@@ -78,7 +79,7 @@ def _add(coeffs: dict[int, float], i: int | None, c: float) -> None:
 
 def build_milp_latency(inst: MaxloadInstance, start: MaxloadPlacement | None, *, symmetry: bool = True) -> Program:
     """The latency MILP of formulations/maxload_models.md, "Latency program" (ms, bytes),
-    its rows in the section's order.
+    one step per group of the section's rows (each step's docstring names their numbers).
 
     Row kinds: ``"logic"`` (+-1 on 0/1 variables), ``"memory"`` (bytes), ``"time"`` (ms,
     big-M ``lp.meta["big_m_ms"]`` on 0/1 variables), ``"order"`` (acyclicity potentials,
@@ -159,7 +160,7 @@ class LatencyVariables:
 
 
 def placement_variables(inst: MaxloadInstance, lp: LinearProgram) -> LatencyVariables:
-    """Placement: ``x[g, a]`` on accelerator a, ``c[g]`` on a CPU core (which core: the CPU
+    """Row 1, placement: ``x[g, a]`` on accelerator a, ``c[g]`` on a CPU core (which core: the CPU
     rule's rows), each group on one device."""
     gr = groups_of(inst)
     A, n_groups = range(len(inst.fpgas)), len(gr.members)
@@ -173,7 +174,7 @@ def placement_variables(inst: MaxloadInstance, lp: LinearProgram) -> LatencyVari
 
 
 def memory_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -> None:
-    """The memory of every accelerator (left out when all groups together fit)."""
+    """Row 1, the memory of every accelerator (left out when all groups together fit)."""
     gr, x = v.gr, v.x
     n_groups = len(gr.members)
     if math.fsum(gr.size(inst, g) for g in range(n_groups)) > inst.max_size_per_fpga:
@@ -184,7 +185,7 @@ def memory_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -
 
 
 def transfer_variables(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -> None:
-    """Transfers: ``t[u, a] >= 1`` when u's output crosses a's boundary (in or out)."""
+    """Row 2, transfers: ``t[u, a] >= 1`` when u's output crosses a's boundary (in or out)."""
     x, t = v.x, v.t
     v.transfer = transfer_sources(inst, v.gr)
     for u, hs in v.transfer:
@@ -205,7 +206,7 @@ def transfer_variables(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVaria
 
 
 def time_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, upper: float | None) -> None:
-    """Times (ms): ``f[v]`` when v's output is ready, ``s[a]`` / ``e[a]`` the call of
+    """Rows 3-5 and 9, times (ms): ``f[v]`` when v's output is ready, ``s[a]`` / ``e[a]`` the call of
     accelerator a, ``L`` the latency (at most ``upper``, the start plan's: a bound); a CPU
     node after every predecessor, an accelerator call after every input, every node of a
     call ready at its end, ``L`` after every sink; the objective."""
@@ -256,7 +257,7 @@ def time_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, upp
 
 
 def order_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -> None:
-    """Acyclicity of the accelerator calls: potentials that never decrease along an edge
+    """Row 6, acyclicity of the accelerator calls: potentials that never decrease along an edge
     and rise by 1 inside each call (zero-duration calls make the time rows too weak)."""
     k, x = len(inst.fpgas), v.x
     A = range(k)
@@ -287,7 +288,7 @@ def _forward_edges(inst: MaxloadInstance, v: LatencyVariables) -> list[tuple[int
 
 
 def label_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) -> None:
-    """Rule 5 on the CPU cores, rule "labels" (no class has two forward nodes: labels are
+    """Row 7, rule 5 on the CPU cores, rule "labels" (no class has two forward nodes: labels are
     exact, ``cpu_labels``): least labels ``y``."""
     fwd = inst.forward_ids
     y = v.y = {w: lp.var(f"y[{w}]", binary=False, ub=float(len(inst.cpus))) for w in inst.topo_order if w in fwd}
@@ -302,7 +303,7 @@ def label_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) ->
 
 
 def core_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, symmetry: bool) -> None:
-    """Rule 5 on the CPU cores, rule "cores": ``kappa[g, j]``, CPU class g on core j, and
+    """Row 7, rule 5 on the CPU cores, rule "cores": ``kappa[g, j]``, CPU class g on core j, and
     convexity rows per core; with ``symmetry`` the "first" ordering of the cores."""
     gr = v.gr
     fwd_edges = _forward_edges(inst, v)

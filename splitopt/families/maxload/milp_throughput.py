@@ -72,7 +72,7 @@ def build_milp_throughput(inst: MaxloadInstance, start: MaxloadPlacement | None,
             first_symmetry_rows(lp, kind, x, len(gr.members))
     lp.meta.update(x=x, t=t, T=T, groups=gr, devices=fpgas + cpus, fpgas=fpgas, cpus=cpus, lower=lower, upper=upper)
     tol = MILP_REL_TOL * max(1.0, lp.variables[T].ub)
-    return Program(kind="linear", model=lp, decode=lambda values: decode_placement(inst, lp, values),
+    return Program(kind="linear", model=lp, decode=lambda values: decode_plan(inst, lp, values),
                    tolerance_ms=tol,
                    stats={"variables": len(lp.variables), "rows": len(lp.rows), "groups": len(gr.members)})
 
@@ -225,7 +225,7 @@ def first_symmetry_rows(lp: LinearProgram, kind: list[str], x: dict[tuple[int, s
         w_prev = w_now
 
 
-def decode_placement(inst: MaxloadInstance, lp: LinearProgram, values: list[float]) -> MaxloadPlacement:
+def decode_plan(inst: MaxloadInstance, lp: LinearProgram, values: list[float]) -> MaxloadPlacement:
     """Each group on the device of its largest ``x`` (the first such in variable order)."""
     gr: Groups = lp.meta["groups"]
     chosen: dict[int, str] = {}
