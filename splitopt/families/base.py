@@ -13,6 +13,30 @@ Adding a family: one folder under ``splitopt/families/`` with a subclass of
 :class:`Family`, and one line in ``splitopt/families/registry.py``.
 ``tests/test_contracts.py`` checks that every registered family provides every
 member, and the contract suites of ``splitopt.testing.contracts`` run on it.
+
+Every family folder holds the same roles under the same names: ``family.py`` (the
+:class:`Family` subclass, which hands the protocol's calls to the modules below),
+``settings.py`` (its settings class; maxload, which reads the peer format, has none),
+``checks.py`` (:meth:`Family.check`), ``data.py`` (data derived from an instance),
+``plan.py``, ``evaluate.py`` (the one evaluator; its metrics derive from
+``splitopt.core.metrics.FamilyMetrics``), the program modules, ``methods.py`` (the
+family's own methods: baselines and exact special algorithms), ``start.py``,
+``enumerate.py``, ``space.py``, ``report.py``, ``examples.py`` (``random_instance``), and
+where the family has them ``bound.py``, ``diagnose.py``, ``pareto.py``.
+
+Program modules are named by the kind of program they build. ``milp.py``:
+``build_milp(inst, start) -> Program``, the solver-neutral ``LinearProgram`` (the MILP
+backends run it, and CP-SAT integer-scaled where the family builds no model of its
+own). ``cpsat.py``: ``build_cpsat(inst, start) -> Program``, a CP-SAT model of the
+family's own. A family whose objectives need different programs suffixes module and
+builder with the objective (maxload: ``milp_throughput.py`` with
+``build_milp_throughput``, ``cpsat_latency.py`` with ``build_cpsat_latency``, ...).
+``start``: the start plan or None; the builder returns the whole ``Program`` (decode,
+encode, hint, tolerances, stats). A builder is its formulation's steps, one function
+each (variables, each group of constraints, objective), whose docstring names the
+section or row of ``formulations/*.md`` it implements; ``decode_plan`` and
+``encode_plan`` map a solver's values to and from plans. :meth:`Family.build_program`
+picks the builder by kind (and objective).
 """
 
 from __future__ import annotations
