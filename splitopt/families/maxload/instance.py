@@ -25,7 +25,6 @@ from typing import Any, Callable, Mapping
 from splitopt.core.errors import InvalidInstance, InvalidOption
 from splitopt.core.jsonfile import byte_count, read_json
 from splitopt.core.toposort import least_first_order
-from splitopt.families.maxload.checks import MAX_BYTES, check_maxload
 
 PROBLEM = "maxload"
 #: "throughput": the max-load (time per sample of the pipeline); "latency": one sample
@@ -35,8 +34,13 @@ OBJECTIVES = ("throughput", "latency")
 #: peer ``dp.cpp``'s: such groups get artificial forward nodes, joined like a mirror image
 #: of their backward edges, and are held to contiguity too)
 CONTIGUITY = ("splitopt", "authors")
-#: largest time (ms) and device count a file may give (sizes: ``checks.MAX_BYTES``)
+#: two costs of one node's outgoing edges are "the same" within this tolerance
+COST_TOL = 1e-9
+#: largest time (ms) and device count a file may give
 MAX_MS = 1e9
+#: the largest size (bytes) of a node, and of all nodes together: integers up to 2**53 are
+#: exact in a double, so every memory row is
+MAX_BYTES = float(2**53)
 MAX_COUNT = 2**31 - 1
 #: the keys that identify a peer file
 PEER_KEYS = {"nodes", "edges", "maxFPGAs"}
@@ -245,7 +249,7 @@ def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: 
     """Build a MaxloadInstance from the JSON data of one peer input file; raises a one-line
     InvalidInstance naming the field and value on any defect (InvalidOption for a
     ``contiguity`` not in :data:`CONTIGUITY`): every field's type and range here, then the
-    instance's consistency (``checks.check_maxload``)."""
+    instance's consistency (:func:`check_consistency`)."""
     check_contiguity(contiguity, "contiguity")
     w = _where(source)
     if not isinstance(data, dict):
@@ -272,8 +276,48 @@ def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: 
         objective=objective,
         contiguity=contiguity,
     )
-    check_maxload(inst)
+    check_consistency(inst)
     return inst
+
+
+def check_consistency(inst: MaxloadInstance) -> None:
+    """What an instance must satisfy beyond each field's type and range: node ids unique,
+    every edge between known nodes, one outgoing cost per node, the sizes within what
+    the memory rows represent exactly (:data:`MAX_BYTES` in all), an acyclic graph.
+    InvalidInstance (one line naming the field and value; the fields as the peer file
+    names them, under ``inst.source``) otherwise."""
+    w = inst.source or "instance"
+    seen: set[int] = set()
+    for i, node in enumerate(inst.nodes):
+        if node.id in seen:
+            raise InvalidInstance(f"{w}.nodes[{i}].id: duplicate node id {node.id}")
+        seen.add(node.id)
+    first_cost: dict[int, tuple[float, int]] = {}
+    for i, edge in enumerate(inst.edges):
+        at = f"{w}.edges[{i}]"
+        u, v, cost = edge.source, edge.target, edge.cost_ms
+        for key, x in (("sourceId", u), ("destId", v)):
+            if x not in seen:
+                raise InvalidInstance(f"{at}.{key}: unknown node id {x} (dangling edge)")
+        if u in first_cost:
+            c0, v0 = first_cost[u]
+            if not math.isclose(cost, c0, rel_tol=COST_TOL, abs_tol=COST_TOL):
+                raise InvalidInstance(
+                    f"{at}.cost: node {u} has two outgoing costs, {c0} (to {v0}) and {cost} "
+                    f"(to {v}); the model needs one cost per source node"
+                )
+        else:
+            first_cost[u] = (cost, v)
+    if math.fsum(n.size_bytes for n in inst.nodes) > MAX_BYTES:
+        i, big = max(enumerate(inst.nodes), key=lambda item: item[1].size_bytes)
+        raise InvalidInstance(f"{w}.nodes[{i}].size: {big.size_bytes:.3g} bytes; the sizes of all nodes total more "
+                              f"than 2**53 = {MAX_BYTES:.17g} bytes, beyond what the memory rows represent exactly")
+    if len(inst.topo_order) < len(inst.nodes):
+        import networkx as nx
+
+        cycle = nx.find_cycle(inst.graph)
+        path = " -> ".join(str(x) for x in [u for u, _ in cycle] + [cycle[0][0]])
+        raise InvalidInstance(f"{w}.edges: the node graph has a cycle: {path}")
 
 
 def _node(raw: Any, at: str) -> MaxloadNode:
