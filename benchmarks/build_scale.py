@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from splitopt.core.gcpause import paused_gc  # noqa: E402
-from splitopt.families.edge_cloud.program import build_split_program  # noqa: E402
+from splitopt.families.edge_cloud.milp import build_milp  # noqa: E402
 from splitopt.solve import solve  # noqa: E402
 from splitopt.families.edge_cloud.examples import random_instance  # noqa: E402
 
@@ -92,7 +92,7 @@ def main() -> None:
         row = {"layers": n, "load_s": time.perf_counter() - t0}
         if previous is not None:  # alternating would be fairer; one after the other, in one process
             row["previous"] = timed_build(previous, inst, args.repeats)
-        row["new"] = timed_build(build_split_program, inst, args.repeats)
+        row["new"] = timed_build(lambda inst: build_milp(inst, None).model, inst, args.repeats)
         if old is not None and n <= args.old_max:
             row["old"] = timed_build(old, inst)
         rows.append(row)

@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = ap.parse_args()
-    builder = edge_cloud_family.build_split_program
+    builder = edge_cloud_family.build_milp
     load = os.getloadavg()[0]
     lines = []
     try:
@@ -51,7 +51,7 @@ def main() -> None:
                 optima: dict[bool, float] = {}
                 for _ in range(args.repeats):
                     for reductions in (True, False):
-                        edge_cloud_family.build_split_program = functools.partial(builder, reductions=reductions)
+                        edge_cloud_family.build_milp = functools.partial(builder, reductions=reductions)
                         inst = load_instance(path)  # afresh: nothing cached from the other run
                         t0 = time.perf_counter()
                         result = solve(inst, solver, time_limit=args.time_limit)
@@ -65,7 +65,7 @@ def main() -> None:
                 print(row, flush=True)
                 lines.append(row)
     finally:
-        edge_cloud_family.build_split_program = builder
+        edge_cloud_family.build_milp = builder
     text = "\n".join([
         "# The edge/cloud reduction (dominance rows): solve time with and without",
         "",

@@ -43,7 +43,7 @@ from splitopt.torch.architectures import BN_IMAGES, BN_SEED, MODELS, synthetic_i
 from splitopt.torch.capture import capture  # noqa: E402
 from splitopt.torch.quant_error import layer_dicts_with_errors  # noqa: E402
 from splitopt.families.edge_cloud.plan import uniform_plan
-from splitopt.families.edge_cloud.settings import candidate_bits
+from splitopt.families.edge_cloud.data import candidate_bits
 
 SCRIPT = "instances/make_instances.py"
 SEED = 0

@@ -21,7 +21,7 @@ from splitopt.core.errors import InvalidInstance, InvalidPlan, NotApplicable
 from splitopt.api import parse_instance
 from splitopt.core.result import Status
 from splitopt.solve import solve
-from splitopt.families.chain.program import build_chain_program, encode_chain_plan
+from splitopt.families.chain.milp import build_milp
 from splitopt.core.program import row_violations
 from splitopt.families.chain.examples import random_chain_instance, random_chain_plan
 
@@ -128,12 +128,13 @@ def test_throughput_objective_minimises_the_bottleneck():
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 7), m=st.integers(2, 4), linear=st.booleans())
 def test_program_objective_and_rows_match_the_evaluator(seed, n, m, linear):
     inst = random_chain_instance(seed, n, m, linear=linear)
-    lp = build_chain_program(inst)
+    program = build_milp(inst, None)
+    lp = program.model
     rng = np.random.default_rng(seed)
     for _ in range(5):
         plan = random_chain_plan(inst, rng)
         metrics = evaluate(inst, plan)
-        values = encode_chain_plan(inst, lp, plan)
+        values = program.encode(plan)
         assert lp.evaluate_objective(values) == pytest.approx(metrics.objective_ms, rel=1e-9, abs=1e-12)
         violated = row_violations(lp, values, tol=1e-6)
         assert (not violated) == metrics.feasible, (violated, metrics.violations)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from splitopt.core.program import row_violations
 from splitopt.core.result import Status
-from splitopt.families.chain import program as chain_program
+from splitopt.families.chain import milp as chain_program
 from splitopt.families.chain.bound import chain_lower_bound
 from splitopt.families.chain.cut import cut_refusal, min_weighted_stages
 from splitopt.families.chain.data import chain_tensors
@@ -181,12 +181,13 @@ def sweep_everything(monkeypatch):
 def test_swept_memory_rows_match_the_evaluator(sweep_everything, after, seed, n, m):
     sweep_everything(after)
     inst = random_chain_instance(seed, n, m)
-    lp = chain_program.build_chain_program(inst)
+    program = chain_program.build_milp(inst, None)
+    lp = program.model
     rng = np.random.default_rng(seed)
     for _ in range(5):
         plan = random_chain_plan(inst, rng)
         metrics = evaluate(inst, plan)
-        values = chain_program.encode_chain_plan(inst, lp, plan)
+        values = program.encode(plan)
         assert lp.evaluate_objective(values) == pytest.approx(metrics.objective_ms, rel=1e-9, abs=1e-12)
         violated = row_violations(lp, values, tol=1e-6)
         assert (not violated) == metrics.feasible, (violated, metrics.violations)

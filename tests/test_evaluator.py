@@ -15,7 +15,7 @@ from splitopt import InvalidInstance, evaluate, parse_instance
 from splitopt.core.latency import analytical_latency_ms, layer_latency_ms
 from splitopt.families.edge_cloud.evaluate import transfer_ms
 from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
-from splitopt.families.edge_cloud.settings import cloud_device, edge_device
+from splitopt.families.edge_cloud.data import cloud_device, edge_device
 
 EDGE = {"name": "e", "mac_per_s": 1e9, "offchip_bytes_per_s": None, "onchip_bytes": 1e6,
         "memory_bytes": 1e9, "bit_widths": [2, 3, 4, 6, 8, 16]}

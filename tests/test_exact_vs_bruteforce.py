@@ -24,7 +24,7 @@ from splitopt.families.edge_cloud.examples import random_instance
 
 from splitopt.families.edge_cloud.strategies import instances
 from splitopt.families.edge_cloud.plan import edge_cloud_plan, edge_layers
-from splitopt.families.edge_cloud.settings import candidate_bits
+from splitopt.families.edge_cloud.data import candidate_bits
 
 REL, ABS = 1e-6, 1e-9  # objective agreement: relative, plus absolute (ms)
 

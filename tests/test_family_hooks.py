@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from splitopt.families.edge_cloud.settings import uplink
+from splitopt.families.edge_cloud.data import uplink
 from splitopt.analysis.breakpoints import PLAN_COLUMN, bandwidth_sweep, plan_text, resolve_link, sweep_table
 from splitopt.analysis.pareto import pareto_front
 from splitopt.api import adjust_instance, load_instance, plan_from_dict

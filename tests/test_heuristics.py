@@ -22,7 +22,7 @@ from splitopt.families.registry import family_of
 from splitopt.heuristics.evolutionary import Evolutionary
 from splitopt.heuristics.search import Search, Termination, rank
 from splitopt.solve import solve
-from splitopt.families.edge_cloud.settings import candidate_bits
+from splitopt.families.edge_cloud.data import candidate_bits
 
 ROOT = Path(__file__).parent.parent
 RESNET = ROOT / "instances" / "resnet50_eyeriss.json"

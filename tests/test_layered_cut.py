@@ -19,7 +19,7 @@ from splitopt.families.registry import family
 from splitopt.solve import solve
 from splitopt.families.edge_cloud.examples import random_instance
 from splitopt.families.edge_cloud.plan import edge_layers
-from splitopt.families.edge_cloud.settings import required_on_edge
+from splitopt.families.edge_cloud.data import required_on_edge
 
 
 def random_problem(rng, n: int, K: int) -> tuple[LayeredCut, list[list[int]]]:

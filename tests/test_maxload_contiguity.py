@@ -33,7 +33,7 @@ from splitopt.core.errors import InvalidOption, NotApplicable
 from splitopt.families.maxload.contiguity import contiguity_graph
 from splitopt.families.maxload.evaluate import check_placement, max_load
 from splitopt.families.maxload.family import MaxloadFamily
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.ideal_dp import ideal_dp_applies
 from splitopt.families.maxload.instance import parse_peer_instance, read_peer_instance
 from splitopt.families.maxload.peer_data import data_root

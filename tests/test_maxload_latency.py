@@ -2,7 +2,7 @@
 formulations/maxload_models.md "Latency program").
 
 The contract suites (tests/test_contracts.py) draw latency instances too: every exact
-backend against brute force, the linear program at ``encode_latency(plan)`` against the
+backend against brute force, the linear program at ``encode_plan(plan)`` against the
 evaluator, plan round trips, same seed, search space. Here:
 
 * the canonical enumeration (accelerators by first use, CPU cores by the family's
@@ -38,10 +38,10 @@ from splitopt.core.result import Status
 from splitopt.families.maxload.cores import CPU, cpu_cores, placement_of
 from splitopt.families.maxload.enumerate import latency_placements
 from splitopt.families.maxload.evaluate import check_placement, latency
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.instance import parse_peer_instance, read_peer_instance
-from splitopt.families.maxload.latency_cpsat import build_latency_cpsat
-from splitopt.families.maxload.latency_milp import (build_latency_program, decode_latency, encode_latency,
+from splitopt.families.maxload.cpsat_latency import cpsat_model
+from splitopt.families.maxload.milp_latency import (build_milp_latency, decode_plan, encode_plan,
                                                   milp_tolerance_ms)
 from splitopt.families.maxload.peer_data import data_root
 from splitopt.families.maxload.plan import MaxloadPlacement
@@ -245,7 +245,7 @@ def test_cpsat_model_holds_every_valid_placement_within_its_tolerance(inst, rnd)
         except InvalidPlan:
             pass
     fam = family_of(inst)
-    cp = build_latency_cpsat(inst, fam.start_plan(inst))
+    cp = cpsat_model(inst, fam.start_plan(inst))
     for p, value in rnd.sample(valid, min(6, len(valid))):
         assignment = cp.values_of(p)
         scaled = assignment[cp.objective] * cp.unit_ms
@@ -281,8 +281,8 @@ def test_calls_that_wait_on_each_other_are_never_returned():
         res = solve(inst, solver)
         assert res.status is Status.INFEASIBLE and res.plan is None, (solver, res.message)
         assert "do not wait on each other" in res.message and "maxCPUs=0" in res.message, res.message
-    lp = build_latency_program(inst)
-    assert row_violations(lp, encode_latency(inst, lp, cyclic))  # the program holds no such placement
+    lp = build_milp_latency(inst, None).model
+    assert row_violations(lp, encode_plan(inst, lp, cyclic))  # the program holds no such placement
     # with a core, one class goes there: 5 ms on the CPU, 0 on the accelerator, 5 ms: 10
     inst = _mutual_wait(l=1)
     assert _brute_force(inst) == 10.0
@@ -298,16 +298,16 @@ def test_the_order_rows_are_what_excludes_zero_duration_cycles():
     def run(lp):
         return highs.run(Program(kind="linear", model=lp, decode=lambda values: None), SolveOptions(threads=2))
 
-    lp = build_latency_program(inst)
+    lp = build_milp_latency(inst, None).model
     tol = milp_tolerance_ms(inst, lp)  # HiGHS may end a call 1e-6 ms before it starts
     full = run(lp)
     assert full.status is Status.OPTIMAL and abs(full.values[lp.meta["L"]] - 10.0) <= tol
-    assert latency(inst, decode_latency(inst, lp, full.values)) == 10.0
+    assert latency(inst, decode_plan(inst, lp, full.values)) == 10.0
     lp.rows = [r for r in lp.rows if r.kind != "order"]
     relaxed = run(lp)
     assert relaxed.status is Status.OPTIMAL and relaxed.values[lp.meta["L"]] <= tol
     with pytest.raises(InvalidPlan, match="wait on each other"):
-        latency(inst, decode_latency(inst, lp, relaxed.values))
+        latency(inst, decode_plan(inst, lp, relaxed.values))
 
 
 def test_non_convex_accelerator_set_with_zero_durations_is_excluded():
@@ -352,13 +352,13 @@ def test_cpu_classes_that_reach_each_other_crosswise_need_their_own_cores():
         _solves_to(inst, expected)
     p = MaxloadPlacement({1: "cpu0", 5: "cpu0", 3: "cpu1", 4: "cpu1", 2: "fpga0"})
     assert check_placement(inst, p) == [] and latency(inst, p) == 3.0
-    lp = build_latency_program(inst)
+    lp = build_milp_latency(inst, None).model
     assert lp.meta["cpu_rule"] == "cores"
-    values = encode_latency(inst, lp, p)
+    values = encode_plan(inst, lp, p)
     assert row_violations(lp, values) == [] and lp.evaluate_objective(values) == 3.0
     # the same accelerator/CPU split with both classes on one core breaks a core row
     both = MaxloadPlacement({**p.device, 3: "cpu0", 4: "cpu0"})
-    assert check_placement(inst, both) and row_violations(lp, encode_latency(inst, lp, both))
+    assert check_placement(inst, both) and row_violations(lp, encode_plan(inst, lp, both))
 
 
 def test_a_colour_class_around_an_accelerator_cannot_sit_on_the_cpu():
@@ -415,18 +415,18 @@ def test_empty_graph_unknown_solver_and_enumeration_limit():
 
 def test_encode_breaks_a_row_for_what_the_program_cannot_hold():
     inst = _build([_node(1, 1, 1, 500), _node(2, 1, 1, 5, ok=0)], [(1, 2, 1.0)], k=2, l=1, mem=100)
-    lp = build_latency_program(inst)
+    lp = build_milp_latency(inst, None).model
     # node 1 is too large for an accelerator: no variable says so, its assign row is unmet
     too_large = MaxloadPlacement({1: "fpga0", 2: "cpu0"})
     assert check_placement(inst, too_large)
-    assert any(name.startswith("assign") for name in row_violations(lp, encode_latency(inst, lp, too_large)))
+    assert any(name.startswith("assign") for name in row_violations(lp, encode_plan(inst, lp, too_large)))
     three = _build([_node(i, 1, 1, 1) for i in range(3)], [], k=2)
-    lp = build_latency_program(three)
+    lp = build_milp_latency(three, None).model
     over = MaxloadPlacement({0: "fpga0", 1: "fpga1", 2: "fpga2"})
-    assert check_placement(three, over) and row_violations(lp, encode_latency(three, lp, over))
+    assert check_placement(three, over) and row_violations(lp, encode_plan(three, lp, over))
     split = _build([_node(1, 1, 1, 1, cc=3), _node(2, 1, 1, 1, cc=3)], [(1, 2, 1.0)], k=2)
     with pytest.raises(InvalidPlan, match="several devices"):
-        encode_latency(split, build_latency_program(split), MaxloadPlacement({1: "fpga0", 2: "cpu0"}))
+        encode_plan(split, build_milp_latency(split, None).model, MaxloadPlacement({1: "fpga0", 2: "cpu0"}))
 
 
 def test_start_plan_is_valid_no_worse_than_all_cpu_and_the_fallback():

@@ -253,6 +253,32 @@ def test_cycle_and_two_outgoing_costs():
     assert [(n.on_fpga_ok, n.is_backward) for n in inst.nodes] == [(True, False), (False, True)]
 
 
+def test_family_check_catches_an_instance_built_in_python():
+    """``MaxloadFamily.check`` (``checks.py``) holds an instance made without the importer
+    to the importer's rules: the same one-line errors."""
+    from dataclasses import replace
+
+    from splitopt.families.registry import family_of
+
+    inst = build([node(1), node(2), node(3)], [(1, 2, 1.0), (2, 3, 1.0)])
+    fam = family_of(inst)
+    fam.check(inst)  # a consistent instance passes
+    cases = [
+        (replace(inst, nodes=inst.nodes + (inst.nodes[0],)), r"^instance.nodes\[3\].id: duplicate node id 1$"),
+        (replace(inst, edges=inst.edges + (replace(inst.edges[0], target=9),)),
+         r"^instance.edges\[2\].destId: unknown node id 9 \(dangling edge\)$"),
+        (replace(inst, edges=inst.edges + (replace(inst.edges[1], source=3, target=1),)),
+         r"^instance.edges: the node graph has a cycle: 1 -> 2 -> 3 -> 1$"),
+        (replace(inst, edges=inst.edges + (replace(inst.edges[0], target=3, cost_ms=2.0),)),
+         r"^instance.edges\[2\].cost: node 1 has two outgoing costs, 1.0 \(to 2\) and 2.0 \(to 3\)"),
+        (replace(inst, nodes=tuple(replace(n, size_bytes=2.0**52 + 1) for n in inst.nodes)),
+         r"^instance.nodes\[0\].size: .* total more than 2\*\*53"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(InvalidInstance, match=message):
+            fam.check(bad)
+
+
 def test_file_errors(tmp_path):
     f = tmp_path / "x.json"
     f.write_text('{"maxFPGAs": 1,,}')

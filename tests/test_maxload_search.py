@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from splitopt.core.options import SolveOptions
 from splitopt.families.maxload.evaluate import check_placement, convexity_witness, evaluate, max_load
 from splitopt.families.maxload.examples import random_maxload_data
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.instance import parse_peer_instance, read_peer_instance
 from splitopt.families.maxload.intervals import interval_plan_for_order, group_orders, interval_placement
 from splitopt.families.maxload.methods import group_moves, intervals

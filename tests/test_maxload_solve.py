@@ -1,5 +1,5 @@
 """The maxload family's exact max-load (throughput) program
-(``splitopt/families/maxload/program.py``, ``formulations/maxload_throughput.md``).
+(``splitopt/families/maxload/milp_throughput.py``, ``formulations/maxload_throughput.md``).
 
 * The other symmetry breakings and no bound cuts against an independent brute force (all
   assignments of colour classes to all devices by name, filtered by ``check_placement``,
@@ -27,14 +27,14 @@ from splitopt.cli import app as main_app
 from splitopt.core.errors import UnknownSolver
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import Status
-from splitopt.families.maxload.cpsat import to_cpsat
+from splitopt.families.maxload.cpsat_throughput import to_cpsat
 from splitopt.families.maxload.evaluate import check_placement, max_load
 from splitopt.families.maxload.instance import parse_peer_instance as parse_dnnp
 from splitopt.families.maxload.instance import read_peer_instance as load_dnnp
 from splitopt.families.maxload.plan import MaxloadPlacement as DnnpPlacement
 from splitopt.families.maxload.peer_data import data_root
 from splitopt.families.maxload.plan import load_expert
-from splitopt.families.maxload.program import build_max_load_program, decode_placement
+from splitopt.families.maxload.milp_throughput import build_milp_throughput, decode_plan
 from splitopt.solve import solve
 
 ROOT = data_root()
@@ -110,11 +110,11 @@ def peer_instances(draw):
 
 def solve_with_program(inst, symmetry: str, cuts: bool) -> tuple[float, DnnpPlacement]:
     """CP-SAT on the max-load program built with another symmetry breaking / cut choice."""
-    lp = build_max_load_program(inst, symmetry=symmetry, cuts=cuts)
+    lp = build_milp_throughput(inst, None, symmetry=symmetry, cuts=cuts).model
     model, xs, unit, tol = to_cpsat(lp)
     raw = run_model(model, SolveOptions(threads=2), presolve=False)
     assert raw.status is Status.OPTIMAL, raw.message
-    placement = decode_placement(inst, lp, [float(raw.values[x.Index()]) for x in xs])
+    placement = decode_plan(inst, lp, [float(raw.values[x.Index()]) for x in xs])
     assert abs(max_load(inst, placement)[0] - raw.objective * unit) <= 2 * tol + 1e-9
     return max_load(inst, placement)[0], placement
 
@@ -203,8 +203,8 @@ def test_symmetry_breaking_cuts_solutions_not_optima():
     value, placement = solve_with_program(inst, "first", True)
     assert math.isclose(value, 2.0)
     assert placement.device[0] == "fpga0"
-    lp_first = build_max_load_program(inst, symmetry="first")
-    lp_none = build_max_load_program(inst, symmetry="none")
+    lp_first = build_milp_throughput(inst, None, symmetry="first").model
+    lp_none = build_milp_throughput(inst, None, symmetry="none").model
     assert len(lp_first.rows) > len(lp_none.rows)
 
 

@@ -18,7 +18,7 @@ from splitopt.api import instance_schema, load_instance, parse_instance
 from splitopt.cli.app import app
 from splitopt.core.errors import InvalidInstance, InvalidOption
 from splitopt.core.overrides import Override, apply_overrides, parse_override, parse_overrides, parse_value
-from splitopt.families.edge_cloud.settings import uplink
+from splitopt.families.edge_cloud.data import uplink
 
 ROOT = Path(__file__).resolve().parent.parent
 RESNET = ROOT / "instances" / "resnet50_eyeriss.json"

@@ -17,12 +17,12 @@ from splitopt.api import load_instance
 from splitopt.backends.brute_force import BruteForceBackend
 from splitopt.backends.registry import get_backend
 from splitopt.core.options import SolveOptions
-from splitopt.core.program import Program, row_violations
+from splitopt.core.program import row_violations
 from splitopt.core.result import Status
 from splitopt.families.edge_cloud.dominance import dominated_layers, without_dominated_frontier
 from splitopt.families.edge_cloud.evaluate import evaluate
 from splitopt.families.edge_cloud.examples import random_instance_data
-from splitopt.families.edge_cloud.program import build_split_program, decode_split_plan, encode_plan
+from splitopt.families.edge_cloud.milp import build_milp, encode_plan
 from splitopt.families.registry import family
 from splitopt.families.edge_cloud.examples import random_instance
 from splitopt.families.edge_cloud.strategies import split_bits_instances, split_instances
@@ -78,8 +78,7 @@ def working_sets(inst, plan) -> dict[str, float]:
 def program_optimum(inst, reductions: bool) -> float | None:
     """HiGHS's optimum (ms) of the edge/cloud program with or without the dominance rows,
     its plan checked by the evaluator; None where it is infeasible."""
-    lp = build_split_program(inst, reductions=reductions)
-    program = Program(kind="linear", model=lp, decode=lambda values: decode_split_plan(inst, lp, values))
+    program = build_milp(inst, None, reductions=reductions)
     raw = get_backend("milp-highs").run(program, SolveOptions())
     if raw.status is Status.INFEASIBLE:
         return None
@@ -111,7 +110,7 @@ def test_moving_dominated_frontier_layers_never_worsens_a_plan():
             inst = varied_instance(seed, 6 + seed % 9, problem, edge_required=seed % 4 == 0)
             space = family("edge_cloud").space(inst)
             rng = random.Random(seed)
-            lp = build_split_program(inst)
+            lp = build_milp(inst, None).model
             for _ in range(40):
                 plan = space.decode(space.sample(rng))
                 better = without_dominated_frontier(inst, plan)
@@ -157,7 +156,7 @@ def test_shipped_instances_keep_their_optima_with_the_rows(name):
     inst = load_instance(INSTANCES / f"{name}.json")
     for problem in ("split", "split_bits"):
         here = inst.with_settings(problem=problem)
-        rows = [r for r in build_split_program(here).rows if r.kind == "dominance"]
+        rows = [r for r in build_milp(here, None).model.rows if r.kind == "dominance"]
         assert len(rows) == len(dominated_layers(here)) > 0
         assert same(program_optimum(here, True), program_optimum(here, False)), (name, problem)
 

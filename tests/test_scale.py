@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from splitopt.core import closure as closure_module
 from splitopt.core.closure import closure_sums
 from splitopt.core.options import BuildDeadlinePassed, building_until
-from splitopt.families.edge_cloud import program as edge_cloud_program
+from splitopt.families.edge_cloud import milp as edge_cloud_program
 from splitopt.families.registry import family
 from splitopt.testing import contracts
 from splitopt.families.edge_cloud.examples import random_instance
-from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device
+from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 
@@ -210,7 +210,7 @@ def test_q_rows_leave_out_only_implied_rows(seed, pinned):
     implied, in the relaxation too: adding them back leaves the LP optimum where it was
     (formulations/edge_cloud_split.md, row 4)."""
     inst = random_instance(seed, random.Random(seed).randint(6, 24), edge_required=pinned)
-    lp = edge_cloud_program.build_split_program(inst)
+    lp = edge_cloud_program.build_milp(inst, None).model
     base = _relaxation_ms(lp)
     e, sent, asel, q = lp.meta["e"], lp.meta["sent"], lp.meta["asel"], lp.meta["q"]
     added = 0

@@ -23,7 +23,7 @@ from splitopt.families.separable.evaluate import mixes
 from splitopt.families.separable.examples import PAPER_TABLE5_PERCENT, resnext_cifar_data
 from splitopt.families.separable.plan import (SeparablePlan, Step, choice_of_permutation, make_step,
                                               permutation_of_choice, step_from_dict)
-from splitopt.families.separable.program import canonical_labels, interchangeable
+from splitopt.families.separable.milp import canonical_labels, interchangeable
 from splitopt.solve import solve
 
 ROOT = Path(__file__).resolve().parents[1]

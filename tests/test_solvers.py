@@ -149,10 +149,10 @@ def test_export_model(toy_data, tmp_path, solver, suffix):
 
 
 def test_bit_choice_encoding_per_layer(toy_data):
-    from splitopt.families.edge_cloud.program import build_split_program
+    from splitopt.families.edge_cloud.milp import build_milp
 
     inst = parse_instance(toy_data)
-    enc = build_split_program(inst).meta["encoding"]
+    enc = build_milp(inst, None).model.meta["encoding"]
     # analytical latencies are separable; c is weightless, so only its activation bits matter
     assert enc == {"a": "separable", "b": "separable", "c": "activation"}
     data = copy.deepcopy(toy_data)
@@ -160,8 +160,8 @@ def test_bit_choice_encoding_per_layer(toy_data):
         "eyeriss": {f"w{w}a{a}": w + a + (5.0 if (w, a) == (8, 8) else 0.0) for w in (2, 4, 6, 8, 16) for a in (2, 4, 6, 8, 16)}
     }
     inst = parse_instance(data)
-    assert build_split_program(inst).meta["encoding"]["a"] == "pairs"
-    assert build_split_program(inst.with_settings(problem="split")).meta["encoding"]["a"] == "single"
+    assert build_milp(inst, None).model.meta["encoding"]["a"] == "pairs"
+    assert build_milp(inst.with_settings(problem="split"), None).model.meta["encoding"]["a"] == "single"
     for solver in EXACT:  # both encodings in one model, same optimum
         assert solve(inst, solver).objective == pytest.approx(solve(inst, "milp-cbc").objective, rel=1e-7)
 

@@ -15,7 +15,7 @@ from splitopt.families.edge_cloud.examples import random_instance
 
 from splitopt.families.edge_cloud.strategies import instances, split_bits_instances, split_instances
 from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
-from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, uplink
+from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, uplink
 
 SEEDS = range(300)
 

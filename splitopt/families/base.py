@@ -13,10 +13,35 @@ Adding a family: one folder under ``splitopt/families/`` with a subclass of
 :class:`Family`, and one line in ``splitopt/families/registry.py``.
 ``tests/test_contracts.py`` checks that every registered family provides every
 member, and the contract suites of ``splitopt.testing.contracts`` run on it.
+
+Every family folder holds the same roles under the same names: ``family.py`` (the
+:class:`Family` subclass, which hands the protocol's calls to the modules below),
+``settings.py`` (its settings class; maxload, which reads the peer format, has none),
+``checks.py`` (:meth:`Family.check`), ``data.py`` (data derived from an instance),
+``plan.py``, ``evaluate.py`` (the one evaluator; its metrics derive from
+``splitopt.core.metrics.FamilyMetrics``), the program modules, ``methods.py`` (the
+family's own methods: baselines and exact special algorithms), ``start.py``,
+``enumerate.py``, ``space.py``, ``report.py``, ``examples.py`` (``random_instance``), and
+where the family has them ``bound.py``, ``diagnose.py``, ``pareto.py``.
+
+Program modules are named by the kind of program they build. ``milp.py``:
+``build_milp(inst, start) -> Program``, the solver-neutral ``LinearProgram`` (the MILP
+backends run it, and CP-SAT integer-scaled where the family builds no model of its
+own). ``cpsat.py``: ``build_cpsat(inst, start) -> Program``, a CP-SAT model of the
+family's own. A family whose objectives need different programs suffixes module and
+builder with the objective (maxload: ``milp_throughput.py`` with
+``build_milp_throughput``, ``cpsat_latency.py`` with ``build_cpsat_latency``, ...).
+``start``: the start plan or None; the builder returns the whole ``Program`` (decode,
+encode, hint, tolerances, stats). A builder is its formulation's steps, one function
+each (variables, each group of constraints, objective), whose docstring names the
+section or row of ``formulations/*.md`` it implements; ``decode_plan`` and
+``encode_plan`` map a solver's values to and from plans. :meth:`Family.build_program`
+picks the builder by kind (and objective).
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
@@ -57,6 +82,29 @@ class Method:
     hint: bool = False
     optimal_rtol: float | None = None
     anytime: bool = False
+
+
+def imported(target: str) -> Any:
+    """The object ``target`` names, ``"module:name"`` (the module imported now): how the
+    registry finds a family's class and a family a function it names without importing
+    it first."""
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def deferred(target: str) -> Callable[..., Any]:
+    """A function that calls the function ``target`` names (``"module:function"``),
+    looked up (:func:`imported`) at each call and not before: the ``run`` of a
+    :class:`Method` whose module needs a heavy dependency (numpy), so that listing the
+    family's methods (``splitopt solvers``, ``splitopt schema``) imports none of it."""
+    name = target.split(":")[1]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return imported(target)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"``{target}``, imported when it is called."
+    return call
 
 
 def plan_output(plan: Any, objective: float | None = None, **extra: Any) -> BackendOutput:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any, Iterator
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.families.base import Family
+from splitopt.families.base import Family, imported
 
 #: family name -> "module:Class"
 FAMILIES: dict[str, str] = {
@@ -41,8 +41,7 @@ def family(name: str) -> Family:
     if name not in BUILT:
         if name not in FAMILIES:
             raise KeyError(f"unknown family '{name}' (families: {', '.join(FAMILIES)})")
-        module, cls = FAMILIES[name].split(":")
-        BUILT[name] = getattr(importlib.import_module(module), cls)()
+        BUILT[name] = imported(FAMILIES[name])()
     return BUILT[name]
 
 

@@ -21,10 +21,11 @@ source of truth for a chain plan (model in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from splitopt.core.instance import Instance
+from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.plan import Plan
 from splitopt.core.schedule import Task
 from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
@@ -67,7 +68,7 @@ class DeviceLoad:
 
 
 @dataclass(frozen=True)
-class ChainMetrics:
+class ChainMetrics(FamilyMetrics):
     """What a chain plan costs. ``latency_ms``: Eq. 1, the sum of stage times;
     ``bottleneck_ms``: the largest stage time (throughput = 1000 / bottleneck samples/s)."""
 
@@ -77,11 +78,6 @@ class ChainMetrics:
     bottleneck_device: str
     devices: tuple[DeviceLoad, ...]
     schedule: tuple[Task, ...]
-    violations: tuple[str, ...] = field(default=())
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
 
     @property
     def objective_ms(self) -> float:
@@ -97,7 +93,7 @@ class ChainMetrics:
                 "throughput_per_s": 1000.0 / self.bottleneck_ms if self.bottleneck_ms > 0 else None,
                 "devices": [d.to_dict() for d in self.devices],
                 "schedule": [t.to_dict() for t in self.schedule],
-                "feasible": self.feasible, "violations": list(self.violations)}
+                **self.verdict()}
 
 
 def activation_profile(inst: Instance, src: dict[str, int], far: dict[str, int]):

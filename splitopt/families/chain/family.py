@@ -19,11 +19,12 @@ from splitopt.families.chain.checks import check_chain
 from splitopt.families.chain.enumerate import enumerate_plans
 from splitopt.families.chain.evaluate import ChainMetrics, evaluate
 from splitopt.families.chain.plan import plan_from_dict
-from splitopt.families.chain.program import build_chain_program, decode_chain_plan, encode_chain_plan
+from splitopt.families.chain.milp import build_milp
 from splitopt.families.chain.report import report
 from splitopt.families.chain.settings import ChainSettings
 from splitopt.families.chain.space import chain_space
-from splitopt.families.chain.start import diagnose, start_plan
+from splitopt.families.chain.diagnose import diagnose
+from splitopt.families.chain.start import start_plan
 from splitopt.search.space import SearchSpace
 
 METHODS = (
@@ -81,13 +82,7 @@ class ChainFamily(Family):
     def build_program(self, inst: Instance, kind: str, start: Plan | None) -> Program:
         if kind != "linear":
             raise NotApplicable(f"problem 'chain' builds a linear program, not '{kind}'")
-        lp = build_chain_program(inst)
-        return Program(
-            kind="linear", model=lp, decode=lambda values: decode_chain_plan(inst, lp, values),
-            hint=None if start is None else encode_chain_plan(inst, lp, start),
-            encode=lambda plan: encode_chain_plan(inst, lp, plan),
-            stats={"variables": len(lp.variables), "rows": len(lp.rows)},
-        )
+        return build_milp(inst, start)
 
     def methods(self) -> Sequence[Method]:
         return METHODS

@@ -1,13 +1,11 @@
-"""A chain plan to start from (and fall back on), and why an instance has none."""
+"""A chain plan to start from (and fall back on)."""
 
 from __future__ import annotations
 
 from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
-from splitopt.families.chain.data import chain_tensors
 from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
-from splitopt.core.jsonfile import byte_count
 
 
 def start_plan(inst: Instance) -> Plan:
@@ -64,16 +62,3 @@ def _simple_start(inst: Instance) -> Plan:
     index.update({n: 0 for n in names[:end]})
     packed = plan_from_indices(inst, index)
     return packed if evaluate(inst, packed).feasible else singles[-1]
-
-
-def diagnose(inst: Instance) -> str:
-    """Name the memory limit that no chain plan can meet."""
-    tensors = chain_tensors(inst)
-    first = inst.settings.chain[0]
-    raw = max((tensors.held_bytes[t.name] for t in inst.inputs), default=0.0)
-    limit = inst.device_by_name[first].memory_bytes
-    if raw > limit:
-        return (f"infeasible: the raw input ({byte_count(raw)} B) does not fit the memory of the first chain device "
-                f"'{first}' ({byte_count(limit)} B), where it arrives")
-    return ("infeasible: no placement meets every device memory limit "
-            f"({', '.join(f'{m} {byte_count(inst.device_by_name[m].memory_bytes)} B' for m in inst.settings.chain)})")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
-from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, uplink
+from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, uplink
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 

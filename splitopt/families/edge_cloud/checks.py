@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.instance import Instance
-from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, uplink
+from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, uplink
 
 
 def check_edge_cloud(inst: Instance) -> None:

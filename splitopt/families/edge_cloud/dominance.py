@@ -38,7 +38,7 @@ from typing import Mapping
 from splitopt.core.instance import Instance
 from splitopt.core.latency import latency_table, layer_latency_ms
 from splitopt.core.plan import Plan
-from splitopt.families.edge_cloud.settings import candidate_bits, cloud_device, edge_device, required_on_edge
+from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, required_on_edge
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 

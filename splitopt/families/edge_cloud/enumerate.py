@@ -20,7 +20,7 @@ from typing import Iterator
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
-from splitopt.families.edge_cloud.settings import candidate_bits
+from splitopt.families.edge_cloud.data import candidate_bits
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 

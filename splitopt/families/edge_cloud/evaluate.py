@@ -18,19 +18,20 @@ It simulates the plan instead of reusing any formulation's algebra:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.memory import edge_set_use
+from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.plan import check_plan
 from splitopt.core.jsonfile import byte_count
-from splitopt.families.edge_cloud.settings import cloud_device, edge_device, uplink
+from splitopt.families.edge_cloud.data import cloud_device, edge_device, uplink
 
 
 @dataclass(frozen=True)
-class Metrics:
+class Metrics(FamilyMetrics):
     """What a plan costs. Times in ms, sizes in bytes, error dimensionless."""
 
     edge_compute_ms: float
@@ -47,11 +48,6 @@ class Metrics:
     error: float
     error_budget: float | None
     edge_layer_count: int
-    violations: tuple[str, ...] = field(default=())
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
 
     @property
     def objective_ms(self) -> float:
@@ -74,8 +70,7 @@ class Metrics:
             "error": self.error,
             "error_budget": self.error_budget,
             "edge_layer_count": self.edge_layer_count,
-            "feasible": self.feasible,
-            "violations": list(self.violations),
+            **self.verdict(),
         }
 
 

@@ -12,34 +12,20 @@ from splitopt.core.instance import Instance
 from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method, ScaleCase
-from splitopt.families.edge_cloud.baselines import auto_split, cloud_only, edge_only, neurosurgeon, qdmp, u8
-from splitopt.families.edge_cloud.bound import edge_cloud_lower_bound, relaxed_cut_plan
+from splitopt.families.edge_cloud.bound import edge_cloud_lower_bound
 from splitopt.families.edge_cloud.checks import check_edge_cloud
+from splitopt.families.edge_cloud.data import uplink
 from splitopt.families.edge_cloud.diagnose import diagnose
-from splitopt.families.edge_cloud.dominance import without_dominated_frontier
 from splitopt.families.edge_cloud.enumerate import enumerate_plans
 from splitopt.families.edge_cloud.evaluate import Metrics, evaluate
 from splitopt.families.edge_cloud.plan import plan_from_dict, plan_to_dict
-from splitopt.families.edge_cloud.settings import EdgeCloudSettings, uplink
-from splitopt.families.edge_cloud.program import build_split_program, decode_split_plan, encode_plan, start_plan
+from splitopt.families.edge_cloud.methods import METHODS
+from splitopt.families.edge_cloud.milp import build_milp
 from splitopt.families.edge_cloud.report import report
+from splitopt.families.edge_cloud.settings import EdgeCloudSettings
 from splitopt.families.edge_cloud.space import edge_cloud_space
+from splitopt.families.edge_cloud.start import start_plan
 from splitopt.search.space import SearchSpace
-
-BASELINES = (
-    Method("cloud-only", "CLOUD16: all layers on the cloud, raw input sent (AUTO-SPLIT Sec. 5.3)", cloud_only.run,
-           hint=True),
-    Method("edge-only", "EDGE-ONLY: all layers on the edge (split_bits: best uniform bit-width)", edge_only.run,
-           hint=True),
-    Method("u8", "U8: all layers on the edge at 8-bit weights and activations (AUTO-SPLIT Sec. 5.3)", u8.run,
-             problems=("split_bits",), hint=True),
-    Method("neurosurgeon", "Neurosurgeon: linear scan over the execution order with a chain cost model (float)",
-             neurosurgeon.run, problems=("split",), fallback_problem="split", hint=True),
-    Method("qdmp", "DADS/QDMP: s-t min-cut on the layer DAG with fan-out nodes (float; ignores edge memory)",
-             qdmp.run, problems=("split",), fallback_problem="split", hint=True),
-    Method("auto-split", "AUTO-SPLIT Algorithm 1: potential splits (Eq. 6) x grid of memory budgets (Eq. 8, 9)",
-             auto_split.run, problems=("split_bits",)),
-)
 
 
 class EdgeCloudFamily(Family):
@@ -71,13 +57,9 @@ class EdgeCloudFamily(Family):
 
     def start_plan(self, inst: Instance) -> Plan | None:
         """The better of cloud-only (where no layer is pinned to the edge) and the plan of
-        the relaxation's minimum cut (``bound.py``) where it meets every limit; None where
-        neither is a plan that meets them."""
+        the relaxation's minimum cut (``bound.py``) where it meets every limit
+        (``start.py``)."""
         self.prepare(inst)
-        candidates = [p for p in (start_plan(inst), relaxed_cut_plan(inst)) if p is not None]
-        scored = [(m.objective_ms, i) for i, m in enumerate(evaluate(inst, p) for p in candidates) if m.feasible]
-        if scored:
-            return candidates[min(scored)[1]]
         return start_plan(inst)
 
     def lower_bound(self, inst: Instance) -> float | None:
@@ -92,17 +74,10 @@ class EdgeCloudFamily(Family):
     def build_program(self, inst: Instance, kind: str, start: Plan | None) -> Program:
         if kind != "linear":
             raise NotApplicable(f"problem '{inst.problem}' builds a linear program, not '{kind}'")
-        lp = build_split_program(inst)
-        return Program(
-            kind="linear", model=lp, decode=lambda values: decode_split_plan(inst, lp, values),
-            # the start plan, with dominated frontier layers moved to the cloud (no worse), meets the dominance rows
-            hint=None if start is None else encode_plan(inst, lp, without_dominated_frontier(inst, start)),
-            encode=lambda plan: encode_plan(inst, lp, plan),
-            stats={"variables": len(lp.variables), "rows": len(lp.rows)},
-        )
+        return build_milp(inst, start)
 
     def methods(self) -> Sequence[Method]:
-        return BASELINES
+        return METHODS
 
     def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Plan]:
         return enumerate_plans(inst, limit)

@@ -11,7 +11,7 @@ from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, shown
 from splitopt.core.plan import Plan, check_known_layers, check_plan_fields, plan_layers
-from splitopt.families.edge_cloud.settings import candidate_bits
+from splitopt.families.edge_cloud.data import candidate_bits
 
 #: the fields of a layer's entry
 FIELDS = ("device", "weight_bits", "activation_bits")

@@ -8,7 +8,7 @@ from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.evaluate import Metrics
 from splitopt.core.jsonfile import byte_count
-from splitopt.families.edge_cloud.settings import edge_device
+from splitopt.families.edge_cloud.data import edge_device
 from splitopt.families.edge_cloud.plan import edge_layers
 
 

@@ -1,8 +1,7 @@
 """The edge/cloud family's settings (problems ``split`` and ``split_bits``): which device is
 the edge and which the cloud, the edge's memory limit, the error budget, the candidate
-bit-widths and the reference precision; and the lookups every module of the family reads
-through them (the two devices, the uplink, the layers pinned to the edge with their
-ancestors, the bit-widths a plan may use). Imports nothing heavy."""
+bit-widths and the reference precision. What the family derives from them is in
+``data.py``. Imports nothing heavy."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Device, Instance, Link
+from splitopt.core.instance import Device, Instance
 from splitopt.core.settings import FamilySettings
 from splitopt.families.settings_fields import device_name, memory_limit, optional_float, schema_of
 
@@ -79,49 +78,3 @@ class EdgeCloudSettings(FamilySettings):
 def settings(inst: Instance) -> EdgeCloudSettings:
     """The edge/cloud settings of ``inst`` (typed for the readers of this family)."""
     return inst.settings
-
-
-def edge_device(inst: Instance) -> Device:
-    """The edge device."""
-    return inst.device_by_name[settings(inst).edge]
-
-
-def cloud_device(inst: Instance) -> Device:
-    """The cloud device."""
-    return inst.device_by_name[settings(inst).cloud]
-
-
-def uplink(inst: Instance) -> Link:
-    """The link from the edge device to the cloud device; InvalidInstance where there is none."""
-    s = settings(inst)
-    link = inst.link_between.get((s.edge, s.cloud))
-    if link is None:
-        raise InvalidInstance(f"links: no link from edge device '{s.edge}' to cloud device '{s.cloud}'")
-    return link
-
-
-def required_on_edge(inst: Instance) -> frozenset[str]:
-    """``settings.edge_required`` with all their ancestors (computed once per instance)."""
-
-    def build() -> frozenset[str]:
-        required = settings(inst).edge_required
-        if not required:
-            return frozenset()  # without importing networkx (it costs more than a small solve)
-        import networkx as nx
-
-        out: set[str] = set()
-        for name in required:
-            out.add(name)
-            out.update(nx.ancestors(inst.graph, name))
-        return frozenset(out)
-
-    return inst.derived(("edge_cloud", "required_on_edge"), build)
-
-
-def candidate_bits(inst: Instance) -> tuple[int, ...]:
-    """Edge bit-widths a plan may use: the candidate set for ``split_bits``, the reference
-    precision alone for ``split``."""
-    s = settings(inst)
-    if inst.problem == "split":
-        return (s.cloud_bits,)
-    return s.bit_widths

@@ -26,7 +26,7 @@ from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, layer_error_terms, transfer_ms
 from splitopt.search.space import ChoiceGene, Genome, SearchSpace
-from splitopt.families.edge_cloud.settings import candidate_bits, edge_device, uplink
+from splitopt.families.edge_cloud.data import candidate_bits, edge_device, uplink
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
 
 CLOUD = "cloud"

@@ -10,6 +10,8 @@ formulation."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any
 
 from splitopt.core.instance import Instance
 from splitopt.core.options import BuildDeadlinePassed, check_build_deadline
@@ -55,6 +57,9 @@ def count_bound(d: LoadingData, k: int) -> float:
 
 
 def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:
+    """The model of the formulation's "CP-SAT", its parts in order: the child counts and
+    boundaries, the staircase, the loads, and the balance or latency objective with its
+    rows; ``start`` (a plan or None) bounds the latency and is the hint."""
     from ortools.sat.python import cp_model
 
     d = data(inst)
@@ -63,10 +68,63 @@ def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:
     if not counts:  # no allowed child count: an infeasible model says so
         model.AddBoolOr([])
         return Program(kind="cpsat", model=model, decode=lambda values: None, stats={"no_child_count": True})
+    v = integer_times(inst, d, counts)
+    count_variables(d, model, v, counts)
+    staircase(d, model, v)
+    load_variables(d, model, v, counts)
+    if v.latency:
+        latency_objective(inst, d, model, v, counts, start)
+    else:
+        heaviest = model.NewIntVar(0, v.H, "heaviest_load")
+        for dl in v.load:
+            model.Add(heaviest >= dl)
+        model.Minimize(heaviest)
+    if start is not None and start.k in v.y and start.starts[-1] <= d.last_start_max:
+        hint(d, model, v, counts, start)
+    # presolve off: it expands every element constraint into one literal per block (measured
+    # on 1,000 blocks x 16 slots: 20-60 s of presolve; without it the same models solve in 5-20 s)
+    return Program(kind="cpsat", model=model, decode=lambda values: decode_plan(d, v, counts, values), unit_ms=v.unit,
+                   tolerance_ms=v.tol, presolve=False,
+                   stats={"time_unit_ms": v.unit, "slots": v.K, "slowdown_classes": len(v.sigmas), "blocks": v.N})
+
+
+@dataclass
+class LoadingModel:
+    """The model's integer data and variables as the steps add them. Times in units of
+    ``unit`` ms (``TIME_UNITS`` over the serial horizon; ``H`` the horizon in units) with
+    the rounding tolerance ``tol`` (ms); ``prefix[sigma]``, ``infer`` and ``fixed``: the
+    scaled read prefix sums per slowdown, the inference prefix sums and the fixed cost per
+    child. Then ``y[k]`` (exactly k children), ``active[i]``, the boundaries ``c[i]``, the
+    staircase ``u``, the prefix sums at the boundaries, each slot's ``load``, and for the
+    latency the threads ``x`` and load ends ``done``."""
+
+    N: int
+    K: int
+    latency: bool
+    unit: float
+    H: int
+    tol: float
+    sigmas: list[float]
+    prefix: dict[float, list[int]]
+    infer: list[int]
+    fixed: int
+    y: dict = field(default_factory=dict)
+    active: list = field(default_factory=list)
+    c: list = field(default_factory=list)
+    u: list = field(default_factory=list)
+    at_infer: list = field(default_factory=list)
+    at_read: dict = field(default_factory=dict)
+    load: list = field(default_factory=list)
+    lanes: int = 0
+    x: list = field(default_factory=list)
+    done: list = field(default_factory=list)
+
+
+def integer_times(inst: Instance, d: LoadingData, counts: list[int]) -> LoadingModel:
+    """The time unit, the horizon in units, the tolerance, and the data in units."""
     latency = inst.objective == "latency"
     N, K = d.n, max(counts)
     unit = max(horizon_ms(d, counts) / TIME_UNITS, 1e-12)
-    H = TIME_UNITS + 4 * K + 4
 
     def q(ms: float) -> int:
         return int(round(ms / unit))
@@ -74,18 +132,23 @@ def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:
     # rounding: a load is off by at most 1.5 units (fixed cost, two prefix sums), a child's
     # inference by 1; the first response adds at most K loads and K inferences
     tol = (2.5 * K + 1.0) * unit if latency else 2.0 * unit
-
     sigmas = sorted({d.slowdown(k) for k in counts})
-    prefix = {s: [q(s * float(v)) for v in d.read_prefix] for s in sigmas}
-    infer = [q(float(v)) for v in d.infer_prefix]
-    fixed = q(d.fixed_ms)
+    prefix = {s: [q(s * float(val)) for val in d.read_prefix] for s in sigmas}
+    return LoadingModel(N, K, latency, unit, TIME_UNITS + 4 * K + 4, tol, sigmas, prefix,
+                        [q(float(val)) for val in d.infer_prefix], q(d.fixed_ms))
 
-    y = {k: model.NewBoolVar(f"k={k}") for k in counts}
+
+def count_variables(d: LoadingData, model: Any, v: LoadingModel, counts: list[int]) -> None:
+    """``y_k`` (exactly one allowed count), ``active[i]`` (slot i holds a child) and the
+    boundaries ``c_0 = 0 <= c_1 <= ... <= c_K = N`` (inactive slots start at N, active ones
+    hold a block); the last child holds the trainable tail."""
+    N, K = v.N, v.K
+    y = v.y = {k: model.NewBoolVar(f"k={k}") for k in counts}
     model.AddExactlyOne(y.values())
-    active = [model.NewConstant(1)] + [model.NewBoolVar(f"active[{i}]") for i in range(1, K)]
+    active = v.active = [model.NewConstant(1)] + [model.NewBoolVar(f"active[{i}]") for i in range(1, K)]
     for i in range(1, K):
         model.Add(active[i] == sum(y[k] for k in counts if k > i))
-    c = [model.NewConstant(0)] + [model.NewIntVar(0, N, f"c[{i}]") for i in range(1, K)] + [model.NewConstant(N)]
+    c = v.c = [model.NewConstant(0)] + [model.NewIntVar(0, N, f"c[{i}]") for i in range(1, K)] + [model.NewConstant(N)]
     for i in range(K):
         model.Add(c[i + 1] >= c[i])
         model.Add(c[i + 1] >= c[i] + 1).OnlyEnforceIf(active[i])
@@ -94,10 +157,14 @@ def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:
     for k in counts:  # the last child holds the trainable tail
         model.Add(c[k - 1] <= d.last_start_max).OnlyEnforceIf(y[k])
 
-    # staircase: u[i][b] = 1 iff block b lies in slot >= i (b >= c_i). A prefix sum at c_i is then
-    # linear in u (sum of the increments of the blocks before c_i), which gives CP-SAT's LP a
-    # much stronger relaxation than element constraints (measured: formulations/loading_balance.md)
-    u = [None] + [[model.NewBoolVar(f"u[{i},{b}]") for b in range(N)] for i in range(1, K)]
+
+def staircase(d: LoadingData, model: Any, v: LoadingModel) -> None:
+    """The staircase: ``u[i][b] = 1`` iff block b lies in slot >= i (b >= c_i), monotone in
+    b and nested in i, ``c_i = N - sum_b u[i][b]``. A prefix sum at c_i is then linear in u
+    (sum of the increments of the blocks before c_i), which gives CP-SAT's LP a much
+    stronger relaxation than element constraints (measured: the formulation)."""
+    N, K = v.N, v.K
+    u = v.u = [None] + [[model.NewBoolVar(f"u[{i},{b}]") for b in range(N)] for i in range(1, K)]
     for i in range(1, K):
         check_build_deadline()  # O(N) constraints per slot: the budget includes building
         model.Add(u[i][0] == 0)
@@ -105,9 +172,15 @@ def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:
             model.AddImplication(u[i][b], u[i][b + 1])
             if i + 1 < K:
                 model.AddImplication(u[i + 1][b], u[i][b])
-        model.Add(c[i] == N - sum(u[i]))
+        model.Add(v.c[i] == N - sum(u[i]))
 
-    def element(array: list[int], i: int, name: str):
+
+def load_variables(d: LoadingData, model: Any, v: LoadingModel, counts: list[int]) -> None:
+    """The prefix sums at the boundaries, and each slot's load: ``y_k => load_i = F +
+    sigma(k)-scaled prefix difference`` (0 for an inactive slot)."""
+    N, K, u = v.N, v.K, v.u
+
+    def element(array: list[int], i: int):
         """array[c_i] as a linear expression of the staircase."""
         if i == 0:
             return array[0]
@@ -116,96 +189,107 @@ def build_cpsat(inst: Instance, start: LoadingPlan | None) -> Program:
         check_build_deadline()
         return array[N] - sum((array[b + 1] - array[b]) * u[i][b] for b in range(N) if array[b + 1] != array[b])
 
-    at_infer = [element(infer, i, f"I[c{i}]") for i in range(K + 1)]
-    at_read = {s: [element(prefix[s], i, f"R{j}[c{i}]") for i in range(K + 1)] for j, s in enumerate(sigmas)}
-    load = []
+    v.at_infer = [element(v.infer, i) for i in range(K + 1)]
+    v.at_read = {s: [element(v.prefix[s], i) for i in range(K + 1)] for s in v.sigmas}
     for i in range(K):
-        dl = model.NewIntVar(0, H, f"load[{i}]")
+        dl = model.NewIntVar(0, v.H, f"load[{i}]")
         for k in counts:
             if k > i:
                 s = d.slowdown(k)
-                model.Add(dl == fixed + at_read[s][i + 1] - at_read[s][i]).OnlyEnforceIf(y[k])
+                model.Add(dl == v.fixed + v.at_read[s][i + 1] - v.at_read[s][i]).OnlyEnforceIf(v.y[k])
         if i > 0:
-            model.Add(dl == 0).OnlyEnforceIf(active[i].Not())
-        load.append(dl)
+            model.Add(dl == 0).OnlyEnforceIf(v.active[i].Not())
+        v.load.append(dl)
 
-    if latency:
-        lanes = min(d.threads, K)
-        # x[i][t]: thread t loads child i. Each thread loads its children in index order: on
-        # one thread, child j > i loaded just before i can swap with it without raising the
-        # first response (formulations/loading_balance.md, "Load order on a thread")
-        x = [[model.NewBoolVar(f"thread[{i},{t}]") for t in range(lanes)] for i in range(K)]
-        done = [model.NewIntVar(0, H, f"load_end[{i}]") for i in range(K)]
-        for i in range(K):
-            model.Add(sum(x[i]) == 1).OnlyEnforceIf(active[i])
-            model.Add(sum(x[i]) == 0).OnlyEnforceIf(active[i].Not())
-            model.Add(done[i] >= load[i])
-            model.Add(done[i] == 0).OnlyEnforceIf(active[i].Not())
-            for t in range(1, lanes):  # symmetry: threads numbered by their smallest child
-                if i < t:
-                    model.Add(x[i][t] == 0)
-                else:
-                    model.AddBoolOr([x[j][t - 1] for j in range(i)]).OnlyEnforceIf(x[i][t])
-            if lanes < K:
-                for j in range(i):
-                    for t in range(lanes):
-                        model.Add(done[i] >= done[j] + load[i]).OnlyEnforceIf([x[j][t], x[i][t]])
-        ie = []
-        for i in range(K):
-            st = model.NewIntVar(0, 2 * H, f"infer_start[{i}]")
-            model.Add(st >= done[i])
-            if i:
-                model.Add(st >= ie[i - 1])
-            end = model.NewIntVar(0, 2 * H, f"infer_end[{i}]")
-            model.Add(end == st + at_infer[i + 1] - at_infer[i])
-            ie.append(end)
-        response = ie[-1]
-        for i in range(K):  # redundant: after child i is loaded, the rest of the inference runs
-            model.Add(response >= done[i] + infer[N] - at_infer[i])
-        # redundant (fluid): children 0..i are all loaded only after their summed load time over
-        # T threads, and then at least the inference from child i's first block on remains
-        for i in range(K):
-            model.Add(d.threads * response >= sum(load[: i + 1]) + d.threads * (infer[N] - at_infer[i]))
-        # redundant: per child count, a bound in ms (exact for k <= T: partition-search)
-        floor = {k: max(0, math.floor((count_bound(d, k) - tol) / unit)) for k in counts}
-        model.Add(response >= sum(floor[k] * y[k] for k in counts))
-        if start is not None:  # no worse than the start plan (whose model value is within tol of it)
-            upper = evaluate(inst, start).first_response_ms
-            model.Add(response <= math.ceil((upper + tol) / unit) + 1)
-        model.Minimize(response)
-    else:
-        heaviest = model.NewIntVar(0, H, "heaviest_load")
-        for dl in load:
-            model.Add(heaviest >= dl)
-        model.Minimize(heaviest)
 
-    if start is not None and start.k in y and start.starts[-1] <= d.last_start_max:
-        for k in counts:
-            model.AddHint(y[k], k == start.k)
-        bounds = list(start.starts) + [N] * (K + 1 - start.k)
-        for i in range(1, K):
-            model.AddHint(c[i], bounds[i])
-        if latency:
-            lane_of = {i: t for t, kids in enumerate(sorted(start.threads, key=min)) for i in kids}
-            for i in range(K):
+def latency_objective(inst: Instance, d: LoadingData, model: Any, v: LoadingModel, counts: list[int],
+                      start: LoadingPlan | None) -> None:
+    """Latency: the threads and load ends (:func:`thread_rows`), the inference chain
+    ``S_i >= C_i``, ``S_i >= E_{i-1}``, ``E_i = S_i + P_i``, the redundant rows
+    (:func:`redundant_rows`), at most the start plan's value; minimise ``E_{K-1}``."""
+    K, H = v.K, v.H
+    thread_rows(d, model, v)
+    ie = []
+    for i in range(K):
+        st = model.NewIntVar(0, 2 * H, f"infer_start[{i}]")
+        model.Add(st >= v.done[i])
+        if i:
+            model.Add(st >= ie[i - 1])
+        end = model.NewIntVar(0, 2 * H, f"infer_end[{i}]")
+        model.Add(end == st + v.at_infer[i + 1] - v.at_infer[i])
+        ie.append(end)
+    response = ie[-1]
+    redundant_rows(d, model, v, counts, response)
+    if start is not None:  # no worse than the start plan (whose model value is within tol of it)
+        upper = evaluate(inst, start).first_response_ms
+        model.Add(response <= math.ceil((upper + v.tol) / v.unit) + 1)
+    model.Minimize(response)
+
+
+def thread_rows(d: LoadingData, model: Any, v: LoadingModel) -> None:
+    """Thread Booleans ``x[i][t]`` (thread t loads child i; one per active slot; threads
+    numbered by their smallest child) and load ends ``C_i >= load_i``, ``x[j][t] and x[i][t]
+    => C_i >= C_j + load_i`` for j < i: each thread loads its children in index order (on
+    one thread, child j > i loaded just before i can swap with it without raising the first
+    response: the formulation's "Load order on a thread")."""
+    K, active, load = v.K, v.active, v.load
+    lanes = v.lanes = min(d.threads, K)
+    x = v.x = [[model.NewBoolVar(f"thread[{i},{t}]") for t in range(lanes)] for i in range(K)]
+    done = v.done = [model.NewIntVar(0, v.H, f"load_end[{i}]") for i in range(K)]
+    for i in range(K):
+        model.Add(sum(x[i]) == 1).OnlyEnforceIf(active[i])
+        model.Add(sum(x[i]) == 0).OnlyEnforceIf(active[i].Not())
+        model.Add(done[i] >= load[i])
+        model.Add(done[i] == 0).OnlyEnforceIf(active[i].Not())
+        for t in range(1, lanes):  # symmetry: threads numbered by their smallest child
+            if i < t:
+                model.Add(x[i][t] == 0)
+            else:
+                model.AddBoolOr([x[j][t - 1] for j in range(i)]).OnlyEnforceIf(x[i][t])
+        if lanes < K:
+            for j in range(i):
                 for t in range(lanes):
-                    model.AddHint(x[i][t], lane_of.get(i) == t)
+                    model.Add(done[i] >= done[j] + load[i]).OnlyEnforceIf([x[j][t], x[i][t]])
 
-    def decode(values) -> LoadingPlan:
-        value = values.__getitem__
-        k = next(k for k in counts if value(y[k].Index()) > 0.5)
-        cuts = [0] + [int(value(c[i].Index())) for i in range(1, k)]
-        if not latency:
-            return plan_from_starts(d, cuts)
-        if lanes >= K:  # no thread is shared: every child loads from time 0
-            return LoadingPlan(tuple(cuts), canonical_threads([[i] for i in range(k)]))
-        by_thread: dict[int, list[int]] = {}
-        for i in range(k):
-            by_thread.setdefault(next(t for t in range(lanes) if value(x[i][t].Index()) > 0.5), []).append(i)
-        return LoadingPlan(tuple(cuts), canonical_threads(list(by_thread.values())))
 
-    # presolve off: it expands every element constraint into one literal per block (measured
-    # on 1,000 blocks x 16 slots: 20-60 s of presolve; without it the same models solve in 5-20 s)
-    return Program(kind="cpsat", model=model, decode=decode, unit_ms=unit, tolerance_ms=tol, presolve=False,
-                   stats={"time_unit_ms": unit, "slots": K, "slowdown_classes": len(sigmas), "blocks": N})
+def redundant_rows(d: LoadingData, model: Any, v: LoadingModel, counts: list[int], response: Any) -> None:
+    """The redundant rows: after child i is loaded the rest of the inference runs; children
+    0..i are all loaded only after their summed load over T threads (fluid); per child
+    count a bound in ms (exact for k <= T: partition-search; :func:`count_bound`)."""
+    N, K, infer = v.N, v.K, v.infer
+    for i in range(K):
+        model.Add(response >= v.done[i] + infer[N] - v.at_infer[i])
+    for i in range(K):
+        model.Add(d.threads * response >= sum(v.load[: i + 1]) + d.threads * (infer[N] - v.at_infer[i]))
+    floor = {k: max(0, math.floor((count_bound(d, k) - v.tol) / v.unit)) for k in counts}
+    model.Add(response >= sum(floor[k] * v.y[k] for k in counts))
 
+
+def hint(d: LoadingData, model: Any, v: LoadingModel, counts: list[int], start: LoadingPlan) -> None:
+    """The start plan's count, boundaries and threads as the model's hint."""
+    for k in counts:
+        model.AddHint(v.y[k], k == start.k)
+    bounds = list(start.starts) + [v.N] * (v.K + 1 - start.k)
+    for i in range(1, v.K):
+        model.AddHint(v.c[i], bounds[i])
+    if v.latency:
+        lane_of = {i: t for t, kids in enumerate(sorted(start.threads, key=min)) for i in kids}
+        for i in range(v.K):
+            for t in range(v.lanes):
+                model.AddHint(v.x[i][t], lane_of.get(i) == t)
+
+
+def decode_plan(d: LoadingData, v: LoadingModel, counts: list[int], values) -> LoadingPlan:
+    """The count, the children's first blocks and, where threads are shared, each thread's
+    children."""
+    value = values.__getitem__
+    k = next(k for k in counts if value(v.y[k].Index()) > 0.5)
+    cuts = [0] + [int(value(v.c[i].Index())) for i in range(1, k)]
+    if not v.latency:
+        return plan_from_starts(d, cuts)
+    if v.lanes >= v.K:  # no thread is shared: every child loads from time 0
+        return LoadingPlan(tuple(cuts), canonical_threads([[i] for i in range(k)]))
+    by_thread: dict[int, list[int]] = {}
+    for i in range(k):
+        by_thread.setdefault(next(t for t in range(v.lanes) if value(v.x[i][t].Index()) > 0.5), []).append(i)
+    return LoadingPlan(tuple(cuts), canonical_threads(list(by_thread.values())))

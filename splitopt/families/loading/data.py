@@ -119,13 +119,6 @@ def _number(value: Any, where: str, low: float, high: float, integer: bool = Fal
     return value
 
 
-def check_loading(inst: Instance) -> None:
-    """Raise InvalidInstance (one line naming the field and value) unless ``inst`` is a
-    consistent loading instance. The JSON Schema has checked types when the instance came
-    from JSON; instances built in Python are checked here the same way."""
-    data(inst)
-
-
 def data(inst: Instance) -> LoadingData:
     """The derived data of ``inst`` (checked), once per instance."""
     return inst.derived(("loading", "data"), lambda: _build(inst))

@@ -15,10 +15,11 @@ trainable tail (it starts at or before block ``N - m``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from splitopt.core.instance import Instance
+from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
 from splitopt.families.loading.data import LoadingData, data
 from splitopt.families.loading.plan import LoadingPlan, check_plan
@@ -47,7 +48,7 @@ class ChildCost:
 
 
 @dataclass(frozen=True)
-class LoadingMetrics:
+class LoadingMetrics(FamilyMetrics):
     """What a loading plan costs (ms). ``monolithic_ms``: the first response of the whole
     model as one child (load then inference), the reference of ``speedup``."""
 
@@ -61,11 +62,6 @@ class LoadingMetrics:
     slowdown: float
     children: tuple[ChildCost, ...]
     schedule: tuple[Task, ...]
-    violations: tuple[str, ...] = field(default=())
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
 
     @property
     def objective_ms(self) -> float:
@@ -87,7 +83,7 @@ class LoadingMetrics:
                 "loads_done_ms": self.loads_done_ms, "monolithic_ms": self.monolithic_ms, "speedup": self.speedup,
                 "k": self.k, "threads": self.threads, "case": self.case, "slowdown": self.slowdown,
                 "children": [c.to_dict() for c in self.children], "schedule": [t.to_dict() for t in self.schedule],
-                "feasible": self.feasible, "violations": list(self.violations)}
+                **self.verdict()}
 
 
 def limit_violations(d: LoadingData, starts: tuple[int, ...]) -> list[str]:

@@ -12,39 +12,32 @@ from typing import Any, Callable, Iterator, Sequence
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.program import Program
-from splitopt.families.base import Family, Method
+from splitopt.families.base import Family, Method, deferred
 from splitopt.families.loading.settings import PLAN_FORMAT, LoadingSettings
 from splitopt.search.space import SearchSpace
 
 # The family's modules need numpy; they are imported where used, so that listing the
-# families (``splitopt solvers``, ``splitopt schema``) loads none of it.
-
-
-def method(name: str) -> Callable[[Any, Any], Any]:
-    """``splitopt.families.loading.methods.<name>``, imported when it first runs."""
-    def run(inst: Any, options: Any) -> Any:
-        from splitopt.families.loading import methods
-
-        return getattr(methods, name)(inst, options)
-
-    run.__name__ = name
-    return run
-
+# families (``splitopt solvers``, ``splitopt schema``) loads none of it: its methods too
+# (``deferred``).
 
 METHODS = (
     Method("partition-search", "exact min-max contiguous partition by parametric search: balance, and latency "
-           "when every child has its own thread (Case 1)", method("partition_search"), kind="exact"),
+           "when every child has its own thread (Case 1)",
+           deferred("splitopt.families.loading.methods:partition_search"), kind="exact"),
     Method("count-search", "exact first response over every allowed child count: Case 1 by the min-max "
            "partition, Case 2 by a staircase relaxation bound and an exact depth-first search (balance: as "
-           "partition-search)", method("count_search"), kind="exact", anytime=True),
-    Method("monolithic", "the whole model as one child (the paper's 'Original')", method("monolithic"), hint=True),
+           "partition-search)", deferred("splitopt.families.loading.methods:count_search"), kind="exact",
+           anytime=True),
+    Method("monolithic", "the whole model as one child (the paper's 'Original')",
+           deferred("splitopt.families.loading.methods:monolithic"), hint=True),
     Method("equal-count", "k children of equal block counts, the best allowed k, paper load order",
-           method("equal_count"), hint=True),
-    Method("equal-bytes", "k children of equal bytes, the best allowed k, paper load order", method("equal_bytes"), hint=True),
+           deferred("splitopt.families.loading.methods:equal_count"), hint=True),
+    Method("equal-bytes", "k children of equal bytes, the best allowed k, paper load order",
+           deferred("splitopt.families.loading.methods:equal_bytes"), hint=True),
     Method("reference-plans", "the best published cut positions the instance carries (paper Tables 1-2)",
-           method("reference_plans"), hint=True),
+           deferred("splitopt.families.loading.methods:reference_plans"), hint=True),
     Method("paper-rlu", "the paper's tabular Q-learning unit (state (C_split, I_split, n_p, n_r), reward 0 within "
-           "+-e of T/C_split)", method("paper_rlu")),
+           "+-e of T/C_split)", deferred("splitopt.families.loading.methods:paper_rlu")),
 )
 
 
@@ -59,7 +52,7 @@ class LoadingFamily(Family):
     description = "child models loaded in parallel on T threads, inference overlapping the loads (RL modularization)"
 
     def check(self, inst: Instance) -> None:
-        from splitopt.families.loading.data import check_loading
+        from splitopt.families.loading.checks import check_loading
 
         check_loading(inst)
 

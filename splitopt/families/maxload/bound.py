@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 
 

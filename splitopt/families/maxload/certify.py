@@ -6,9 +6,9 @@ on each other in a cycle. Where they can (resnet50's projection shortcuts, the B
 attention heads), the same DP restricted to acyclic device orders (the peer DP's model)
 still gives a placement, often the optimum, in a fraction of a second; what it cannot
 give is the proof. CP-SAT gives it faster when it is asked only for a placement *better*
-than that one: the family's CP-SAT program of the max-load (``program.py``, emitted by
-``cpsat.max_load_cpsat_program``) with its objective capped below the DP's value
-(``backends.cpsat.cap_objective``). Infeasible: no placement is better, the DP's is
+than that one: the family's CP-SAT program of the max-load
+(``cpsat_throughput.build_cpsat_throughput``) with its objective capped below the DP's
+value (``backends.cpsat.cap_objective``). Infeasible: no placement is better, the DP's is
 optimal. Feasible: CP-SAT optimises on from the better placement (a cyclic one), and its
 bound is the bound. On the resnet50 peer graphs the capped run proved infeasibility in
 1.1-2.1 s, where the uncapped one took 2.5-5.3 s to prove the same optimum.
@@ -45,9 +45,8 @@ def certify_or_improve(inst: MaxloadInstance, plan: MaxloadPlacement, value_ms: 
     (OPTIMAL where it proves it, FEASIBLE at the time limit); ``plan`` FEASIBLE where the
     time limit or Ctrl-C comes before either. ``value_ms``: ``plan``'s max-load."""
     from splitopt.backends.cpsat import cap_objective, run_model
-    from splitopt.families.maxload.cpsat import max_load_cpsat_program
+    from splitopt.families.maxload.cpsat_throughput import build_cpsat_throughput
     from splitopt.families.maxload.evaluate import evaluate
-    from splitopt.families.maxload.program import build_max_load_program
 
     def unproven(why: str, **more) -> BackendOutput:
         return BackendOutput(Status.FEASIBLE, plan=plan, extra={"interrupted": True, **more},
@@ -57,7 +56,7 @@ def certify_or_improve(inst: MaxloadInstance, plan: MaxloadPlacement, value_ms: 
         return unproven("the time limit came first")
     try:  # built as the program backends build: the time limit stops the build, GC paused
         with building_until(options.deadline), paused_gc():
-            program = max_load_cpsat_program(inst, build_max_load_program(inst), {})
+            program = build_cpsat_throughput(inst, None)
     except BuildDeadlinePassed:
         return unproven("the time limit ran out while building CP-SAT's program")
     except KeyboardInterrupt:

@@ -36,7 +36,7 @@ from typing import Iterable, Mapping
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.toposort import least_first_order
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 
 

@@ -1,6 +1,6 @@
 """Placements as group -> device maps, and the CPU-core rule, for the latency objective.
 
-The latency programs decide, per colour group (``splitopt.families.maxload.groups``),
+The latency programs decide, per colour group (``splitopt.families.maxload.data``),
 an accelerator or "the CPU" (a ``where`` map: group -> accelerator index ``0..k-1`` or
 :data:`CPU`). The latency ignores which core a CPU node runs on, but
 ``check_placement`` asks every core's forward nodes to be convex in the forward DAG
@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.families.maxload.evaluate import convexity_witness
-from splitopt.families.maxload.groups import Groups
+from splitopt.families.maxload.data import Groups
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 

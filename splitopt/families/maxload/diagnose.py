@@ -4,9 +4,9 @@ nodes on cpu0 (whose latency is defined), so only accelerator-only instances
 
 from __future__ import annotations
 
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
-from splitopt.families.maxload.program import simple_infeasibility
+from splitopt.families.maxload.milp_throughput import simple_infeasibility
 
 
 def diagnose(inst: MaxloadInstance) -> str:

@@ -23,7 +23,7 @@ from splitopt.core.errors import NotApplicable
 from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import CPU, placement_of
 from splitopt.families.maxload.evaluate import check_placement
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 

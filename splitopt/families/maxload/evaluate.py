@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from splitopt.core.errors import InvalidPlan
+from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
 from splitopt.families.maxload.contiguity import contiguity_graph
 from splitopt.families.maxload.instance import MaxloadInstance
@@ -238,7 +239,7 @@ def latency_schedule(inst: MaxloadInstance, placement: MaxloadPlacement) -> tupl
 
 
 @dataclass(frozen=True)
-class MaxloadMetrics:
+class MaxloadMetrics(FamilyMetrics):
     """What a placement costs. ``max_load_ms``: the largest device load (the throughput
     objective); ``loads_ms``: every device's load; ``latency_ms``: the single-sample
     latency, None where it is undefined for the placement (non-convex or mutually waiting
@@ -252,11 +253,6 @@ class MaxloadMetrics:
     latency_ms: float | None
     transfer_ms: Mapping[str, float] = field(default_factory=dict)
     schedule: tuple[Task, ...] = ()
-    violations: tuple[str, ...] = field(default=())
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
 
     @property
     def objective_ms(self) -> float:
@@ -269,8 +265,7 @@ class MaxloadMetrics:
     def to_dict(self) -> dict[str, Any]:
         return {"objective": self.objective, "objective_ms": self.objective_ms, "max_load_ms": self.max_load_ms,
                 "loads_ms": dict(self.loads_ms), "transfer_ms": dict(self.transfer_ms), "latency_ms": self.latency_ms,
-                "schedule": [t.to_dict() for t in self.schedule], "feasible": self.feasible,
-                "violations": list(self.violations)}
+                "schedule": [t.to_dict() for t in self.schedule], **self.verdict()}
 
     def breakdown(self) -> list[tuple[str, float, float]]:
         """Per device with a load: (device, compute ms, transfer ms)."""
@@ -293,4 +288,4 @@ def evaluate(inst: MaxloadInstance, placement: MaxloadPlacement) -> MaxloadMetri
         lat, tasks = None, []
         if inst.objective == "latency":
             violations.append(str(e))
-    return MaxloadMetrics(inst.objective, value, loads, lat, transfers, tuple(tasks), tuple(violations))
+    return MaxloadMetrics(inst.objective, value, loads, lat, transfers, tuple(tasks), violations=tuple(violations))

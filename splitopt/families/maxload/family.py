@@ -5,9 +5,11 @@ cores, colour classes together, accelerator memory, contiguous device sets (the
 instance's ``contiguity`` rule, "splitopt" or the peer DP's "authors": ``contiguity.py``); objective
 ``throughput`` (the max-load: the time per sample of a pipeline) or ``latency`` (one
 sample). Its instances are the peer's own files, read by the importer in
-``splitopt.families.maxload.instance``. Model: ``formulations/maxload_models.md``;
+``splitopt.families.maxload.instance`` (the family has no ``settings.py``: the peer format
+carries the devices and limits, and the instance's objective and contiguity rule are
+fields of ``MaxloadInstance``). Model: ``formulations/maxload_models.md``;
 max-load program: ``formulations/maxload_throughput.md``; latency programs:
-``formulations/maxload_models.md``, "Latency program" (``latency_milp``, ``latency_cpsat``)."""
+``formulations/maxload_models.md``, "Latency program" (``milp_latency``, ``cpsat_latency``)."""
 
 from __future__ import annotations
 
@@ -19,23 +21,21 @@ from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.maxload import methods
 from splitopt.families.maxload.bound import maxload_lower_bound
-from splitopt.families.maxload.contiguity import contiguity_graph
-from splitopt.families.maxload.cpsat import max_load_cpsat_program
+from splitopt.families.maxload.checks import check_maxload
+from splitopt.families.maxload.cpsat_latency import build_cpsat_latency
+from splitopt.families.maxload.cpsat_throughput import build_cpsat_throughput
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.diagnose import diagnose
 from splitopt.families.maxload.enumerate import enumerate_plans
 from splitopt.families.maxload.evaluate import MaxloadMetrics, evaluate
-from splitopt.families.maxload.groups import groups_of
-from splitopt.families.maxload.latency_cpsat import build_latency_cpsat
-from splitopt.families.maxload.latency_milp import (build_latency_program, decode_latency, encode_latency,
-                                                  milp_bound_tolerance_ms, milp_tolerance_ms)
-from splitopt.families.maxload.latency_start import start_placement
 from splitopt.families.maxload.instance import (CONTIGUITY, OBJECTIVES, PROBLEM, MaxloadInstance, check_contiguity,
                                               is_peer_data, objective_of_path, parse_peer_instance, peer_name)
+from splitopt.families.maxload.milp_latency import build_milp_latency
+from splitopt.families.maxload.milp_throughput import build_milp_throughput, simple_infeasibility
 from splitopt.families.maxload.plan import PLAN_FORMAT, MaxloadPlacement, parse_expert
-from splitopt.families.maxload.program import (MILP_REL_TOL, build_max_load_program, decode_placement,
-                                             simple_infeasibility)
 from splitopt.families.maxload.report import report
 from splitopt.families.maxload.space import maxload_space
+from splitopt.families.maxload.start import start_plan
 from splitopt.search.space import SearchSpace
 
 METHODS = methods.METHODS
@@ -83,7 +83,9 @@ class MaxloadFamily(Family):
 
     # ----- the protocol -----------------------------------------------------------------------
     def check(self, inst: MaxloadInstance) -> None:
-        pass  # the importer checks everything
+        """The instance's consistency (``checks.py``; the importer has checked each field's
+        type and range, and ends with the same check)."""
+        check_maxload(inst)
 
     def plan_from_dict(self, inst: MaxloadInstance, data: Any, where: str = "plan") -> MaxloadPlacement:
         return parse_expert(inst, data, source=where)
@@ -95,13 +97,9 @@ class MaxloadFamily(Family):
         return evaluate(inst, plan)
 
     def start_plan(self, inst: MaxloadInstance) -> MaxloadPlacement | None:
-        """Throughput: every node on cpu0 (it keeps either contiguity rule). Latency: the
-        better of that and a greedy that fills accelerators with consecutive blocks
-        (``latency_start``); every node on cpu0 under contiguity "authors" where it differs
-        from "splitopt" (the greedy keeps splitopt's rule only)."""
-        if inst.objective == "latency" and not contiguity_graph(inst).binds:
-            return inst.derived(("maxload", "latency-start"), lambda: start_placement(inst, groups_of(inst))[0])
-        return methods.all_on_cpu_placement(inst)
+        """Throughput: every node on cpu0. Latency: the better of that and a greedy that
+        fills accelerators with consecutive blocks (``start.py``)."""
+        return start_plan(inst)
 
     def diagnose(self, inst: MaxloadInstance, resolve: Callable[[Any], bool]) -> str:
         return diagnose(inst)
@@ -111,45 +109,19 @@ class MaxloadFamily(Family):
         return None if reason is None else f"infeasible: {reason}"
 
     def build_program(self, inst: MaxloadInstance, kind: str, start: MaxloadPlacement | None) -> Program:
+        """The program of ``kind`` for the instance's objective: ``milp_throughput.py`` /
+        ``cpsat_throughput.py`` (max-load) or ``milp_latency.py`` / ``cpsat_latency.py``;
+        a program with no solution where a simple limit already rules out every
+        placement."""
         reason = simple_infeasibility(inst, groups_of(inst))
         if reason is not None:
             return _infeasible_program(kind, reason)
-        if inst.objective == "latency":
-            return self._latency_program(inst, kind, start)
-        lp = build_max_load_program(inst)
-        stats = {"variables": len(lp.variables), "rows": len(lp.rows), "groups": len(lp.meta["groups"].members)}
-        if kind == "cpsat":
-            return max_load_cpsat_program(inst, lp, stats)
-        if kind == "linear":
-            tol = MILP_REL_TOL * max(1.0, lp.variables[lp.meta["T"]].ub)
-            return Program(kind="linear", model=lp, decode=lambda values: decode_placement(inst, lp, values),
-                           tolerance_ms=tol, stats=stats)
-        raise NotApplicable(f"problem 'maxload' builds no program of kind '{kind}'")
-
-    def _latency_program(self, inst: MaxloadInstance, kind: str, start: MaxloadPlacement | None) -> Program:
-        """The latency program of ``kind``; ``start`` (when it meets every rule with a
-        defined latency) bounds the latency, sets CP-SAT's horizon and is its hint."""
-        if start is not None and not evaluate(inst, start).feasible:
-            start = None
-        if kind == "cpsat":
-            cp = build_latency_cpsat(inst, start)
-            if start is not None:
-                cp.hint(start)
-            # presolve only where no row can reach 2**31 (or-tools #5293)
-            return Program(kind="cpsat", model=cp.model, decode=cp.decode, unit_ms=cp.unit_ms,
-                           tolerance_ms=cp.tolerance_ms, presolve=cp.presolve_safe,
-                           stats={"time_unit_ms": cp.unit_ms, "horizon_units": cp.horizon,
-                                  "max_activity": cp.max_activity, "groups": len(cp.groups.members)})
-        if kind == "linear":
-            lp = build_latency_program(inst, start)
-            return Program(kind="linear", model=lp, decode=lambda values: decode_latency(inst, lp, values),
-                           tolerance_ms=milp_tolerance_ms(inst, lp), bound_tolerance_ms=milp_bound_tolerance_ms(inst),
-                           encode=lambda plan: encode_latency(inst, lp, plan),
-                           hint=None if start is None else encode_latency(inst, lp, start),
-                           stats={"variables": len(lp.variables), "rows": len(lp.rows),
-                                  "groups": len(lp.meta["groups"].members), "big_m_ms": lp.meta["big_m_ms"],
-                                  "cpu_rule": lp.meta["cpu_rule"]})
-        raise NotApplicable(f"problem 'maxload' builds no program of kind '{kind}'")
+        builders = {("throughput", "linear"): build_milp_throughput, ("throughput", "cpsat"): build_cpsat_throughput,
+                    ("latency", "linear"): build_milp_latency, ("latency", "cpsat"): build_cpsat_latency}
+        build = builders.get((inst.objective, kind))
+        if build is None:
+            raise NotApplicable(f"problem 'maxload' builds no program of kind '{kind}'")
+        return build(inst, start)
 
     def methods(self) -> Sequence[Method]:
         return METHODS

@@ -2,7 +2,7 @@
 programming over the ideals (downsets) of the forward DAG, for instances whose ideal
 lattice is small (``formulations/maxload_throughput.md``, "Ideal-enumeration DP").
 
-* **Units.** Every colour group (``groups.py``) must hold a forward node (else
+* **Units.** Every colour group (``data.py``) must hold a forward node (else
   ``NotApplicable``: under contiguity "splitopt" backward-only classes and backward nodes
   without a class go anywhere, which no chain of ideals represents; under "authors" they
   hold their artificial forward node, and the forward DAG is the contiguity graph of
@@ -49,7 +49,7 @@ from splitopt.core.errors import NotApplicable
 from splitopt.core.options import check_build_deadline
 from splitopt.core.toposort import least_first_order
 from splitopt.families.maxload.contiguity import contiguity_graph, strong_components
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from splitopt.core.errors import InvalidInstance, InvalidOption
-from splitopt.core.jsonfile import read_json
+from splitopt.core.jsonfile import byte_count, read_json
 from splitopt.core.toposort import least_first_order
-from splitopt.core.jsonfile import byte_count
 
 PROBLEM = "maxload"
 #: "throughput": the max-load (time per sample of the pipeline); "latency": one sample
@@ -37,8 +36,10 @@ OBJECTIVES = ("throughput", "latency")
 CONTIGUITY = ("splitopt", "authors")
 #: two costs of one node's outgoing edges are "the same" within this tolerance
 COST_TOL = 1e-9
-#: largest time (ms), size (bytes) and device count a file may give
+#: largest time (ms) and device count a file may give
 MAX_MS = 1e9
+#: the largest size (bytes) of a node, and of all nodes together: integers up to 2**53 are
+#: exact in a double, so every memory row is
 MAX_BYTES = float(2**53)
 MAX_COUNT = 2**31 - 1
 #: the keys that identify a peer file
@@ -247,7 +248,8 @@ def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: 
                         contiguity: str = "splitopt") -> MaxloadInstance:
     """Build a MaxloadInstance from the JSON data of one peer input file; raises a one-line
     InvalidInstance naming the field and value on any defect (InvalidOption for a
-    ``contiguity`` not in :data:`CONTIGUITY`)."""
+    ``contiguity`` not in :data:`CONTIGUITY`): every field's type and range here, then the
+    instance's consistency (:func:`check_consistency`)."""
     check_contiguity(contiguity, "contiguity")
     w = _where(source)
     if not isinstance(data, dict):
@@ -263,46 +265,40 @@ def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: 
         raise InvalidInstance(f"{w}.nodes: must be a list, got {type(raw_nodes).__name__}")
     if not isinstance(raw_edges, list):
         raise InvalidInstance(f"{w}.edges: must be a list, got {type(raw_edges).__name__}")
+    inst = MaxloadInstance(
+        nodes=tuple(_node(raw, f"{w}.nodes[{i}]") for i, raw in enumerate(raw_nodes)),
+        edges=tuple(_edge(raw, f"{w}.edges[{i}]") for i, raw in enumerate(raw_edges)),
+        max_fpgas=k,
+        max_cpus=l,
+        max_size_per_fpga=max_size,
+        name=name,
+        source=source,
+        objective=objective,
+        contiguity=contiguity,
+    )
+    check_consistency(inst)
+    return inst
 
-    nodes: list[MaxloadNode] = []
+
+def check_consistency(inst: MaxloadInstance) -> None:
+    """What an instance must satisfy beyond each field's type and range: node ids unique,
+    every edge between known nodes, one outgoing cost per node, the sizes within what
+    the memory rows represent exactly (:data:`MAX_BYTES` in all), an acyclic graph.
+    InvalidInstance (one line naming the field and value; the fields as the peer file
+    names them, under ``inst.source``) otherwise."""
+    w = inst.source or "instance"
     seen: set[int] = set()
-    for i, raw in enumerate(raw_nodes):
-        at = f"{w}.nodes[{i}]"
-        if not isinstance(raw, dict):
-            raise InvalidInstance(f"{at}: must be an object, got {type(raw).__name__}")
-        nid = _ident(_get(raw, "id", at), f"{at}.id")
-        if nid in seen:
-            raise InvalidInstance(f"{at}.id: duplicate node id {nid}")
-        seen.add(nid)
-        cc = raw.get("colorClass")
-        lid = raw.get("layerId")
-        node_name = raw.get("name", "")
-        nodes.append(
-            MaxloadNode(
-                id=nid,
-                cpu_ms=_number(_get(raw, "cpuLatency", at), f"{at}.cpuLatency", MAX_MS),
-                fpga_ms=_number(_get(raw, "fpgaLatency", at), f"{at}.fpgaLatency", MAX_MS),
-                on_fpga_ok=_flag(_get(raw, "supportedOnFpga", at), f"{at}.supportedOnFpga"),
-                is_backward=_flag(_get(raw, "isBackwardNode", at), f"{at}.isBackwardNode"),
-                color_class=None if cc is None else _ident(cc, f"{at}.colorClass"),
-                size_bytes=_number(_get(raw, "size", at), f"{at}.size", MAX_BYTES),
-                name=node_name if isinstance(node_name, str) else str(node_name),
-                layer_id=None if lid is None else _ident(lid, f"{at}.layerId"),
-            )
-        )
-
-    edges: list[MaxloadEdge] = []
+    for i, node in enumerate(inst.nodes):
+        if node.id in seen:
+            raise InvalidInstance(f"{w}.nodes[{i}].id: duplicate node id {node.id}")
+        seen.add(node.id)
     first_cost: dict[int, tuple[float, int]] = {}
-    for i, raw in enumerate(raw_edges):
+    for i, edge in enumerate(inst.edges):
         at = f"{w}.edges[{i}]"
-        if not isinstance(raw, dict):
-            raise InvalidInstance(f"{at}: must be an object, got {type(raw).__name__}")
-        u = _ident(_get(raw, "sourceId", at), f"{at}.sourceId")
-        v = _ident(_get(raw, "destId", at), f"{at}.destId")
+        u, v, cost = edge.source, edge.target, edge.cost_ms
         for key, x in (("sourceId", u), ("destId", v)):
             if x not in seen:
                 raise InvalidInstance(f"{at}.{key}: unknown node id {x} (dangling edge)")
-        cost = _number(_get(raw, "cost", at), f"{at}.cost", MAX_MS)
         if u in first_cost:
             c0, v0 = first_cost[u]
             if not math.isclose(cost, c0, rel_tol=COST_TOL, abs_tol=COST_TOL):
@@ -312,30 +308,46 @@ def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: 
                 )
         else:
             first_cost[u] = (cost, v)
-        edges.append(MaxloadEdge(u, v, cost))
-
-    if math.fsum(n.size_bytes for n in nodes) > MAX_BYTES:
-        i, big = max(enumerate(nodes), key=lambda item: item[1].size_bytes)
+    if math.fsum(n.size_bytes for n in inst.nodes) > MAX_BYTES:
+        i, big = max(enumerate(inst.nodes), key=lambda item: item[1].size_bytes)
         raise InvalidInstance(f"{w}.nodes[{i}].size: {big.size_bytes:.3g} bytes; the sizes of all nodes total more "
                               f"than 2**53 = {MAX_BYTES:.17g} bytes, beyond what the memory rows represent exactly")
-    inst = MaxloadInstance(
-        nodes=tuple(nodes),
-        edges=tuple(edges),
-        max_fpgas=k,
-        max_cpus=l,
-        max_size_per_fpga=max_size,
-        name=name,
-        source=source,
-        objective=objective,
-        contiguity=contiguity,
-    )
-    if len(inst.topo_order) < len(nodes):
+    if len(inst.topo_order) < len(inst.nodes):
         import networkx as nx
 
         cycle = nx.find_cycle(inst.graph)
         path = " -> ".join(str(x) for x in [u for u, _ in cycle] + [cycle[0][0]])
         raise InvalidInstance(f"{w}.edges: the node graph has a cycle: {path}")
-    return inst
+
+
+def _node(raw: Any, at: str) -> MaxloadNode:
+    """One node of the file (``at``: where it is)."""
+    if not isinstance(raw, dict):
+        raise InvalidInstance(f"{at}: must be an object, got {type(raw).__name__}")
+    nid = _ident(_get(raw, "id", at), f"{at}.id")
+    cc = raw.get("colorClass")
+    lid = raw.get("layerId")
+    node_name = raw.get("name", "")
+    return MaxloadNode(
+        id=nid,
+        cpu_ms=_number(_get(raw, "cpuLatency", at), f"{at}.cpuLatency", MAX_MS),
+        fpga_ms=_number(_get(raw, "fpgaLatency", at), f"{at}.fpgaLatency", MAX_MS),
+        on_fpga_ok=_flag(_get(raw, "supportedOnFpga", at), f"{at}.supportedOnFpga"),
+        is_backward=_flag(_get(raw, "isBackwardNode", at), f"{at}.isBackwardNode"),
+        color_class=None if cc is None else _ident(cc, f"{at}.colorClass"),
+        size_bytes=_number(_get(raw, "size", at), f"{at}.size", MAX_BYTES),
+        name=node_name if isinstance(node_name, str) else str(node_name),
+        layer_id=None if lid is None else _ident(lid, f"{at}.layerId"),
+    )
+
+
+def _edge(raw: Any, at: str) -> MaxloadEdge:
+    """One edge of the file (``at``: where it is)."""
+    if not isinstance(raw, dict):
+        raise InvalidInstance(f"{at}: must be an object, got {type(raw).__name__}")
+    u = _ident(_get(raw, "sourceId", at), f"{at}.sourceId")
+    v = _ident(_get(raw, "destId", at), f"{at}.destId")
+    return MaxloadEdge(u, v, _number(_get(raw, "cost", at), f"{at}.cost", MAX_MS))
 
 
 def is_peer_data(data: Any) -> bool:

@@ -1,6 +1,6 @@
 """Baseline ``intervals``: the best max-load placement whose devices each hold one
 interval of an order of the colour groups, by dynamic programming, over a few orders
-(:func:`group_orders`: group order, ``groups.py``, and execution orders that keep a
+(:func:`group_orders`: group order, ``data.py``, and execution orders that keep a
 colour class where its operators run), the best plan kept.
 
 Every interval ``[i, j)`` gets two costs (ms): on an accelerator its compute plus
@@ -29,7 +29,7 @@ import math
 from typing import Callable
 
 from splitopt.core.errors import NotApplicable
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 from splitopt.families.maxload.reach import reach_of

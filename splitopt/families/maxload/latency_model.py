@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.families.maxload.cores import CPU, may_use_accelerator
-from splitopt.families.maxload.groups import Groups
+from splitopt.families.maxload.data import Groups
 from splitopt.families.maxload.instance import MaxloadInstance
 
 

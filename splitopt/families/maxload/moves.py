@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 from splitopt.families.maxload.reach import reach_of

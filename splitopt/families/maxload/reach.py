@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from splitopt.families.maxload.contiguity import contiguity_graph
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import CPU, SEARCH_BUDGET, capped_cores, placement_of
-from splitopt.families.maxload.groups import groups_of
+from splitopt.families.maxload.data import groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.intervals import execution_order
 from splitopt.families.maxload.plan import MaxloadPlacement, device_key

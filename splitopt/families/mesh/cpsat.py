@@ -19,15 +19,16 @@ never exceeds CP-SAT's makespan (checked).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any
 
 from splitopt.core.errors import SolverFailure
 from splitopt.core.instance import Instance
 from splitopt.core.program import Program
-from splitopt.families.mesh.data import MeshData, transfer_id
-from splitopt.families.mesh.evaluate import evaluate
+from splitopt.families.mesh.data import MeshData, mesh_data, transfer_id
 from splitopt.families.mesh.plan import MeshPlan
-from splitopt.families.mesh.structure import (Structure, bool_or, canonical_plan, identical_device_classes,
-                                              last_hops, memory_rows_cpsat, order_from_times)
+from splitopt.families.mesh.structure import (Structure, bool_or, identical_device_classes, last_hops,
+                                              memory_rows_cpsat, order_from_times, start_horizon)
 from splitopt.families.mesh.tasks import build_tasks, schedule_makespan, semi_active_times
 
 #: CP-SAT time units in the horizon (at most; fewer for many devices)
@@ -41,22 +42,67 @@ def scale_units(data: MeshData) -> int:
     return 2 ** (30 - math.ceil(math.log2(n + 2)))
 
 
-def build_cpsat(inst: Instance, data: MeshData, start: MeshPlan | None) -> Program:
+def build_cpsat(inst: Instance, start: MeshPlan | None) -> Program:
     """The CP-SAT model of the mesh schedule (optional intervals per device and per link
-    or serial bus, store-and-forward hops, memory, makespan), time in integer units."""
+    or serial bus, store-and-forward hops, memory, makespan), time in integer units, its
+    constraints in the formulation's order; ``start`` (a feasible plan or None) sets the
+    horizon and is the hint."""
     from ortools.sat.python import cp_model
 
+    data = mesh_data(inst)
     classes = identical_device_classes(data)
-    if start is not None:
-        start = canonical_plan(data, start, classes)
-        horizon_ms = evaluate(inst, start, data).makespan_ms
-    else:
-        horizon_ms = sum(max(data.compute_ms[(n, d)] for d in data.devices) for n in data.layers)
-        horizon_ms += sum(data.transfer_ms.values())
+    start, horizon_ms = start_horizon(inst, data, start, classes)
     if horizon_ms <= 0:  # the start plan takes no time at all: it is optimal (an empty model says so)
         return Program(kind="cpsat", model=cp_model.CpModel(), decode=lambda values: start,
                        stats={"horizon_ms": 0.0})
     unit = horizon_ms / scale_units(data)
+    v = integer_durations(data, start, unit)
+    model = cp_model.CpModel()
+    assignment_variables(data, model, v)
+    need_variables(data, model, v)
+    transfer_variables(data, model, v)
+    data_rows(data, model, v)
+    for ivs in [*v.device_intervals.values(), *v.resource_intervals.values()]:  # constraint 5
+        if len(ivs) > 1:
+            model.AddNoOverlap(ivs)
+    big_memory = memory_rows_cpsat(model, data, v.st, v.x)
+    symmetry_cpsat(model, data, v.st, v.x, classes)
+    cmax = makespan(data, model, v)
+    if start is not None:
+        hint(data, model, v, start)
+    K = v.st.max_tasks
+    return Program(
+        kind="cpsat", model=model, decode=lambda values: decode_plan(data, v, cmax, values), unit_ms=unit,
+        tolerance_ms=K * unit, presolve=not big_memory,
+        stats={"time_unit_ms": unit, "horizon_units": v.H, "max_tasks": K, "presolve": not big_memory,
+               "symmetry_classes": [list(c) for c in classes]},
+    )
+
+
+@dataclass
+class CpSatVariables:
+    """The model's variables (section "Variables") as the steps add them, with the integer
+    durations ``dur`` (``("c", layer, device)`` and ``("t", tensor, link)``) and the
+    horizon ``H`` in units; the optional intervals per device and per resource (link or
+    serial bus) for constraint 5."""
+
+    dur: dict
+    H: int
+    st: Structure
+    x: dict = field(default_factory=dict)
+    S: dict = field(default_factory=dict)
+    E: dict = field(default_factory=dict)
+    w: dict = field(default_factory=dict)
+    g: dict = field(default_factory=dict)
+    z: dict = field(default_factory=dict)
+    T: dict = field(default_factory=dict)
+    device_intervals: dict[str, list] = field(default_factory=dict)
+    resource_intervals: dict[str, list] = field(default_factory=dict)
+
+
+def integer_durations(data: MeshData, start: MeshPlan | None, unit: float) -> CpSatVariables:
+    """Section "Scaling": every duration rounded up to whole units, and the horizon in
+    units (the start plan's makespan on them, or the sum of the slowest)."""
     dur = {}
     for (n, d), ms in data.compute_ms.items():
         dur[("c", n, d)] = 0 if ms <= 0 else max(1, math.ceil(ms / unit - 1e-9))
@@ -66,12 +112,15 @@ def build_cpsat(inst: Instance, data: MeshData, start: MeshPlan | None) -> Progr
         H = int(round(schedule_makespan(data, start.device, start.order, durations=dur)))
     else:
         H = sum(max(dur[("c", n, d)] for d in data.devices) for n in data.layers)
-        H += sum(v for k, v in dur.items() if k[0] == "t")
+        H += sum(val for k, val in dur.items() if k[0] == "t")
     st = Structure(data, max_compute={(n, d): dur[("c", n, d)] <= H for n in data.layers for d in data.devices})
-    K = st.max_tasks
-    model = cp_model.CpModel()
-    x, S, E, g, z, T = {}, {}, {}, {}, {}, {}
-    dev_intervals: dict[str, list] = {d: [] for d in data.devices}
+    return CpSatVariables(dur, H, st, device_intervals={d: [] for d in data.devices})
+
+
+def assignment_variables(data: MeshData, model: Any, v: CpSatVariables) -> None:
+    """``S_i``, ``E_i``, ``x[i,d]`` with each layer's optional interval per device, and
+    constraints 1 (assignment) and 2 (routes)."""
+    st, x, S, E, dur, H = v.st, v.x, v.S, v.E, v.dur, v.H
     for n in data.layers:
         S[n] = model.NewIntVar(0, H, f"S[{n}]")
         E[n] = model.NewIntVar(0, H, f"E[{n}]")
@@ -82,14 +131,18 @@ def build_cpsat(inst: Instance, data: MeshData, start: MeshPlan | None) -> Progr
             x[(n, d)] = model.NewBoolVar(f"x[{n},{d}]")
             c = dur[("c", n, d)]
             if c > 0:
-                dev_intervals[d].append(model.NewOptionalFixedSizeIntervalVar(S[n], c, x[(n, d)], f"I[{n},{d}]"))
+                v.device_intervals[d].append(model.NewOptionalFixedSizeIntervalVar(S[n], c, x[(n, d)], f"I[{n},{d}]"))
         model.AddExactlyOne(x[(n, d)] for d in st.allowed[n])
         model.Add(E[n] == S[n] + sum(dur[("c", n, d)] * x[(n, d)] for d in st.allowed[n] if dur[("c", n, d)]))
     for t, a, n, b in st.forbidden:
         if (t, a) in x and (n, b) in x:
             model.AddBoolOr([x[(t, a)].Not(), x[(n, b)].Not()])
-    # w[t, b]: t needed on b
-    w = {}
+
+
+def need_variables(data: MeshData, model: Any, v: CpSatVariables) -> None:
+    """Constraint 3 as exact Boolean equivalences: ``w[t,b]`` (t needed on b) and
+    ``g[t,a,v]`` (t made on a must cross into v)."""
+    st, x, w, g = v.st, v.x, v.w, v.g
     for t in data.tensors:
         for b in st.needs[t]:
             if b in st.fixed_need[t]:
@@ -101,102 +154,109 @@ def build_cpsat(inst: Instance, data: MeshData, start: MeshPlan | None) -> Progr
             var = model.NewBoolVar(f"w[{t},{b}]")
             bool_or(model, var, lits)
             w[(t, b)] = var
-    for t, a, v in st.g:
-        need = [w[(t, b)] for b in sorted(data.subtree[a][v], key=data.dev_index.__getitem__) if (t, b) in w]
-        var = model.NewBoolVar(f"g[{t},{a},{v}]")
+    for t, a, u in st.g:
+        need = [w[(t, b)] for b in sorted(data.subtree[a][u], key=data.dev_index.__getitem__) if (t, b) in w]
+        var = model.NewBoolVar(f"g[{t},{a},{u}]")
         if data.is_raw[t]:
             bool_or(model, var, need)
         else:
-            any_need = model.NewBoolVar(f"n[{t},{a},{v}]")
+            any_need = model.NewBoolVar(f"n[{t},{a},{u}]")
             bool_or(model, any_need, need)
             # var == x[t,a] and any_need
             model.AddImplication(var, x[(t, a)])
             model.AddImplication(var, any_need)
             model.AddBoolOr([x[(t, a)].Not(), any_need.Not(), var])
-        g[(t, a, v)] = var
-    res_intervals: dict[str, list] = {}
+        g[(t, a, u)] = var
+
+
+def transfer_variables(data: MeshData, model: Any, v: CpSatVariables) -> None:
+    """Constraint 3's ``z`` (the OR of its ``g``) and the hops ``T[t,e]`` with their optional
+    intervals per resource: constraint 4's ``T[t,e] >= E_t`` if ``z`` and store-and-forward,
+    constraint 7's horizon."""
+    st, z, T, dur, H = v.st, v.z, v.T, v.dur, v.H
     for key in st.z:
         t, pair = key
         var = model.NewBoolVar(f"z[{t},{pair[0]}->{pair[1]}]")
-        bool_or(model, var, [g[k] for k in st.z_of[key]])
+        bool_or(model, var, [v.g[k] for k in st.z_of[key]])
         z[key] = var
         T[key] = model.NewIntVar(0, H, f"T[{t},{pair[0]}->{pair[1]}]")
         d_t = dur[("t", t, pair)]
         if d_t > 0:
-            res_intervals.setdefault(data.resource_of[pair], []).append(
+            v.resource_intervals.setdefault(data.resource_of[pair], []).append(
                 model.NewOptionalFixedSizeIntervalVar(T[key], d_t, var, f"J[{t},{pair[0]}->{pair[1]}]"))
             model.Add(T[key] + d_t <= H).OnlyEnforceIf(var)
         if d_t > H:
             model.Add(var == 0)
         if not data.is_raw[t]:
-            model.Add(T[key] >= E[t]).OnlyEnforceIf(var)
-    # hop chains: a hop into v leaves u after t arrived on u (u not the producer)
-    for t, a, v in st.g:
-        u = data.parent[a][v]
-        if u == a:
+            model.Add(T[key] >= v.E[t]).OnlyEnforceIf(var)
+    # hop chains: a hop into u leaves its parent p after t arrived on p (p not the producer)
+    for t, a, u in st.g:
+        p = data.parent[a][u]
+        if p == a:
             continue
-        prev = (t, (data.parent[a][u], u))
-        model.Add(T[(t, (u, v))] >= T[prev] + dur[("t", t, prev[1])]).OnlyEnforceIf(g[(t, a, v)])
-    # a layer starts after its inputs are on its device
+        prev = (t, (data.parent[a][p], p))
+        model.Add(T[(t, (p, u))] >= T[prev] + dur[("t", t, prev[1])]).OnlyEnforceIf(v.g[(t, a, u)])
+
+
+def data_rows(data: MeshData, model: Any, v: CpSatVariables) -> None:
+    """Constraint 4, the layers: a layer starts after its inputs are on its device."""
     for n in data.layers:
         for t in data.layer_inputs[n]:
             if not data.is_raw[t]:
-                model.Add(S[n] >= E[t])
-    for n, t, d, a, key in last_hops(data, st, T):
-        cond = [x[(n, d)]] if data.is_raw[t] else [x[(n, d)], x[(t, a)]]
-        model.Add(S[n] >= T[key] + dur[("t", t, key[1])]).OnlyEnforceIf(cond)
-    for d, ivs in dev_intervals.items():
-        if len(ivs) > 1:
-            model.AddNoOverlap(ivs)
-    for r, ivs in res_intervals.items():
-        if len(ivs) > 1:
-            model.AddNoOverlap(ivs)
-    big_memory = memory_rows_cpsat(model, data, st, x)
-    symmetry_cpsat(model, data, st, x, classes)
-    cmax = model.NewIntVar(0, H, "makespan")
+                model.Add(v.S[n] >= v.E[t])
+    for n, t, d, a, key in last_hops(data, v.st, v.T):
+        cond = [v.x[(n, d)]] if data.is_raw[t] else [v.x[(n, d)], v.x[(t, a)]]
+        model.Add(v.S[n] >= v.T[key] + v.dur[("t", t, key[1])]).OnlyEnforceIf(cond)
+
+
+def makespan(data: MeshData, model: Any, v: CpSatVariables) -> Any:
+    """Constraint 7 and the objective: the makespan after every layer and every hop sent;
+    minimise it. Returns it."""
+    cmax = model.NewIntVar(0, v.H, "makespan")
     for n in data.layers:
-        model.Add(cmax >= E[n])
-    for key, var in z.items():
-        model.Add(cmax >= T[key] + dur[("t", key[0], key[1])]).OnlyEnforceIf(var)
+        model.Add(cmax >= v.E[n])
+    for key, var in v.z.items():
+        model.Add(cmax >= v.T[key] + v.dur[("t", key[0], key[1])]).OnlyEnforceIf(var)
     model.Minimize(cmax)
-    if start is not None:  # hint: the start plan's integer schedule
-        times = semi_active_times(build_tasks(data, start.device, dur), start.order)
-        for (n, d), var in x.items():
-            model.AddHint(var, start.device[n] == d)
-        for n in data.layers:
-            model.AddHint(S[n], int(times[n][0]))
-        for key in st.z:
+    return cmax
+
+
+def hint(data: MeshData, model: Any, v: CpSatVariables, start: MeshPlan) -> None:
+    """The start plan's integer schedule as the model's hint."""
+    times = semi_active_times(build_tasks(data, start.device, v.dur), start.order)
+    for (n, d), var in v.x.items():
+        model.AddHint(var, start.device[n] == d)
+    for n in data.layers:
+        model.AddHint(v.S[n], int(times[n][0]))
+    for key in v.st.z:
+        tid = transfer_id(*key)
+        if tid in times:
+            model.AddHint(v.T[key], int(times[tid][0]))
+
+
+def decode_plan(data: MeshData, v: CpSatVariables, cmax: Any, values) -> MeshPlan:
+    """The device per layer and the solver's order on every resource; SolverFailure where
+    the plan's schedule on the integer durations is longer than CP-SAT's makespan."""
+    value = values.__getitem__
+
+    def is_true(var) -> bool:
+        return value(var.Index()) > 0.5
+
+    device_map = {n: next(d for d in v.st.allowed[n] if is_true(v.x[(n, d)])) for n in data.layers}
+    starts, ends = {}, {}
+    for n in data.layers:
+        starts[n], ends[n] = value(v.S[n].Index()), value(v.E[n].Index())
+    for key, var in v.z.items():
+        if is_true(var):
             tid = transfer_id(*key)
-            if tid in times:
-                model.AddHint(T[key], int(times[tid][0]))
-
-    def decode(values) -> MeshPlan:
-        value = values.__getitem__
-
-        def is_true(var) -> bool:
-            return value(var.Index()) > 0.5
-
-        device_map = {n: next(d for d in st.allowed[n] if is_true(x[(n, d)])) for n in data.layers}
-        starts, ends = {}, {}
-        for n in data.layers:
-            starts[n], ends[n] = value(S[n].Index()), value(E[n].Index())
-        for key, var in z.items():
-            if is_true(var):
-                tid = transfer_id(*key)
-                starts[tid] = value(T[key].Index())
-                ends[tid] = starts[tid] + dur[("t", key[0], key[1])]
-        plan = MeshPlan(device_map, order_from_times(data, device_map, starts, ends))
-        rounded = schedule_makespan(data, device_map, plan.order, durations=dur)
-        if rounded > value(cmax.Index()) + 1e-9:
-            raise SolverFailure(f"cpsat: the decoded schedule ({rounded} units) is longer than CP-SAT's "
-                                f"({value(cmax.Index())})")
-        return plan
-
-    return Program(
-        kind="cpsat", model=model, decode=decode, unit_ms=unit, tolerance_ms=K * unit, presolve=not big_memory,
-        stats={"time_unit_ms": unit, "horizon_units": H, "max_tasks": K, "presolve": not big_memory,
-               "symmetry_classes": [list(c) for c in classes]},
-    )
+            starts[tid] = value(v.T[key].Index())
+            ends[tid] = starts[tid] + v.dur[("t", key[0], key[1])]
+    plan = MeshPlan(device_map, order_from_times(data, device_map, starts, ends))
+    rounded = schedule_makespan(data, device_map, plan.order, durations=v.dur)
+    if rounded > value(cmax.Index()) + 1e-9:
+        raise SolverFailure(f"cpsat: the decoded schedule ({rounded} units) is longer than CP-SAT's "
+                            f"({value(cmax.Index())})")
+    return plan
 
 
 def symmetry_cpsat(model, data: MeshData, st: Structure, x, classes) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from splitopt.core.instance import Instance
+from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
 from splitopt.families.mesh.data import MEMORY_RTOL, MeshData, mesh_data
 from splitopt.families.mesh.plan import MeshPlan, check_plan
@@ -45,7 +46,7 @@ class LinkUse:
 
 
 @dataclass(frozen=True)
-class MeshMetrics:
+class MeshMetrics(FamilyMetrics):
     """What a mesh plan costs: the makespan (ms) of its schedule, per-device compute and
     memory, per-link transfers, and the schedule itself (``splitopt.core.schedule.Task``)."""
 
@@ -53,11 +54,6 @@ class MeshMetrics:
     devices: tuple[DeviceUse, ...]
     links: tuple[LinkUse, ...]
     schedule: tuple[Task, ...]
-    violations: tuple[str, ...] = ()
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
 
     @property
     def objective_ms(self) -> float:
@@ -100,8 +96,7 @@ class MeshMetrics:
                 for l in self.links
             ],
             "schedule": [t.to_dict() for t in self.schedule],
-            "feasible": self.feasible,
-            "violations": list(self.violations),
+            **self.verdict(),
         }
 
 
@@ -155,4 +150,5 @@ def evaluate(inst: Instance, plan: MeshPlan, data: MeshData | None = None) -> Me
         hops = [t for t in tasks.values() if t.pair == pair]
         links.append(LinkUse(f"{pair[0]}->{pair[1]}", data.resource_of[pair], len(hops),
                              sum(data.sent_bytes[t.tensor] for t in hops), sum(t.duration for t in hops)))
-    return MeshMetrics(makespan, tuple(devices), tuple(links), tuple(schedule), tuple(memory_violations(data, plan.device)))
+    return MeshMetrics(makespan, tuple(devices), tuple(links), tuple(schedule),
+                       violations=tuple(memory_violations(data, plan.device)))

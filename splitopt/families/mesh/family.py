@@ -16,6 +16,7 @@ from splitopt.families.mesh.bound import mesh_lower_bound
 from splitopt.families.mesh.checks import check_mesh
 from splitopt.families.mesh.cpsat import build_cpsat
 from splitopt.families.mesh.data import mesh_data
+from splitopt.families.mesh.diagnose import diagnose
 from splitopt.families.mesh.enumerate import enumerate_plans
 from splitopt.families.mesh.evaluate import MeshMetrics, evaluate
 from splitopt.families.mesh.milp import build_milp
@@ -23,7 +24,7 @@ from splitopt.families.mesh.plan import PLAN_FORMAT, MeshPlan, plan_from_dict
 from splitopt.families.mesh.report import report
 from splitopt.families.mesh.space import mesh_space
 from splitopt.families.mesh.settings import MeshSettings
-from splitopt.families.mesh.start import diagnose, start_plan
+from splitopt.families.mesh.start import start_plan
 from splitopt.search.space import SearchSpace
 
 METHODS = (
@@ -66,11 +67,11 @@ class MeshFamily(Family):
         return diagnose(inst)
 
     def build_program(self, inst: Instance, kind: str, start: MeshPlan | None) -> Program:
-        data = self.prepare(inst)
+        self.prepare(inst)
         if kind == "cpsat":
-            return build_cpsat(inst, data, start)
+            return build_cpsat(inst, start)
         if kind == "linear":
-            return build_milp(inst, data, start)
+            return build_milp(inst, start)
         raise NotApplicable(f"problem 'mesh' builds no program of kind '{kind}'")
 
     def methods(self) -> Sequence[Method]:

@@ -1,16 +1,13 @@
-"""A mesh plan to start from (the best of every single-device plan and HEFT's), and why
-an instance has no plan at all."""
+"""A mesh plan to start from: the best of every single-device plan and HEFT's."""
 
 from __future__ import annotations
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.core.instance import Instance
-from splitopt.families.mesh.data import MEMORY_RTOL, MeshData, mesh_data
+from splitopt.families.mesh.data import MeshData, mesh_data
 from splitopt.families.mesh.evaluate import evaluate
 from splitopt.families.mesh.methods import heft_plan
 from splitopt.families.mesh.plan import MeshPlan, check_routes, single_device_plan
-from splitopt.families.mesh.structure import assignment_feasible
-from splitopt.core.jsonfile import byte_count
 
 
 def start_plan(inst: Instance, data: MeshData | None = None) -> MeshPlan | None:
@@ -34,42 +31,3 @@ def start_plan(inst: Instance, data: MeshData | None = None) -> MeshPlan | None:
         if m.feasible and m.makespan_ms < best_ms:
             best, best_ms = plan, m.makespan_ms
     return best
-
-
-def diagnose(inst: Instance) -> str:
-    """Name the binding limit of an instance no plan can satisfy (memory is the only
-    limit; routes restrict where layers may go)."""
-    data = mesh_data(inst)
-    for n in data.layers:
-        need = data.weight_bytes[n] + data.working_bytes[n]
-        fits = [d for d in data.devices if need <= data.limit[d] * (1 + MEMORY_RTOL)]
-        if not fits:
-            biggest = max(data.devices, key=lambda d: data.limit[d])
-            return (
-                f"infeasible: layer '{n}' needs {byte_count(need)} B (weights {byte_count(data.weight_bytes[n])} "
-                "+ working set "
-                f"{byte_count(data.working_bytes[n])}), more than any device's memory limit (largest: '{biggest}', "
-                f"{byte_count(data.limit[biggest])} B)"
-            )
-    if assignment_feasible(data):
-        return "feasible: a plan meets every memory limit"
-    if not assignment_feasible(data, lifted=set(data.devices)):
-        return (
-            f"infeasible: even without memory limits no placement lets every tensor reach its readers"
-            f"{' and the final outputs reach sink ' + repr(data.sink) if data.options.deliver_outputs else ''} "
-            f"with routing '{data.options.routing}' (settings.mesh.routing)"
-        )
-    alone = [d for d in data.devices if assignment_feasible(data, lifted={d})]
-    total = sum(data.weight_bytes.values())
-    if alone:
-        names = ", ".join(f"'{d}' ({byte_count(data.limit[d])} B)" for d in alone)
-        return (
-            f"infeasible: device memory limits bind; lifting any one of these alone would allow a plan: {names} "
-            f"(the model has {byte_count(total)} B of weights; routes restrict where layers may go)"
-        )
-    limits = ", ".join(f"'{d}' {byte_count(data.limit[d])} B" for d in data.devices)
-    return (
-        f"infeasible: the device memory limits together ({limits}) cannot hold the model's "
-        f"{byte_count(total)} B of weights plus working sets under the routing constraints; no single limit "
-        "lifted helps"
-    )

@@ -15,10 +15,12 @@ assignment-only feasibility model the infeasibility diagnosis uses.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from splitopt.core.errors import SolverFailure
 from splitopt.core.interrupts import solve_cpsat
 from splitopt.families.mesh.data import MEMORY_RTOL, MeshData
+from splitopt.families.mesh.evaluate import evaluate
 from splitopt.families.mesh.plan import MeshPlan
 from splitopt.families.mesh.tasks import build_tasks
 
@@ -140,6 +142,19 @@ def identical_device_classes(data: MeshData) -> list[list[str]]:
         else:
             classes.append([d])
     return [c for c in classes if len(c) > 1]
+
+
+def start_horizon(inst: Any, data: MeshData, start: MeshPlan | None,
+                  classes: list[list[str]]) -> tuple[MeshPlan | None, float]:
+    """Both programs' horizon ``H`` (ms): the makespan of ``start`` relabelled to the
+    symmetry rule (:func:`canonical_plan`; returned with it), or, without one, the sum of
+    every layer's slowest duration and every transfer's."""
+    if start is not None:
+        start = canonical_plan(data, start, classes)
+        return start, evaluate(inst, start, data).makespan_ms
+    horizon = sum(max(data.compute_ms[(n, d)] for d in data.devices) for n in data.layers)
+    horizon += sum(data.transfer_ms.values())
+    return start, horizon
 
 
 def canonical_plan(data: MeshData, plan: MeshPlan, classes: list[list[str]]) -> MeshPlan:

@@ -6,10 +6,13 @@ units of ``unit`` ms chosen so that every row's activity stays below 2**30 (or-t
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
 from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.multiview.plan import MultiviewPlan
-from splitopt.families.multiview.tables import build_tables, decode as decode_plan, no_plan_possible, point_index
+from splitopt.families.multiview.tables import Tables, build_tables, decode, no_plan_possible, point_index
 
 #: CP-SAT: every linear row's summed |coefficient| x |variable bound| stays below this
 #: (OR-Tools 9.15 presolve overflows past 2**31: or-tools #5293)
@@ -19,10 +22,10 @@ CPSAT_ACTIVITY = 2**30
 CPSAT_HORIZON_UNITS = 2**20
 
 
-
-
-def build_cpsat(inst: Instance) -> Program:
-    """CP-SAT: interval variables, no-overlap on the aggregator and (serial) on the bus."""
+def build_cpsat(inst: Instance, start: MultiviewPlan | None) -> Program:
+    """CP-SAT: interval variables, no-overlap on the aggregator and (serial) on the bus,
+    its constraints in the formulation's order. The hint is the tables' incumbent (the
+    best plan with one common cut point), not ``start``."""
     from ortools.sat.python import cp_model
 
     t = build_tables(inst)
@@ -30,113 +33,197 @@ def build_cpsat(inst: Instance) -> Program:
         m = cp_model.CpModel()
         m.AddBoolOr([])
         return Program(kind="cpsat", model=m, decode=lambda values: None, stats={"no_cut_point": True})
-    V, nA = t.V, len(t.archs)
-    # integer unit: every row's activity below 2**30 (see module constants)
+    unit, tol = time_unit(t)
+    d = integer_durations(t, unit)
+    m = cp_model.CpModel()
+    v = choice_variables(m, t)
+    view_tasks(m, t, d, v)
+    resource_rows(m, t, v)
+    fusion_and_makespan(m, t, d, v)
+    symmetry_rows(m, t, v)
+    if t.incumbent is not None:
+        hint(m, t, v, t.incumbent)
+    # presolve on: every row's activity stays below 2**30 (the time unit above), clear of or-tools #5293
+    return Program(kind="cpsat", model=m, decode=lambda values: decode_plan(inst, t, v, values), unit_ms=unit,
+                   tolerance_ms=tol, presolve=True,
+                   stats={"unit_ms": unit, "archs": len(t.archs), "points": len(t.points),
+                          "booleans": len(t.archs) + sum(len(r) for r in v.y)})
+
+
+def time_unit(t: Tables) -> tuple[float, float]:
+    """Section "CP-SAT integer time scaling": the unit (ms) that keeps every row's
+    activity below 2**30 and the horizon within ``CPSAT_HORIZON_UNITS`` units, and the
+    rounding tolerance ``u (1.5 V + 1)`` ms."""
+    V = t.V
     row_ms = [sum(abs(c) for c in t.B_terms(v)[0].values()) + sum(abs(c) for c in t.B_terms(v)[1].values())
               for v in range(V)]
     row_ms += [sum(r.values()) for r in t.A] + [sum(r.values()) for r in t.C] + [sum(t.F)]
     unit = max((max(row_ms) + t.horizon) / CPSAT_ACTIVITY, 4 * t.horizon / CPSAT_ACTIVITY,
                t.horizon / CPSAT_HORIZON_UNITS, 1e-12)
-    tol = unit * (1.5 * V + 1.0)
+    return unit, unit * (1.5 * V + 1.0)
 
+
+@dataclass
+class IntegerDurations:
+    """The tables in integer units (``q``: ms to units, rounded): the horizon ``H``, the
+    aggregator times ``Ag`` per tensor point and ``P`` per architecture (raised to at least
+    ``Ag`` of its compatible points), the fusion times ``F``."""
+
+    q: Callable[[float], int]
+    H: int
+    Ag: dict[int, int]
+    P: list[int]
+    F: list[int]
+
+
+def integer_durations(t: Tables, unit: float) -> IntegerDurations:
+    """The tables' durations rounded to whole units."""
     def q(ms: float) -> int:
         return int(round(ms / unit))
 
-    H = q(t.horizon) + 2 * V + 2
-    Ag = {p: q(v) for p, v in t.Ag.items()}
-    P = [q(v) for v in t.P]
+    Ag = {p: q(val) for p, val in t.Ag.items()}
+    P = [q(val) for val in t.P]
     for p, archs in t.compat.items():  # P[a] >= Ag[p] for compatible points despite rounding
         if p in Ag:
             for a in archs:
                 P[a] = max(P[a], Ag[p])
-    F = [q(v) for v in t.F]
-    m = cp_model.CpModel()
-    x = [m.NewBoolVar(f"x[{a}]") for a in range(nA)]
+    return IntegerDurations(q, q(t.horizon) + 2 * t.V + 2, Ag, P, [q(val) for val in t.F])
+
+
+@dataclass
+class ViewVariables:
+    """The model's variables (section "Variables") as the steps add them: ``x``, ``y``, and
+    per view its bus and aggregator tasks (starts ``sb``, ``sa``, ends ``eb``, ``ea``,
+    intervals), the sensor, transfer and aggregator durations ``A``, ``C``, ``B`` and its
+    point's index ``idx``."""
+
+    x: list
+    y: list[dict]
+    sb: list = field(default_factory=list)
+    eb: list = field(default_factory=list)
+    sa: list = field(default_factory=list)
+    ea: list = field(default_factory=list)
+    bus_iv: list = field(default_factory=list)
+    agg_iv: list = field(default_factory=list)
+    idx: list = field(default_factory=list)
+    a_vars: list = field(default_factory=list)
+    b_vars: list = field(default_factory=list)
+    c_vars: list = field(default_factory=list)
+
+
+def choice_variables(m: Any, t: Tables) -> ViewVariables:
+    """Constraints 1 (one architecture, one point per view) and 2 (compatibility)."""
+    x = [m.NewBoolVar(f"x[{a}]") for a in range(len(t.archs))]
     m.AddExactlyOne(x)
-    y = [{p: m.NewBoolVar(f"y[{v},{p}]") for p in t.A[v]} for v in range(V)]
-    for v in range(V):
+    y = [{p: m.NewBoolVar(f"y[{v},{p}]") for p in t.A[v]} for v in range(t.V)]
+    for v in range(t.V):
         m.AddExactlyOne(y[v].values())
         for p, lit in y[v].items():
             m.AddBoolOr([x[a] for a in t.compat[p]]).OnlyEnforceIf(lit)
-    sb, eb, sa, ea, bus_iv, agg_iv, idx = [], [], [], [], [], [], []
-    a_vars, b_vars, c_vars = [], [], []
-    for v in range(V):
-        A_int = {p: q(t.A[v][p]) for p in y[v]}
-        C_int = {p: q(t.C[v][p]) for p in y[v]}
-        a_v = m.NewIntVar(0, max(A_int.values()), f"A[{v}]")
-        c_v = m.NewIntVar(0, max(C_int.values()), f"C[{v}]")
-        b_v = m.NewIntVar(0, max(P), f"B[{v}]")
-        m.Add(a_v == sum(A_int[p] * y[v][p] for p in y[v]))
-        m.Add(c_v == sum(C_int[p] * y[v][p] for p in y[v]))
-        b_y = {p: -(P[t.points[p][1]] if t.points[p][1] is not None else Ag[p]) for p in y[v]}
-        m.Add(b_v == sum(P[a] * x[a] for a in range(nA)) + sum(b_y[p] * y[v][p] for p in y[v]))
-        s1, e1 = m.NewIntVar(0, H, f"sb[{v}]"), m.NewIntVar(0, H, f"eb[{v}]")
-        s2, e2 = m.NewIntVar(0, H, f"sa[{v}]"), m.NewIntVar(0, H, f"ea[{v}]")
-        bus_iv.append(m.NewIntervalVar(s1, c_v, e1, f"bus[{v}]"))
-        agg_iv.append(m.NewIntervalVar(s2, b_v, e2, f"agg[{v}]"))
+    return ViewVariables(x, y)
+
+
+def view_tasks(m: Any, t: Tables, d: IntegerDurations, v: ViewVariables) -> None:
+    """Constraint 3 per view: the durations ``A_v``, ``C_v``, ``B_v`` tied to the linear
+    forms, the bus and aggregator intervals, ``sb_v >= A_v`` and ``sa_v >= eb_v``."""
+    x, y, q, P, H = v.x, v.y, d.q, d.P, d.H
+    nA = len(t.archs)
+    for w in range(t.V):
+        A_int = {p: q(t.A[w][p]) for p in y[w]}
+        C_int = {p: q(t.C[w][p]) for p in y[w]}
+        a_v = m.NewIntVar(0, max(A_int.values()), f"A[{w}]")
+        c_v = m.NewIntVar(0, max(C_int.values()), f"C[{w}]")
+        b_v = m.NewIntVar(0, max(P), f"B[{w}]")
+        m.Add(a_v == sum(A_int[p] * y[w][p] for p in y[w]))
+        m.Add(c_v == sum(C_int[p] * y[w][p] for p in y[w]))
+        b_y = {p: -(P[t.points[p][1]] if t.points[p][1] is not None else d.Ag[p]) for p in y[w]}
+        m.Add(b_v == sum(P[a] * x[a] for a in range(nA)) + sum(b_y[p] * y[w][p] for p in y[w]))
+        s1, e1 = m.NewIntVar(0, H, f"sb[{w}]"), m.NewIntVar(0, H, f"eb[{w}]")
+        s2, e2 = m.NewIntVar(0, H, f"sa[{w}]"), m.NewIntVar(0, H, f"ea[{w}]")
+        v.bus_iv.append(m.NewIntervalVar(s1, c_v, e1, f"bus[{w}]"))
+        v.agg_iv.append(m.NewIntervalVar(s2, b_v, e2, f"agg[{w}]"))
         m.Add(s1 >= a_v)
-        a_vars.append(a_v), b_vars.append(b_v), c_vars.append(c_v)
+        v.a_vars.append(a_v)
+        v.b_vars.append(b_v)
+        v.c_vars.append(c_v)
         m.Add(s2 >= e1)
-        sb.append(s1), eb.append(e1), sa.append(s2), ea.append(e2)
-        idx.append(sum(p * y[v][p] for p in y[v]))
+        v.sb.append(s1)
+        v.eb.append(e1)
+        v.sa.append(s2)
+        v.ea.append(e2)
+        v.idx.append(sum(p * y[w][p] for p in y[w]))
+
+
+def resource_rows(m: Any, t: Tables, v: ViewVariables) -> None:
+    """Constraints 4 (share bus: a transfer starts when its sensor is done), 5 (no overlap
+    on the aggregator and, serial, on the bus) and 6 (dominance: the aggregator serves views
+    in the order their transfers end; one literal per pair orders both resources)."""
+    V, sb, eb, sa, ea = t.V, v.sb, v.eb, v.sa, v.ea
     if t.serial:
-        m.AddNoOverlap(bus_iv)
+        m.AddNoOverlap(v.bus_iv)
     else:
-        for v in range(V):  # share bus: no contention, a transfer starts when its sensor is done
-            m.Add(sb[v] == a_vars[v])
-    m.AddNoOverlap(agg_iv)
-    # dominance (formulation doc, "permutation schedules"): the aggregator serves views in
-    # the order their transfers end; one literal per pair orders both resources
-    for v in range(V):
-        for w in range(v + 1, V):
-            first = m.NewBoolVar(f"first[{v},{w}]")
-            m.Add(eb[v] <= eb[w]).OnlyEnforceIf(first)
-            m.Add(ea[v] <= sa[w]).OnlyEnforceIf(first)
-            m.Add(eb[w] <= eb[v]).OnlyEnforceIf(first.Not())
-            m.Add(ea[w] <= sa[v]).OnlyEnforceIf(first.Not())
+        for w in range(V):
+            m.Add(sb[w] == v.a_vars[w])
+    m.AddNoOverlap(v.agg_iv)
+    for a in range(V):
+        for b in range(a + 1, V):
+            first = m.NewBoolVar(f"first[{a},{b}]")
+            m.Add(eb[a] <= eb[b]).OnlyEnforceIf(first)
+            m.Add(ea[a] <= sa[b]).OnlyEnforceIf(first)
+            m.Add(eb[b] <= eb[a]).OnlyEnforceIf(first.Not())
+            m.Add(ea[b] <= sa[a]).OnlyEnforceIf(first.Not())
             if t.serial:
-                m.Add(eb[v] <= sb[w]).OnlyEnforceIf(first)
-                m.Add(eb[w] <= sb[v]).OnlyEnforceIf(first.Not())
+                m.Add(eb[a] <= sb[b]).OnlyEnforceIf(first)
+                m.Add(eb[b] <= sb[a]).OnlyEnforceIf(first.Not())
+
+
+def fusion_and_makespan(m: Any, t: Tables, d: IntegerDurations, v: ViewVariables) -> None:
+    """Constraint 3's fusion and makespan rows, constraint 8 (the redundant bounds for the
+    relaxation: the aggregator serves every view after the earliest arrival ``r0``; a
+    serial bus carries every transfer after the earliest sensor end ``a0``), and the
+    objective (the makespan)."""
+    V, q, H = t.V, d.q, d.H
     fs = m.NewIntVar(0, H, "fusion_start")
-    for v in range(V):
-        m.Add(fs >= ea[v])
-    # redundant bounds for the relaxation (constants r0, a0: the earliest any view can
-    # arrive / any sensor can be done): the aggregator serves every view after r0; a serial
-    # bus carries every transfer after a0
-    r0 = min(q(t.A[v][p] + t.C[v][p]) for v in range(V) for p in t.A[v])
-    a0 = min(q(t.A[v][p]) for v in range(V) for p in t.A[v])
-    m.Add(fs >= r0 + sum(b_vars))
+    for w in range(V):
+        m.Add(fs >= v.ea[w])
+    r0 = min(q(t.A[w][p] + t.C[w][p]) for w in range(V) for p in t.A[w])
+    a0 = min(q(t.A[w][p]) for w in range(V) for p in t.A[w])
+    m.Add(fs >= r0 + sum(v.b_vars))
     if t.serial:
-        m.Add(fs >= a0 + sum(c_vars))
-    mk = m.NewIntVar(0, H + max(F), "makespan")
-    m.Add(mk == fs + sum(F[a] * x[a] for a in range(nA)))
+        m.Add(fs >= a0 + sum(v.c_vars))
+    mk = m.NewIntVar(0, H + max(d.F), "makespan")
+    m.Add(mk == fs + sum(d.F[a] * v.x[a] for a in range(len(t.archs))))
     m.Minimize(mk)
-    # symmetry: interchangeable views take non-decreasing points; equal points go in index order
+
+
+def symmetry_rows(m: Any, t: Tables, v: ViewVariables) -> None:
+    """Constraint 7: interchangeable views take non-decreasing points; equal points go in
+    index order."""
+    idx, sb, sa = v.idx, v.sb, v.sa
     for group in t.groups:
-        for v, w in zip(group, group[1:]):
-            m.Add(idx[v] <= idx[w])
-            eq = m.NewBoolVar(f"same[{v},{w}]")
-            m.Add(idx[v] == idx[w]).OnlyEnforceIf(eq)
-            m.Add(idx[v] < idx[w]).OnlyEnforceIf(eq.Not())
+        for a, b in zip(group, group[1:]):
+            m.Add(idx[a] <= idx[b])
+            eq = m.NewBoolVar(f"same[{a},{b}]")
+            m.Add(idx[a] == idx[b]).OnlyEnforceIf(eq)
+            m.Add(idx[a] < idx[b]).OnlyEnforceIf(eq.Not())
             if t.serial:
-                m.Add(sb[v] <= sb[w]).OnlyEnforceIf(eq)
-            m.Add(sa[v] <= sa[w]).OnlyEnforceIf(eq)
-    start = t.incumbent
-    if start is not None:
-        arch, pts = point_index(t, start)
-        for a in range(nA):
-            m.AddHint(x[a], int(a == arch))
-        for v in range(V):
-            for p, lit in y[v].items():
-                m.AddHint(lit, int(p == pts[v]))
+                m.Add(sb[a] <= sb[b]).OnlyEnforceIf(eq)
+            m.Add(sa[a] <= sa[b]).OnlyEnforceIf(eq)
 
-    def decode(values) -> MultiviewPlan:
-        value = values.__getitem__
-        arch = next(a for a in range(nA) if value(x[a].Index()) > 0.5)
-        pts = [next(p for p, lit in y[v].items() if value(lit.Index()) > 0.5) for v in range(V)]
-        return decode_plan(inst, t, arch, pts, [value(s_.Index()) for s_ in sb], [value(s_.Index()) for s_ in sa])
 
-    # presolve on: every row's activity stays below 2**30 (the time unit above), clear of or-tools #5293
-    return Program(kind="cpsat", model=m, decode=decode, unit_ms=unit, tolerance_ms=tol, presolve=True,
-                              stats={"unit_ms": unit, "archs": nA, "points": len(t.points),
-                          "booleans": nA + sum(len(r) for r in y)})
+def hint(m: Any, t: Tables, v: ViewVariables, plan: MultiviewPlan) -> None:
+    """``plan``'s architecture and points as the model's hint."""
+    arch, pts = point_index(t, plan)
+    for a in range(len(t.archs)):
+        m.AddHint(v.x[a], int(a == arch))
+    for w in range(t.V):
+        for p, lit in v.y[w].items():
+            m.AddHint(lit, int(p == pts[w]))
+
+
+def decode_plan(inst: Instance, t: Tables, v: ViewVariables, values) -> MultiviewPlan:
+    """The chosen architecture, each view's point, the orders by start time."""
+    value = values.__getitem__
+    arch = next(a for a in range(len(t.archs)) if value(v.x[a].Index()) > 0.5)
+    pts = [next(p for p, lit in v.y[w].items() if value(lit.Index()) > 0.5) for w in range(t.V)]
+    return decode(inst, t, arch, pts, [value(s_.Index()) for s_ in v.sb], [value(s_.Index()) for s_ in v.sa])

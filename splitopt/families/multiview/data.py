@@ -3,7 +3,7 @@
 and send over one shared bus; the aggregator finishes each view's pre-fusion part, fuses
 the V views and runs the rest of the network once.
 
-This module checks ``settings.multiview`` (``check_multiview``) and derives what the
+This module checks ``settings.multiview`` (``checks.py`` asks it) and derives what the
 evaluator (``evaluate.py``), the programs (``cpsat.py``, ``milp.py`` from ``tables.py``)
 and the methods read; the formulation is ``formulations/multiview_bus.md``.
 
@@ -198,11 +198,50 @@ def data(inst: Instance) -> MultiviewData:
 
 
 def _build_data(inst: Instance) -> MultiviewData:
-    import networkx as nx
-
+    """Check ``settings.multiview`` and the graph in this order (the first field out of
+    place is the one named): the options and sensors, the links and their one bus, the
+    precision, the graph, the cut and fusion candidates, the widths, the required layers,
+    the accuracy table; and derive the data."""
     where = "instance.settings.multiview"
     s = inst.settings
     mv = dict(s.multiview)
+    sensors = _sensors(inst, mv, where)
+    bus, links = _bus_links(inst, sensors)
+    for name in list(sensors) + [s.cloud]:  # precision
+        dev = inst.device_by_name[name]
+        if s.cloud_bits not in dev.bit_widths:
+            raise InvalidInstance(f"instance.settings.cloud_bits: {s.cloud_bits} bits is not supported by device "
+                                  f"'{name}' (supports {list(dev.bit_widths)})")
+    inp = _graph_input(inst)
+    cut_layers, prefix, why = _single_tensor_cuts(inst)
+    prefix = dict(prefix)
+    prefix[inp] = ()
+
+    def order(names) -> tuple[str, ...]:
+        return tuple(sorted(set(names), key=lambda t: -1 if t == inp else inst.position[t]))
+
+    fusions = order(_tensor_list(inst, mv, where, "fusion_candidates", inp, cut_layers, why))
+    cuts = order([inp] + _tensor_list(inst, mv, where, "cut_candidates", inp, cut_layers, why) + list(fusions))
+    shape = {inp: inst.inputs[0].shape}
+    shape.update({l.name: l.output_shape for l in inst.layers})
+    channels = {t: int(shape[t][0]) if shape[t] else 1 for t in shape}
+    spatial = {t: int(math.prod(shape[t][1:])) if shape[t] else 1 for t in shape}
+    widths = _widths(mv, where, channels, fusions)
+    required = _required_layers(inst, prefix, fusions)
+    archs = tuple((f, d) for f in fusions for d in (None,) + tuple(w for w in widths if w < channels[f]))
+    limits = {name: min(s.edge_memory_bytes, inst.device_by_name[name].memory_bytes) for name in sensors}
+    accuracy, min_accuracy = _accuracy_table(mv, where, fusions, widths, archs)
+    return MultiviewData(
+        sensors=tuple(sensors), aggregator=s.cloud, bus=bus, links=links, input=inp, cuts=cuts, fusions=fusions,
+        widths=widths, bits=s.cloud_bits, required=frozenset(required), prefix=prefix, channels=channels,
+        spatial=spatial, archs=archs, limits=limits, accuracy=accuracy, min_accuracy=min_accuracy,
+    )
+
+
+def _sensors(inst: Instance, mv: Mapping[str, Any], where: str) -> list[str]:
+    """The options' names, the sensors (one per view, none the aggregator, the edge one
+    of them), and the settings the problem does not use."""
+    s = inst.settings
     unknown = [k for k in mv if k not in OPTION_KEYS]
     if unknown:
         raise InvalidInstance(f"{where}.{unknown[0]}: unknown option (options: {', '.join(OPTION_KEYS)})")
@@ -227,7 +266,12 @@ def _build_data(inst: Instance) -> MultiviewData:
     if s.error_budget is not None:
         raise InvalidInstance("instance.settings.error_budget: not used by problem 'multiview' (every layer runs at "
                               "cloud_bits); set it to null")
-    # links and the bus
+    return sensors
+
+
+def _bus_links(inst: Instance, sensors: Sequence[str]) -> tuple[Bus, dict[str, Link]]:
+    """Each sensor's link to the aggregator, all on one shared bus."""
+    s = inst.settings
     links: dict[str, Link] = {}
     bus_name = None
     for name in sensors:
@@ -243,18 +287,16 @@ def _build_data(inst: Instance) -> MultiviewData:
                                   f"'{bus_name}'; problem 'multiview' needs one shared bus")
         bus_name = link.bus
         links[name] = link
-    bus = inst.bus_by_name[bus_name]
-    # precision
-    for name in list(sensors) + [s.cloud]:
-        dev = inst.device_by_name[name]
-        if s.cloud_bits not in dev.bit_widths:
-            raise InvalidInstance(f"instance.settings.cloud_bits: {s.cloud_bits} bits is not supported by device "
-                                  f"'{name}' (supports {list(dev.bit_widths)})")
-    # graph
+    return inst.bus_by_name[bus_name], links
+
+
+def _graph_input(inst: Instance) -> str:
+    """The graph's one input (the view); no layer with a reserved name, and every layer's
+    latency entries at the reference precision."""
+    s = inst.settings
     if len(inst.inputs) != 1:
         raise InvalidInstance(f"instance.graph.inputs: problem 'multiview' needs exactly one graph input (the view), "
                               f"got {len(inst.inputs)}")
-    inp = inst.inputs[0].name
     for i, layer in enumerate(inst.layers):
         if layer.name in (REDUCE, FUSE):
             raise InvalidInstance(f"instance.graph.layers[{i}].name: '{layer.name}' is reserved by problem 'multiview'")
@@ -265,34 +307,31 @@ def _build_data(inst: Instance) -> MultiviewData:
             if isinstance(entry, dict) and key not in entry:
                 raise InvalidInstance(f"instance.graph.layers[{i}].latency_ms.{dev}: layer '{layer.name}' has no "
                                       f"entry '{key}'")
-    cut_layers, prefix, why = _single_tensor_cuts(inst)
-    prefix = dict(prefix)
-    prefix[inp] = ()
+    return inst.inputs[0].name
 
-    def tensor_list(key: str) -> list[str]:
-        raw = mv.get(key)
-        if raw is None:
-            return list(cut_layers)
-        if not isinstance(raw, list) or not raw:
-            raise InvalidInstance(f"{where}.{key}: must be a non-empty list of tensor names")
-        for i, t in enumerate(raw):
-            if t != inp and t not in inst.layer_by_name:
-                raise InvalidInstance(f"{where}.{key}[{i}]: unknown tensor {t!r}")
-            if t in raw[:i]:
-                raise InvalidInstance(f"{where}.{key}[{i}]: '{t}' listed twice")
-            if t != inp and t not in cut_layers:
-                raise InvalidInstance(f"{where}.{key}[{i}]: '{t}' is not a valid single-tensor cut ({why[t]})")
-        return list(raw)
 
-    def order(names) -> tuple[str, ...]:
-        return tuple(sorted(set(names), key=lambda t: -1 if t == inp else inst.position[t]))
+def _tensor_list(inst: Instance, mv: Mapping[str, Any], where: str, key: str, inp: str, cut_layers: list[str],
+                 why: Mapping[str, str]) -> list[str]:
+    """The candidates ``mv[key]`` (every single-tensor cut where not given), each the input
+    or a single-tensor cut, none twice."""
+    raw = mv.get(key)
+    if raw is None:
+        return list(cut_layers)
+    if not isinstance(raw, list) or not raw:
+        raise InvalidInstance(f"{where}.{key}: must be a non-empty list of tensor names")
+    for i, t in enumerate(raw):
+        if t != inp and t not in inst.layer_by_name:
+            raise InvalidInstance(f"{where}.{key}[{i}]: unknown tensor {t!r}")
+        if t in raw[:i]:
+            raise InvalidInstance(f"{where}.{key}[{i}]: '{t}' listed twice")
+        if t != inp and t not in cut_layers:
+            raise InvalidInstance(f"{where}.{key}[{i}]: '{t}' is not a valid single-tensor cut ({why[t]})")
+    return list(raw)
 
-    fusions = order(tensor_list("fusion_candidates"))
-    cuts = order([inp] + tensor_list("cut_candidates") + list(fusions))
-    shape = {inp: inst.inputs[0].shape}
-    shape.update({l.name: l.output_shape for l in inst.layers})
-    channels = {t: int(shape[t][0]) if shape[t] else 1 for t in shape}
-    spatial = {t: int(math.prod(shape[t][1:])) if shape[t] else 1 for t in shape}
+
+def _widths(mv: Mapping[str, Any], where: str, channels: Mapping[str, int], fusions: Sequence[str]) -> tuple[int, ...]:
+    """The compression widths, sorted: integers >= 1, none twice, each below the most
+    channels of any fusion candidate."""
     widths_raw = mv.get("compression_widths", [])
     if not isinstance(widths_raw, list):
         raise InvalidInstance(f"{where}.compression_widths: must be a list of channel counts d")
@@ -305,10 +344,16 @@ def _build_data(inst: Instance) -> MultiviewData:
         if d >= most:
             raise InvalidInstance(f"{where}.compression_widths[{i}]: d={d} is not smaller than the channels of any "
                                   f"fusion candidate (at most {most}); Conv-Reduce must compress")
-    widths = tuple(sorted(widths_raw))
-    # layers every sensor must run
+    return tuple(sorted(widths_raw))
+
+
+def _required_layers(inst: Instance, prefix: Mapping[str, tuple[str, ...]], fusions: Sequence[str]) -> set[str]:
+    """The layers every sensor must run: ``settings.edge_required`` with their ancestors,
+    all before some fusion candidate."""
+    import networkx as nx
+
     required: set[str] = set()
-    for i, name in enumerate(s.edge_required):
+    for i, name in enumerate(inst.settings.edge_required):
         if name not in inst.layer_by_name:
             raise InvalidInstance(f"instance.settings.edge_required[{i}]: unknown layer '{name}'")
         required.add(name)
@@ -316,14 +361,7 @@ def _build_data(inst: Instance) -> MultiviewData:
     if required and not any(required <= set(prefix[f]) for f in fusions):
         raise InvalidInstance("instance.settings.edge_required: no fusion candidate comes after every required "
                               "layer (required layers must run on the sensors, before fusion)")
-    archs = tuple((f, d) for f in fusions for d in (None,) + tuple(w for w in widths if w < channels[f]))
-    limits = {name: min(s.edge_memory_bytes, inst.device_by_name[name].memory_bytes) for name in sensors}
-    accuracy, min_accuracy = _accuracy_table(mv, where, fusions, widths, archs)
-    return MultiviewData(
-        sensors=tuple(sensors), aggregator=s.cloud, bus=bus, links=links, input=inp, cuts=cuts, fusions=fusions,
-        widths=widths, bits=s.cloud_bits, required=frozenset(required), prefix=prefix, channels=channels,
-        spatial=spatial, archs=archs, limits=limits, accuracy=accuracy, min_accuracy=min_accuracy,
-    )
+    return required
 
 
 def _fraction(value: Any, where: str) -> float:
@@ -368,8 +406,3 @@ def _accuracy_table(mv: Mapping[str, Any], where: str, fusions: Sequence[str], w
     if minimum is not None:
         minimum = _fraction(minimum, f"{where}.min_accuracy")
     return {a: specific.get(a, general.get(a[1])) for a in archs}, minimum
-
-
-def check_multiview(inst: Instance) -> None:
-    """Family checks; raises InvalidInstance with a one-line message naming the field."""
-    data(inst)

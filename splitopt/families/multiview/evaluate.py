@@ -4,11 +4,12 @@ orders. The single source of truth for a multiview plan."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from splitopt.core.instance import Instance
 from splitopt.core.memory import edge_set_use
+from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
 from splitopt.families.multiview.architecture import arch_layers, layer_ms, edge_cloud_view
 from splitopt.families.multiview.data import MEMORY_RTOL, data, derived
@@ -84,7 +85,7 @@ def fusion_ms(inst: Instance, fusion: str, width: int | None) -> float:
 
 
 @dataclass(frozen=True)
-class MultiviewMetrics:
+class MultiviewMetrics(FamilyMetrics):
     """What a multiview plan costs. ``makespan_ms`` is the end of the last aggregator task
     of the semi-active schedule; ``schedule`` lists every task of positive duration."""
 
@@ -95,12 +96,7 @@ class MultiviewMetrics:
     bus_busy_ms: float
     schedule: tuple[Task, ...]
     device_compute_ms: Mapping[str, float]
-    violations: tuple[str, ...] = field(default=())
     accuracy: float | None = None
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
 
     @property
     def objective_ms(self) -> float:
@@ -113,7 +109,7 @@ class MultiviewMetrics:
                 "device_compute_ms": dict(self.device_compute_ms),
                 "views": [v.to_dict() for v in self.views],
                 "schedule": [t.to_dict() for t in self.schedule], "accuracy": self.accuracy,
-                "feasible": self.feasible, "violations": list(self.violations)}
+                **self.verdict()}
 
 
 def simulate(inst: Instance, costs: Sequence[ViewCosts], final_ms: float, bus_order: Sequence[str] | None,

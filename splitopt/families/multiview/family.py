@@ -14,14 +14,16 @@ from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.multiview import methods
 from splitopt.families.multiview.cpsat import build_cpsat
-from splitopt.families.multiview.data import check_multiview, data
+from splitopt.families.multiview.checks import check_multiview
+from splitopt.families.multiview.data import data
+from splitopt.families.multiview.diagnose import diagnose
 from splitopt.families.multiview.enumerate import enumerate_plans
 from splitopt.families.multiview.evaluate import MultiviewMetrics, evaluate
 from splitopt.families.multiview.milp import build_milp
 from splitopt.families.multiview.plan import PLAN_FORMAT, MultiviewPlan, plan_from_dict
 from splitopt.families.multiview.report import report
 from splitopt.families.multiview.space import multiview_space
-from splitopt.families.multiview.start import diagnose, start_plan
+from splitopt.families.multiview.start import start_plan
 from splitopt.families.multiview.settings import MultiviewSettings
 from splitopt.families.multiview.tables import build_tables
 from splitopt.search.space import SearchSpace
@@ -75,9 +77,9 @@ class MultiviewFamily(Family):
     def build_program(self, inst: Instance, kind: str, start: MultiviewPlan | None) -> Program:
         self.prepare(inst)
         if kind == "cpsat":
-            return build_cpsat(inst)
+            return build_cpsat(inst, start)
         if kind == "linear":
-            return build_milp(inst)
+            return build_milp(inst, start)
         raise NotApplicable(f"problem 'multiview' builds no program of kind '{kind}'")
 
     def methods(self) -> Sequence[Method]:

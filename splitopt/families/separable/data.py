@@ -165,12 +165,6 @@ def options(inst: Instance) -> Mapping[str, Any]:
     return inst.settings.separable
 
 
-def check_separable(inst: Instance) -> None:
-    """Raise InvalidInstance (one line naming the field and value) unless ``inst`` is a
-    consistent separable instance."""
-    data(inst)
-
-
 def data(inst: Instance) -> SeparableData:
     """The derived data of ``inst`` (checked), once per instance."""
     return inst.derived(("separable", "data"), lambda: _build(inst))

@@ -27,10 +27,11 @@ Objectives: ``latency`` (ms) and ``bytes`` (all steps' messages). Limits: ``mixi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from splitopt.core.instance import Instance
+from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
 from splitopt.families.separable.data import AccuracyRecord, SeparableData, data
 from splitopt.families.separable.plan import SeparablePlan, Step, check_plan
@@ -59,7 +60,7 @@ class StepCost:
 
 
 @dataclass(frozen=True)
-class SeparableMetrics:
+class SeparableMetrics(FamilyMetrics):
     """What a policy costs: latency (ms), bytes, the ratio to the ring all-reduce
     reference, and the accuracy proxies the limits read."""
 
@@ -75,11 +76,6 @@ class SeparableMetrics:
     ring: bool
     steps: tuple[StepCost, ...]
     schedule: tuple[Task, ...]
-    violations: tuple[str, ...] = field(default=())
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
 
     @property
     def objective_ms(self) -> float:
@@ -102,8 +98,7 @@ class SeparableMetrics:
                 "single_device_ms": self.single_device_ms, "speedup": self.speedup,
                 "intensive_steps": self.intensive_steps, "float16_steps": self.float16_steps, "mixing": self.mixing,
                 "accuracy": self.accuracy, "ring_allreduce": self.ring, "steps": [s.to_dict() for s in self.steps],
-                "schedule": [t.to_dict() for t in self.schedule], "feasible": self.feasible,
-                "violations": list(self.violations)}
+                "schedule": [t.to_dict() for t in self.schedule], **self.verdict()}
 
 
 def steps_mix(g: int, steps: Sequence[Step]) -> bool:

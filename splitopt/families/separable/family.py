@@ -11,35 +11,25 @@ from typing import Any, Callable, Iterator, Sequence
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.program import Program
-from splitopt.families.base import Family, Method
+from splitopt.families.base import Family, Method, deferred
 from splitopt.families.separable.settings import PLAN_FORMAT, SeparableSettings
 from splitopt.search.space import SearchSpace
 
 # The family's modules need numpy; they are imported where used, so that listing the
-# families (``splitopt solvers``, ``splitopt schema``) loads none of it.
-
-
-def method(name: str) -> Callable[[Any, Any], Any]:
-    """``splitopt.families.separable.methods.<name>``, imported when it first runs."""
-    def run(inst: Any, options: Any) -> Any:
-        from splitopt.families.separable import methods
-
-        return getattr(methods, name)(inst, options)
-
-    run.__name__ = name
-    return run
-
+# families (``splitopt solvers``, ``splitopt schema``) loads none of it: its methods too
+# (``deferred``).
 
 METHODS = (
     Method("ring-allreduce", "the unseparated model, features all-reduced around the ring after every block (the "
-           "paper's 100 % reference)", method("ring_allreduce"), hint=True),
-    Method("no-communication", "every step silent: each device runs on its own paths", method("no_communication"), hint=True),
+           "paper's 100 % reference)", deferred("splitopt.families.separable.methods:ring_allreduce"), hint=True),
+    Method("no-communication", "every step silent: each device runs on its own paths",
+           deferred("splitopt.families.separable.methods:no_communication"), hint=True),
     Method("all-intensive", "every device sends its whole stream to the next device at every step",
-           method("all_intensive"), hint=True),
+           deferred("splitopt.families.separable.methods:all_intensive"), hint=True),
     Method("reference-policies", "the best published policy the instance carries (paper Table 6)",
-           method("reference_policies"), hint=True),
+           deferred("splitopt.families.separable.methods:reference_policies"), hint=True),
     Method("random-sampling", "the best of 1,000 uniformly random policies (the paper's random sampler), seeded",
-           method("random_sampling")),
+           deferred("splitopt.families.separable.methods:random_sampling")),
 )
 
 
@@ -55,11 +45,9 @@ class SeparableFamily(Family):
                   "(Separable NN)"
 
     def check(self, inst: Instance) -> None:
-        from splitopt.families.separable.data import check_separable
-        from splitopt.families.separable.plan import reference_plans
+        from splitopt.families.separable.checks import check_separable
 
         check_separable(inst)
-        reference_plans(inst)
 
     def plan_from_dict(self, inst: Instance, raw: Any, where: str = "plan") -> Any:
         from splitopt.families.separable.plan import plan_from_dict
@@ -101,9 +89,9 @@ class SeparableFamily(Family):
     def build_program(self, inst: Instance, kind: str, start: Any) -> Program:
         self.prepare(inst)
         if kind == "linear":
-            from splitopt.families.separable.program import build_program
+            from splitopt.families.separable.milp import build_milp
 
-            return build_program(inst, start)
+            return build_milp(inst, start)
         raise NotApplicable(f"problem 'separable' builds no program of kind '{kind}'")
 
     def methods(self) -> Sequence[Method]:
@@ -122,24 +110,13 @@ class SeparableFamily(Family):
         return separable_space(inst)
 
     def lower_bound(self, inst: Instance) -> float | None:
-        """``latency`` (ms): the silent policy's latency (every message only delays its
-        receiver, and the ring plan synchronises every block), raised by the transfers
-        that mixing and intensive steps force (:func:`gossip.latency_lower_bound`);
-        ``bytes``: the cheapest messages that mixing and intensive steps force
-        (:func:`gossip.bytes_lower_bound`), or the ring plan's where it is allowed."""
-        import math
-
-        from splitopt.families.separable.data import data
-        from splitopt.families.separable.evaluate import evaluate
-        from splitopt.families.separable.gossip import bytes_lower_bound, latency_lower_bound
-        from splitopt.families.separable.plan import silent_plan
+        """From the counting arguments of the gossip constructions (``bound.py``):
+        ``latency`` the silent policy's latency raised by the transfers mixing and
+        intensive steps force; ``bytes`` the cheapest messages they force."""
+        from splitopt.families.separable.bound import separable_lower_bound
 
         self.prepare(inst)
-        d = data(inst)
-        if inst.objective == "bytes":
-            low = bytes_lower_bound(d)
-            return 0.0 if math.isinf(low) else low
-        return latency_lower_bound(d, inst, evaluate(inst, silent_plan(d)).latency_ms)
+        return separable_lower_bound(inst)
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.separable.examples import small_random_data

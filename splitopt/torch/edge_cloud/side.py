@@ -25,7 +25,7 @@ class EdgeCloudSide(LayerGraphSide):
         return [(inst.settings.edge, inst.settings.cloud, float(evaluate(inst, plan).transmitted_bytes))]
 
     def tcp_devices(self, inst: Any) -> tuple[list[str], list[Any]]:
-        from splitopt.families.edge_cloud.settings import uplink
+        from splitopt.families.edge_cloud.data import uplink
 
         return [inst.settings.edge, inst.settings.cloud], [uplink(inst)]
 

@@ -15,7 +15,7 @@ from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.edge_cloud.evaluate import evaluate
-from splitopt.families.edge_cloud.settings import cloud_device, edge_device
+from splitopt.families.edge_cloud.data import cloud_device, edge_device
 
 #: relative slack of the methods' own budget checks (floating-point noise, not slack)
 RTOL = 1e-9

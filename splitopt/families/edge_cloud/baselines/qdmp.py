@@ -27,7 +27,7 @@ from splitopt.families.edge_cloud.baselines.common import finish, float_latencie
 from splitopt.core.instance import Instance
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
-from splitopt.families.edge_cloud.settings import uplink
+from splitopt.families.edge_cloud.data import uplink
 from splitopt.families.edge_cloud.plan import uniform_plan
 
 SOURCE = ("source",)

@@ -1,10 +1,11 @@
 """The native CP-SAT model of the maxload family's latency objective
 (``formulations/maxload_models.md``, "Latency program", "CP-SAT model and its tolerance"):
 the placement, transfer, memory, core and symmetry rows of the latency program
-(``splitopt.families.maxload.latency_milp``) with integer times, durations rounded UP to
-a power-of-two unit, and enforcement literals instead of big-M. :func:`build_latency_cpsat`
-returns a :class:`LatencyCpSat` (model, decoder, unit, stated tolerance, whether presolve
-is safe); the generic CP-SAT backend runs it (``splitopt.backends.cpsat``).
+(``splitopt.families.maxload.milp_latency``) with integer times, durations rounded UP to
+a power-of-two unit, and enforcement literals instead of big-M. :func:`cpsat_model` builds
+a :class:`LatencyCpSat` (model, decoder, unit, stated tolerance, whether presolve is safe),
+one function per group of rows; :func:`build_cpsat_latency` hands it to the generic CP-SAT
+backend as a ``Program`` (``splitopt.backends.cpsat``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from fractions import Fraction
 from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidPlan, NotApplicable, SolverFailure
+from splitopt.core.program import Program
 from splitopt.families.maxload.contiguity import splitopt_rule_only
 from splitopt.families.maxload.cores import (CPU, canonical_where, core_values, cpu_labels, cpu_rule,
                                            forward_groups, may_use_accelerator, placement_of)
-from splitopt.families.maxload.evaluate import latency
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.evaluate import evaluate, latency
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.latency_model import (accelerator_work, block_schedule, crossing, entering_pairs,
                                                    longest_min_path, sum_bound_ms, transfer_sources,
@@ -54,7 +56,7 @@ def integer_sizes(values: list[float]) -> tuple[list[int], int]:
 
 @dataclass
 class LatencyCpSat:
-    """A native CP-SAT model of the latency objective (see :func:`build_latency_cpsat`).
+    """A native CP-SAT model of the latency objective (see :func:`cpsat_model`).
 
     ``unit_ms``: one integer time unit (ms); ``tolerance_ms``: for every placement P the
     model accepts, ``latency(P) <= unit * obj`` for any of its CP-SAT schedules, and its
@@ -162,7 +164,7 @@ def max_activity(model) -> int:
 
 def first_symmetry_clauses(model, x: Mapping[tuple[int, int], Any], n_groups: int, k: int,
                            device: str) -> dict[tuple[int, int], Any]:
-    """``latency_milp.first_symmetry`` as clauses: x[g, i] -> w[g-1, i-1]; w[g, i] ->
+    """Row 8, ``milp_latency.first_symmetry`` as clauses: x[g, i] -> w[g-1, i-1]; w[g, i] ->
     w[g-1, i] or x[g, i]; no earlier group: x[g, i] = 0. Returns the w literals."""
     w: dict[tuple[int, int], Any] = {}
     if k < 2:
@@ -183,9 +185,59 @@ def first_symmetry_clauses(model, x: Mapping[tuple[int, int], Any], n_groups: in
     return w
 
 
-def build_latency_cpsat(inst: MaxloadInstance, start: MaxloadPlacement | None = None, *, symmetry: bool = True,
-                        time_bits: int = CPSAT_TIME_BITS) -> LatencyCpSat:
-    """A native CP-SAT model of the latency objective.
+def build_cpsat_latency(inst: MaxloadInstance, start: MaxloadPlacement | None) -> Program:
+    """The latency objective's CP-SAT program (:func:`cpsat_model`); ``start``, where it
+    meets every rule with a defined latency, sets the horizon and is the hint. Presolve
+    only where no row can reach 2**31 (or-tools #5293)."""
+    if start is not None and not evaluate(inst, start).feasible:
+        start = None
+    cp = cpsat_model(inst, start)
+    if start is not None:
+        cp.hint(start)
+    return Program(kind="cpsat", model=cp.model, decode=cp.decode, unit_ms=cp.unit_ms,
+                   tolerance_ms=cp.tolerance_ms, presolve=cp.presolve_safe,
+                   stats={"time_unit_ms": cp.unit_ms, "horizon_units": cp.horizon,
+                          "max_activity": cp.max_activity, "groups": len(cp.groups.members)})
+
+
+@dataclass
+class CpSatVariables:
+    """The model's variables as the steps add them (as in the latency program: ``x``, ``c``,
+    ``t``, ``f``, ``s``, ``e``, ``L``, the CPU rule's ``y`` or ``kappa``, ``zc``, ``wc``), the
+    rounded durations ``units`` (``"cpu"``, ``"acc"``, ``"cost"``) of ``unit`` ms, and the
+    horizon ``H`` (units)."""
+
+    gr: Groups
+    unit: float
+    units: dict[str, Any]
+    transfer: list
+    x: dict[tuple[int, int], Any]
+    c: dict[int, Any]
+    t: dict[tuple[int, int], Any] = field(default_factory=dict)
+    H: int = 0
+    edges: list[tuple[int, int]] = field(default_factory=list)
+    f: dict[int, Any] = field(default_factory=dict)
+    s: dict[int, Any] = field(default_factory=dict)
+    e: dict[int, Any] = field(default_factory=dict)
+    L: Any = None
+    y: dict[int, Any] = field(default_factory=dict)
+    kappa: dict[tuple[int, int], Any] = field(default_factory=dict)
+    zc: dict[tuple[int, int], Any] = field(default_factory=dict)
+    wc: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+    def X(self, v: int, a: int):
+        """Node v's group on accelerator a (None: not allowed there)."""
+        return self.x.get((self.gr.of[v], a))
+
+    def C(self, v: int):
+        """Node v's group on a CPU core (None: no core)."""
+        return self.c.get(self.gr.of[v])
+
+
+def cpsat_model(inst: MaxloadInstance, start: MaxloadPlacement | None = None, *, symmetry: bool = True,
+                time_bits: int = CPSAT_TIME_BITS) -> LatencyCpSat:
+    """A native CP-SAT model of the latency objective, one step per group of the latency
+    program's rows (each step's docstring names their numbers).
 
     The same placement variables, transfer clauses, memory rows (exact integers), rule-5
     rows on the CPU cores (``cpu_rule``) and symmetry breaking as the latency program,
@@ -221,7 +273,32 @@ def build_latency_cpsat(inst: MaxloadInstance, start: MaxloadPlacement | None = 
     from ortools.sat.python import cp_model
 
     splitopt_rule_only(inst, "latency cpsat model")
+    model = cp_model.CpModel()
+    v = placement_variables(inst, model, start, time_bits)
+    memory_rows(inst, model, v)
+    transfer_clauses(inst, model, v)
+    tolerance_ms = _tolerance_ms(inst, v)
+    time_rows(inst, model, v, start)
+    rule = cpu_rule(inst, v.gr)
+    if rule == "labels":
+        label_rows(inst, model, v)
+    elif rule == "cores":
+        core_rows(inst, model, v, symmetry)
+    n_groups, k = len(v.gr.members), len(inst.fpgas)
+    w = first_symmetry_clauses(model, v.x, n_groups, k, "fpga") if symmetry else {}
+    activity = max_activity(model)
+    return LatencyCpSat(model=model, objective=v.L, unit_ms=v.unit, tolerance_ms=tolerance_ms,
+                        presolve_safe=activity < PRESOLVE_LIMIT, max_activity=activity, horizon=v.H, inst=inst,
+                        groups=v.gr, start=start,
+                        variables={"x": v.x, "c": v.c, "t": v.t, "f": v.f, "s": v.s, "e": v.e, "y": v.y,
+                                   "kappa": v.kappa, "zc": v.zc, "wc": v.wc, "w": w},
+                        units=v.units)
 
+
+def placement_variables(inst: MaxloadInstance, model: Any, start: MaxloadPlacement | None,
+                        time_bits: int) -> CpSatVariables:
+    """The rounding (``unit`` and every duration rounded up, see :func:`cpsat_model`), and
+    the placement (row 1): ``x[g, a]``, ``c[g]``, each group on exactly one device."""
     gr = groups_of(inst)
     k, l = len(inst.fpgas), len(inst.cpus)
     n_groups = len(gr.members)
@@ -235,35 +312,34 @@ def build_latency_cpsat(inst: MaxloadInstance, start: MaxloadPlacement | None = 
     P_cpu = {n.id: ceil_units(n.cpu_ms, unit) for n in inst.nodes}
     P_acc = {n.id: ceil_units(n.fpga_ms, unit, at_least=1) for n in inst.nodes}
     Q = {u: ceil_units(inst.out_cost[u], unit) for u in inst.node_by_id}
-
-    def err(d: float, q: int) -> Fraction:
-        return Fraction(q) * Fraction(unit) - Fraction(d)
-
-    model = cp_model.CpModel()
     x = {(g, a): model.NewBoolVar(f"x[{g},fpga{a}]") for g in range(n_groups) if may_use_accelerator(inst, gr, g)
          for a in A}
     c = {g: model.NewBoolVar(f"c[{g}]") for g in range(n_groups)} if l >= 1 else {}
     for g in range(n_groups):
         lits = [x[g, a] for a in A if (g, a) in x] + ([c[g]] if g in c else [])
         model.AddExactlyOne(lits)
+    return CpSatVariables(gr, unit, {"cpu": P_cpu, "acc": P_acc, "cost": Q}, transfer, x, c)
 
-    def X(v: int, a: int):
-        return x.get((gr.of[v], a))
 
-    def C(v: int):
-        return c.get(gr.of[v])
-
+def memory_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables) -> None:
+    """Row 1, the memory of every accelerator, in exact integers (left out when all groups
+    together fit)."""
+    gr, x = v.gr, v.x
+    n_groups = len(gr.members)
     if math.fsum(gr.size(inst, g) for g in range(n_groups)) > inst.max_size_per_fpga:
-        for a in A:
+        for a in range(len(inst.fpgas)):
             ids = [g for g in range(n_groups) if (g, a) in x and gr.size(inst, g) > 0]
             if ids:
                 ints, _ = integer_sizes([gr.size(inst, g) for g in ids] + [inst.max_size_per_fpga])
                 model.Add(sum(q * x[g, a] for q, g in zip(ints, ids)) <= ints[-1])
 
-    t: dict[tuple[int, int], Any] = {}
-    for u, hs in transfer:
-        for a in A:
-            xu, xs = X(u, a), [x[h, a] for h in hs if (h, a) in x]
+
+def transfer_clauses(inst: MaxloadInstance, model: Any, v: CpSatVariables) -> None:
+    """Row 2, transfers: ``t[u, a]`` when u's output crosses a's boundary, as clauses."""
+    x, t = v.x, v.t
+    for u, hs in v.transfer:
+        for a in range(len(inst.fpgas)):
+            xu, xs = v.X(u, a), [x[h, a] for h in hs if (h, a) in x]
             if xu is None and not xs:
                 continue
             t[u, a] = model.NewBoolVar(f"t[{u},fpga{a}]")
@@ -274,83 +350,98 @@ def build_latency_cpsat(inst: MaxloadInstance, start: MaxloadPlacement | None = 
                     model.AddBoolOr([t[u, a], xu.Not(), xh])
                 model.AddBoolOr([t[u, a], xh.Not()] + ([xu] if xu is not None else []))
 
+
+def _tolerance_ms(inst: MaxloadInstance, v: CpSatVariables) -> float:
+    """The stated tolerance (see :func:`cpsat_model`), exact in fractions, rounded up."""
+    unit, P_cpu, P_acc, Q = v.unit, v.units["cpu"], v.units["acc"], v.units["cost"]
+
+    def err(d: float, q: int) -> Fraction:
+        return Fraction(q) * Fraction(unit) - Fraction(d)
+
     tol = sum((max(err(n.cpu_ms, P_cpu[n.id]), err(n.fpga_ms, P_acc[n.id])) for n in inst.nodes), Fraction(0))
-    tol += sum((err(inst.out_cost[u], Q[u]) for (u, _) in t), Fraction(0))
-    tolerance_ms = math.nextafter(float(tol), math.inf) if tol > 0 else 0.0
-    units = {"cpu": P_cpu, "acc": P_acc, "cost": Q}
+    tol += sum((err(inst.out_cost[u], Q[u]) for (u, _) in v.t), Fraction(0))
+    return math.nextafter(float(tol), math.inf) if tol > 0 else 0.0
+
+
+def time_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables, start: MaxloadPlacement | None) -> None:
+    """The horizon ``H`` (the start's rounded latency, else the rounded sum bound) and rows
+    3-5 and 9, the times in units with enforced rows in place of big-M: a CPU node after every
+    predecessor, a call after every input (``s[a] >= f[u]`` only if u feeds a and is not
+    on a), every node of a call ready at its end; ``L`` after every sink; the objective."""
+    gr, x, k = v.gr, v.x, len(inst.fpgas)
+    P_cpu, P_acc, Q = v.units["cpu"], v.units["acc"], v.units["cost"]
+    A = range(k)
     low = longest_min_path(inst, gr, P_cpu, P_acc, zero=0)
     if start is not None:  # the start placement's rounded latency
-        H = max(unit_schedule(inst, gr, canonical_where(inst, gr, start), units)[0].values(), default=0)
+        H = max(unit_schedule(inst, gr, canonical_where(inst, gr, start), v.units)[0].values(), default=0)
     else:  # the rounded sum bound: every node once, each transfer once per accelerator
-        H = sum(max(P_cpu[v], P_acc[v]) for v in inst.node_by_id) + \
+        H = sum(max(P_cpu[w], P_acc[w]) for w in inst.node_by_id) + \
             sum(Q[u] * min(k, len(inst.successors[u]) + 1) for u in inst.node_by_id)
-    f = {v: model.NewIntVar(min(low[v], H), H, f"f[{v}]") for v in inst.topo_order}
-    s = {a: model.NewIntVar(0, H, f"s[fpga{a}]") for a in A}
-    e = {a: model.NewIntVar(0, H, f"e[fpga{a}]") for a in A}
-    L = model.NewIntVar(min(max(low.values(), default=0), H), H, "L")
-    edges = sorted({(ed.source, ed.target) for ed in inst.edges})
-    for u, v in edges:
-        model.Add(f[v] >= f[u])
-        if C(v) is not None and P_cpu[v] > 0:
-            model.Add(f[v] >= f[u] + P_cpu[v]).OnlyEnforceIf(C(v))
-    for v in inst.topo_order:
-        if not inst.predecessors[v] and C(v) is not None and P_cpu[v] > 0:
-            model.Add(f[v] >= P_cpu[v]).OnlyEnforceIf(C(v))
+    v.H = H
+    f = v.f = {w: model.NewIntVar(min(low[w], H), H, f"f[{w}]") for w in inst.topo_order}
+    s = v.s = {a: model.NewIntVar(0, H, f"s[fpga{a}]") for a in A}
+    e = v.e = {a: model.NewIntVar(0, H, f"e[fpga{a}]") for a in A}
+    L = v.L = model.NewIntVar(min(max(low.values(), default=0), H), H, "L")
+    v.edges = sorted({(ed.source, ed.target) for ed in inst.edges})
+    for u, w in v.edges:
+        model.Add(f[w] >= f[u])
+        if v.C(w) is not None and P_cpu[w] > 0:
+            model.Add(f[w] >= f[u] + P_cpu[w]).OnlyEnforceIf(v.C(w))
+    for w in inst.topo_order:
+        if not inst.predecessors[w] and v.C(w) is not None and P_cpu[w] > 0:
+            model.Add(f[w] >= P_cpu[w]).OnlyEnforceIf(v.C(w))
     entering = entering_pairs(inst, gr)
     for a in A:
         for u, h in entering:
             if (h, a) in x:
-                model.Add(s[a] >= f[u]).OnlyEnforceIf([x[h, a]] + ([X(u, a).Not()] if X(u, a) is not None else []))
-        call = sum(sum(P_acc[v] for v in gr.members[g]) * x[g, a] for g in range(n_groups) if (g, a) in x)
-        call += sum(Q[u] * t[u, a] for u, _ in transfer if (u, a) in t)
+                model.Add(s[a] >= f[u]).OnlyEnforceIf([x[h, a]] + ([v.X(u, a).Not()] if v.X(u, a) is not None else []))
+        call = sum(sum(P_acc[w] for w in gr.members[g]) * x[g, a] for g in range(len(gr.members)) if (g, a) in x)
+        call += sum(Q[u] * v.t[u, a] for u, _ in v.transfer if (u, a) in v.t)
         model.Add(e[a] >= s[a] + call)
-        for v in inst.topo_order:
-            if X(v, a) is not None:
-                model.Add(f[v] >= e[a]).OnlyEnforceIf(X(v, a))
-    for v in inst.topo_order:
-        if not inst.successors[v]:
-            model.Add(L >= f[v])
+        for w in inst.topo_order:
+            if v.X(w, a) is not None:
+                model.Add(f[w] >= e[a]).OnlyEnforceIf(v.X(w, a))
+    for w in inst.topo_order:
+        if not inst.successors[w]:
+            model.Add(L >= f[w])
     model.Minimize(L)
 
-    # rule 5 on the CPU cores, as in the latency program (cpu_rule)
-    rule = cpu_rule(inst, gr)
+
+def _forward_edges(inst: MaxloadInstance, v: CpSatVariables) -> list[tuple[int, int]]:
     fwd = inst.forward_ids
-    fwd_edges = [(u, v) for u, v in edges if u in fwd and v in fwd]
-    y: dict[int, Any] = {}
-    kappa: dict[tuple[int, int], Any] = {}
-    zc: dict[tuple[int, int], Any] = {}
-    wc: dict[tuple[int, int], Any] = {}
-    if rule == "labels":
-        y = {v: model.NewIntVar(0, l, f"y[{v}]") for v in inst.topo_order if v in fwd}
-        for u, v in fwd_edges:
-            model.Add(y[v] >= y[u])
-            model.Add(y[v] >= y[u] + 1).OnlyEnforceIf([C(v), C(u).Not()])
-        for v in y:
-            model.Add(y[v] >= 1).OnlyEnforceIf(C(v))
-    elif rule == "cores":
-        cpu_groups = forward_groups(inst, gr)
-        cores = range(min(l, len(cpu_groups)))
-        kappa = {(g, j): model.NewBoolVar(f"kappa[{g},cpu{j}]") for g in cpu_groups for j in cores}
-        for g in cpu_groups:
-            model.Add(sum(kappa[g, j] for j in cores) == c[g])
-        on_edge = sorted({v for edge in fwd_edges for v in edge})
-        for j in cores:
-            for v in on_edge:
-                zc[v, j] = model.NewBoolVar(f"z[{v},cpu{j}]")
-                model.AddImplication(kappa[gr.of[v], j], zc[v, j])
-            for u, v in fwd_edges:
-                model.AddImplication(zc[v, j], zc[u, j])
-                if gr.of[u] != gr.of[v]:
-                    model.AddBoolOr([zc[v, j].Not(), kappa[gr.of[u], j].Not(), kappa[gr.of[v], j]])
-        if symmetry:
-            wc = first_symmetry_clauses(model, kappa, n_groups, len(cores), "cpu")
+    return [(u, w) for u, w in v.edges if u in fwd and w in fwd]
 
-    w = first_symmetry_clauses(model, x, n_groups, k, "fpga") if symmetry else {}
 
-    activity = max_activity(model)
-    return LatencyCpSat(model=model, objective=L, unit_ms=unit, tolerance_ms=tolerance_ms,
-                        presolve_safe=activity < PRESOLVE_LIMIT, max_activity=activity, horizon=H, inst=inst,
-                        groups=gr, start=start,
-                        variables={"x": x, "c": c, "t": t, "f": f, "s": s, "e": e, "y": y, "kappa": kappa,
-                                   "zc": zc, "wc": wc, "w": w},
-                        units=units)
+def label_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables) -> None:
+    """Row 7, rule 5 on the CPU cores, rule "labels", as in the latency program."""
+    fwd = inst.forward_ids
+    y = v.y = {w: model.NewIntVar(0, len(inst.cpus), f"y[{w}]") for w in inst.topo_order if w in fwd}
+    for u, w in _forward_edges(inst, v):
+        model.Add(y[w] >= y[u])
+        model.Add(y[w] >= y[u] + 1).OnlyEnforceIf([v.C(w), v.C(u).Not()])
+    for w, yw in y.items():
+        model.Add(yw >= 1).OnlyEnforceIf(v.C(w))
+
+
+def core_rows(inst: MaxloadInstance, model: Any, v: CpSatVariables, symmetry: bool) -> None:
+    """Row 7, rule 5 on the CPU cores, rule "cores", as in the latency program; with ``symmetry``
+    the "first" ordering of the cores."""
+    gr = v.gr
+    fwd_edges = _forward_edges(inst, v)
+    cpu_groups = forward_groups(inst, gr)
+    cores = range(min(len(inst.cpus), len(cpu_groups)))
+    kappa = v.kappa = {(g, j): model.NewBoolVar(f"kappa[{g},cpu{j}]") for g in cpu_groups for j in cores}
+    for g in cpu_groups:
+        model.Add(sum(kappa[g, j] for j in cores) == v.c[g])
+    on_edge = sorted({w for edge in fwd_edges for w in edge})
+    zc = v.zc
+    for j in cores:
+        for w in on_edge:
+            zc[w, j] = model.NewBoolVar(f"z[{w},cpu{j}]")
+            model.AddImplication(kappa[gr.of[w], j], zc[w, j])
+        for u, w in fwd_edges:
+            model.AddImplication(zc[w, j], zc[u, j])
+            if gr.of[u] != gr.of[w]:
+                model.AddBoolOr([zc[w, j].Not(), kappa[gr.of[u], j].Not(), kappa[gr.of[w], j]])
+    if symmetry:
+        v.wc = first_symmetry_clauses(model, kappa, len(gr.members), len(cores), "cpu")

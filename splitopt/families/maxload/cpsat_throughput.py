@@ -14,7 +14,7 @@ from typing import Any
 
 from splitopt.core.errors import NotApplicable, SolverFailure
 from splitopt.core.program import LinearProgram, Program
-from splitopt.families.maxload.program import decode_placement
+from splitopt.families.maxload.milp_throughput import build_milp_throughput, decode_plan
 
 #: CP-SAT time scale: the largest possible load is 2**40 units
 TIME_SCALE = 2**40
@@ -102,14 +102,17 @@ def to_cpsat(lp: LinearProgram):
     return model, xs, unit, tol
 
 
-def max_load_cpsat_program(inst, lp: LinearProgram, stats: dict[str, Any]) -> Program:
-    """The max-load program ``lp`` of ``inst`` (``program.build_max_load_program``) as a
-    CP-SAT ``Program``: objective in units of ``unit`` ms, tolerance ``tol`` ms, decoded
-    to a placement; presolve off (or-tools #5293: the memory and time rows pass 2**31)."""
+def build_cpsat_throughput(inst, start) -> Program:
+    """The max-load program (:func:`milp_throughput.build_milp_throughput`) as a CP-SAT
+    ``Program`` (``start`` is not used): objective in units of ``unit`` ms, tolerance
+    ``tol`` ms, decoded to a placement; presolve off (or-tools #5293: the memory and time
+    rows pass 2**31)."""
+    linear = build_milp_throughput(inst, start)
+    lp = linear.model
     model, xs, unit, tol = to_cpsat(lp)
 
     def decode(values):
-        return decode_placement(inst, lp, [float(values[x.Index()]) for x in xs])
+        return decode_plan(inst, lp, [float(values[x.Index()]) for x in xs])
 
     return Program(kind="cpsat", model=model, decode=decode, unit_ms=unit, tolerance_ms=tol, presolve=False,
-                   stats={**stats, "time_unit_ms": unit})
+                   stats={**linear.stats, "time_unit_ms": unit})

@@ -2,7 +2,7 @@
 place every node on one of ``k`` identical accelerators or ``l`` identical CPU cores so
 that the largest device load (ms per sample) is smallest, contiguous variant, written
 once as a ``LinearProgram`` (times in ms, memory in bytes; row kinds ``logic``, ``time``,
-``memory``). The MILP backends run it as it is; ``splitopt.families.maxload.cpsat``
+``memory``). The MILP backends run it as it is; ``splitopt.families.maxload.cpsat_throughput``
 emits it to CP-SAT with integer times and a stated tolerance.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.program import LinearProgram
+from splitopt.core.program import LinearProgram, Program
 from splitopt.families.maxload.contiguity import contiguity_graph
-from splitopt.families.maxload.groups import Groups, groups_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.instance import MaxloadInstance
 from splitopt.families.maxload.plan import MaxloadPlacement
 
@@ -44,35 +44,60 @@ def placement_bounds(inst: MaxloadInstance, gr: Groups) -> tuple[float, float | 
     return lower, upper
 
 
-def build_max_load_program(inst: MaxloadInstance, symmetry: str = "first", cuts: bool = True) -> LinearProgram:
+def build_milp_throughput(inst: MaxloadInstance, start: MaxloadPlacement | None, *, symmetry: str = "first",
+                          cuts: bool = True) -> Program:
     """The max-load program of ``formulations/maxload_throughput.md`` (times in ms, memory in
-    bytes). Row kinds: ``"logic"`` (0/1 logic, coefficients +-1), ``"time"`` (ms;
-    ``lp.meta["T"]`` is the objective variable), ``"memory"`` (bytes).
+    bytes), its constraints in the formulation's order, as the MILP backends run it (no
+    hint: ``start`` is not used). Row kinds: ``"logic"`` (0/1 logic, coefficients +-1),
+    ``"time"`` (ms; ``lp.meta["T"]`` is the objective variable), ``"memory"`` (bytes).
 
     ``symmetry``: one of :data:`SYMMETRY`. ``cuts``: the lower and upper bounds of
-    :func:`_placement_bounds` on the objective variable."""
+    :func:`placement_bounds` on the objective variable (rule 6)."""
     if symmetry not in SYMMETRY:
         raise NotApplicable(f"symmetry '{symmetry}': choose one of {', '.join(SYMMETRY)}")
     lp = LinearProgram()
     gr = groups_of(inst)
     fpgas, cpus = list(inst.fpgas), list(inst.cpus)
-    devices = fpgas + cpus
-    n_groups = len(gr.members)
+    x = assignment_variables(inst, lp, gr)
+    contiguity_rows(inst, lp, gr, x)
+    t = transfer_variables(inst, lp, gr, x)
+    T, loads, lower, upper = load_rows(inst, lp, gr, x, t, cuts)
+    memory_rows(inst, lp, gr, x)
+    for kind in (fpgas, cpus):  # the accelerators among themselves, the cores too
+        if len(kind) < 2 or symmetry == "none":
+            continue
+        if symmetry == "load":
+            load_order_rows(lp, kind, loads)
+        else:
+            first_symmetry_rows(lp, kind, x, len(gr.members))
+    lp.meta.update(x=x, t=t, T=T, groups=gr, devices=fpgas + cpus, fpgas=fpgas, cpus=cpus, lower=lower, upper=upper)
+    tol = MILP_REL_TOL * max(1.0, lp.variables[T].ub)
+    return Program(kind="linear", model=lp, decode=lambda values: decode_plan(inst, lp, values),
+                   tolerance_ms=tol,
+                   stats={"variables": len(lp.variables), "rows": len(lp.rows), "groups": len(gr.members)})
 
-    # x[g, d]: group g on device d (absent when not allowed)
+
+def assignment_variables(inst: MaxloadInstance, lp: LinearProgram, gr: Groups) -> dict[tuple[int, str], int]:
+    """Constraint 1: ``x[g, d]``, group g on device d (absent when not allowed), each group
+    on one device."""
+    fpgas, cpus = list(inst.fpgas), list(inst.cpus)
     x: dict[tuple[int, str], int] = {}
-    for g in range(n_groups):
+    for g in range(len(gr.members)):
         allowed = list(cpus)
         if gr.fpga_ok(inst, g) and gr.size(inst, g) <= inst.max_size_per_fpga:
             allowed = fpgas + allowed
         for d in allowed:
             x[g, d] = lp.var(f"x[{g},{d}]")
         lp.add({x[g, d]: 1.0 for d in allowed}, "==", 1.0, name=f"assign[{g}]")
+    return x
 
-    # contiguity of the forward nodes of every device (CPUs included): z[v, d] = 1 on a
-    # predecessor-closed set containing d's forward nodes that no edge leaves d into; the
-    # forward DAG and its nodes are the contiguity graph's (contiguity.py: under "authors"
-    # with the artificial forward nodes, each on its host's group, and edges)
+
+def contiguity_rows(inst: MaxloadInstance, lp: LinearProgram, gr: Groups, x: dict[tuple[int, str], int]) -> None:
+    """Constraint 2, contiguity of the forward nodes of every device (CPUs included):
+    ``z[v, d] = 1`` on a predecessor-closed set containing d's forward nodes that no edge
+    leaves d into; the forward DAG and its nodes are the contiguity graph's
+    (``contiguity.py``: under "authors" with the artificial forward nodes, each on its
+    host's group, and edges)."""
     cg = contiguity_graph(inst)
     host = cg.host
     fwd_edges = sorted({(u, v) for u in cg.nodes for v in cg.succ[u]})
@@ -81,7 +106,7 @@ def build_max_load_program(inst: MaxloadInstance, symmetry: str = "first", cuts:
     def xc(v: int, d: str) -> int | None:
         return x.get((gr.of[host[v]], d))
 
-    for d in devices:
+    for d in list(inst.fpgas) + list(inst.cpus):
         z = {v: lp.var(f"z[{v},{d}]", binary=False) for v in on_edge}
         for v in on_edge:
             if xc(v, d) is not None:
@@ -95,14 +120,18 @@ def build_max_load_program(inst: MaxloadInstance, symmetry: str = "first", cuts:
                     coeffs[xv_] = -1.0
                 lp.add(coeffs, "<=", 1.0, name=f"zcut[{u},{v},{d}]")
 
-    # transfers: t[u, a] = 1 when u's output crosses the boundary of accelerator a
+
+def transfer_variables(inst: MaxloadInstance, lp: LinearProgram, gr: Groups,
+                       x: dict[tuple[int, str], int]) -> dict[tuple[int, str], int]:
+    """Constraint 3: ``t[u, a] = 1`` when u's output crosses the boundary of accelerator
+    a (in or out)."""
     t: dict[tuple[int, str], int] = {}
     for u in inst.topo_order:
         cost = inst.out_cost[u]
         succ_groups = sorted({gr.of[v] for v in inst.successors[u]} - {gr.of[u]})
         if cost <= 0 or not succ_groups:
             continue
-        for a in fpgas:
+        for a in inst.fpgas:
             xu_ = x.get((gr.of[u], a))
             xs = [x[h, a] for h in succ_groups if (h, a) in x]
             if xu_ is None and not xs:
@@ -119,8 +148,15 @@ def build_max_load_program(inst: MaxloadInstance, symmetry: str = "first", cuts:
                 if xu_ is not None:
                     coeffs[xu_] = 1.0
                 lp.add(coeffs, ">=", 0.0, name=f"in[{u},{a}]")
+    return t
 
-    # loads and the objective: T >= load(d) for every device
+
+def load_rows(inst: MaxloadInstance, lp: LinearProgram, gr: Groups, x: dict[tuple[int, str], int],
+              t: dict[tuple[int, str], int], cuts: bool) -> tuple[int, dict[str, dict[int, float]], float, float | None]:
+    """Constraints 4 (``T >= load(d)`` for every device) and 6 (the bounds on ``T``), and
+    the objective; returns (``T``, each device's load as a form, lower, upper bound)."""
+    fpgas = list(inst.fpgas)
+    n_groups = len(gr.members)
     lower, upper = placement_bounds(inst, gr) if cuts else (0.0, None)
     total = max(
         math.fsum(gr.fpga_ms(inst, g) for g in range(n_groups)) + math.fsum(inst.out_cost.values()),
@@ -128,7 +164,7 @@ def build_max_load_program(inst: MaxloadInstance, symmetry: str = "first", cuts:
     )
     T = lp.var("T", binary=False, lb=lower, ub=upper if upper is not None else total, implied_integer=False)
     loads: dict[str, dict[int, float]] = {}
-    for d in devices:
+    for d in fpgas + list(inst.cpus):
         coeffs: dict[int, float] = {}
         for g in range(n_groups):
             if (g, d) in x:
@@ -140,54 +176,57 @@ def build_max_load_program(inst: MaxloadInstance, symmetry: str = "first", cuts:
         loads[d] = coeffs
         lp.add({**coeffs, T: -1.0}, "<=", 0.0, kind="time", name=f"load[{d}]")
     lp.add_objective(T, 1.0)
+    return T, loads, lower, upper
 
-    # memory of every accelerator (dropped when all groups together fit)
+
+def memory_rows(inst: MaxloadInstance, lp: LinearProgram, gr: Groups, x: dict[tuple[int, str], int]) -> None:
+    """Constraint 5, the memory of every accelerator (left out when all groups together
+    fit)."""
+    n_groups = len(gr.members)
     fits_all = math.fsum(gr.size(inst, g) for g in range(n_groups)) <= inst.max_size_per_fpga
     if not fits_all:
-        for a in fpgas:
+        for a in inst.fpgas:
             coeffs = {x[g, a]: gr.size(inst, g) for g in range(n_groups) if (g, a) in x and gr.size(inst, g) > 0}
             if coeffs:
                 lp.add(coeffs, "<=", inst.max_size_per_fpga, kind="memory", name=f"memory[{a}]")
 
-    # symmetry of identical devices (the accelerators among themselves, the cores too)
-    for kind in (fpgas, cpus):
-        if len(kind) < 2 or symmetry == "none":
-            continue
-        if symmetry == "load":
-            for a, b in zip(kind, kind[1:]):
-                diff = dict(loads[a])
-                for i, c in loads[b].items():
-                    diff[i] = diff.get(i, 0.0) - c
-                lp.add(diff, ">=", 0.0, kind="time", name=f"order[{a},{b}]")
-            continue
-        # "first": w[g, i] = 1 allowed only if some group <= g is on device i; a group may
-        # go on device i >= 1 only if an earlier group is on device i - 1
-        w_prev: dict[int, int] = {}
-        for g in range(n_groups):
-            for i, d in enumerate(kind):
-                if i >= 1 and (g, d) in x:
-                    if i - 1 in w_prev:
-                        lp.add({x[g, d]: 1.0, w_prev[i - 1]: -1.0}, "<=", 0.0, name=f"first[{g},{d}]")
-                    else:
-                        lp.variables[x[g, d]].ub = 0.0  # no earlier group at all
-            if g == n_groups - 1:
-                break
-            w_now: dict[int, int] = {}
-            for i, d in enumerate(kind[:-1]):
-                w_now[i] = lp.var(f"w[{g},{d}]", binary=False)
-                coeffs = {w_now[i]: 1.0}
-                if i in w_prev:
-                    coeffs[w_prev[i]] = -1.0
-                if (g, d) in x:
-                    coeffs[x[g, d]] = -1.0
-                lp.add(coeffs, "<=", 0.0, name=f"w[{g},{d}]")
-            w_prev = w_now
 
-    lp.meta.update(x=x, t=t, T=T, groups=gr, devices=devices, fpgas=fpgas, cpus=cpus, lower=lower, upper=upper)
-    return lp
+def load_order_rows(lp: LinearProgram, kind: list[str], loads: dict[str, dict[int, float]]) -> None:
+    """Symmetry "load": the loads of identical devices non-increasing."""
+    for a, b in zip(kind, kind[1:]):
+        diff = dict(loads[a])
+        for i, c in loads[b].items():
+            diff[i] = diff.get(i, 0.0) - c
+        lp.add(diff, ">=", 0.0, kind="time", name=f"order[{a},{b}]")
 
 
-def decode_placement(inst: MaxloadInstance, lp: LinearProgram, values: list[float]) -> MaxloadPlacement:
+def first_symmetry_rows(lp: LinearProgram, kind: list[str], x: dict[tuple[int, str], int], n_groups: int) -> None:
+    """Symmetry "first": ``w[g, i] = 1`` allowed only if some group <= g is on device i; a
+    group may go on device i >= 1 only if an earlier group is on device i - 1."""
+    w_prev: dict[int, int] = {}
+    for g in range(n_groups):
+        for i, d in enumerate(kind):
+            if i >= 1 and (g, d) in x:
+                if i - 1 in w_prev:
+                    lp.add({x[g, d]: 1.0, w_prev[i - 1]: -1.0}, "<=", 0.0, name=f"first[{g},{d}]")
+                else:
+                    lp.variables[x[g, d]].ub = 0.0  # no earlier group at all
+        if g == n_groups - 1:
+            break
+        w_now: dict[int, int] = {}
+        for i, d in enumerate(kind[:-1]):
+            w_now[i] = lp.var(f"w[{g},{d}]", binary=False)
+            coeffs = {w_now[i]: 1.0}
+            if i in w_prev:
+                coeffs[w_prev[i]] = -1.0
+            if (g, d) in x:
+                coeffs[x[g, d]] = -1.0
+            lp.add(coeffs, "<=", 0.0, name=f"w[{g},{d}]")
+        w_prev = w_now
+
+
+def decode_plan(inst: MaxloadInstance, lp: LinearProgram, values: list[float]) -> MaxloadPlacement:
+    """Each group on the device of its largest ``x`` (the first such in variable order)."""
     gr: Groups = lp.meta["groups"]
     chosen: dict[int, str] = {}
     for (g, d), i in lp.meta["x"].items():

@@ -1,18 +1,30 @@
-"""The start placement of the latency objective: the better of all nodes on the CPU and a
-greedy that fills accelerators with consecutive blocks of groups. It is the family's
-start plan for the latency objective (the plan a time-limited solve falls back on),
-sets the latency programs' upper bound and CP-SAT's horizon, and is hinted to CP-SAT."""
+"""The maxload family's start plan (the plan a time-limited solve falls back on): every
+node on cpu0 for the throughput objective; for the latency objective the better of that
+and a greedy that fills accelerators with consecutive blocks of groups, which also sets
+the latency programs' upper bound and CP-SAT's horizon, and is hinted to CP-SAT."""
 
 from __future__ import annotations
 
 import math
 
 from splitopt.core.errors import InvalidPlan
+from splitopt.families.maxload.contiguity import contiguity_graph
 from splitopt.families.maxload.cores import CPU, may_use_accelerator, placement_of
+from splitopt.families.maxload.data import Groups, groups_of
 from splitopt.families.maxload.evaluate import check_placement, latency
-from splitopt.families.maxload.groups import Groups
 from splitopt.families.maxload.instance import MaxloadInstance
+from splitopt.families.maxload.methods import all_on_cpu_placement
 from splitopt.families.maxload.plan import MaxloadPlacement
+
+
+def start_plan(inst: MaxloadInstance) -> MaxloadPlacement | None:
+    """Throughput: every node on cpu0 (it keeps either contiguity rule). Latency: the
+    better of that and a greedy that fills accelerators with consecutive blocks
+    (:func:`start_placement`, once per instance); every node on cpu0 under contiguity
+    "authors" where it differs from "splitopt" (the greedy keeps splitopt's rule only)."""
+    if inst.objective == "latency" and not contiguity_graph(inst).binds:
+        return inst.derived(("maxload", "latency-start"), lambda: start_placement(inst, groups_of(inst))[0])
+    return all_on_cpu_placement(inst)
 
 
 def group_blocks(inst: MaxloadInstance, gr: Groups) -> list[list[int]]:

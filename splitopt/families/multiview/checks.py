@@ -1,0 +1,14 @@
+"""The multiview family's check: ``settings.multiview`` and what the sensors, the
+aggregator and the layers must offer, checked while the family's data is derived from
+them (``data.py``: one pass that names the first field out of place)."""
+
+from __future__ import annotations
+
+from splitopt.core.instance import Instance
+from splitopt.families.multiview.data import data
+
+
+def check_multiview(inst: Instance) -> None:
+    """Raise InvalidInstance (one line naming the field and value) unless ``inst`` is a
+    consistent multiview instance."""
+    data(inst)
