@@ -131,8 +131,10 @@ def main() -> None:
                       "included; `qdmp` is the min-cut baseline on the float problem):", "",
                   "| solver | status | objective ms | bound ms | gap | wall s (CPU) | build s |",
                   "|---|---|---:|---:|---:|---:|---:|"]
+        def fmt(v, d=4):
+            return "-" if v is None else f"{v:.{d}f}"
+
         for s in solves:
-            fmt = (lambda v, d=4: "-" if v is None else f"{v:.{d}f}")
             gap = "-" if s["gap"] is None else f"{100 * s['gap']:.1f} %"
             lines.append(f"| {s['solver']} | {s['status']} | {fmt(s['objective_ms'])} | {fmt(s['bound_ms'])} | {gap} | "
                          f"{s['wall_s']:.1f} ({s['cpu_s']:.1f}) | {fmt(s['build_s'], 2)} |")

@@ -15,7 +15,6 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from splitopt.api import evaluate, load_instance, load_plan, parse_instance, plan_from_dict, plan_to_dict, save_plan
 from splitopt.core.errors import (
     InvalidInstance,
     InvalidOption,
@@ -27,13 +26,23 @@ from splitopt.core.errors import (
     SplitoptError,
     UnknownSolver,
 )
-from splitopt.core.instance import Instance
-from splitopt.core.instance_io import save_instance
-from splitopt.core.plan import Plan
-from splitopt.core.result import MetricsLike as Metrics  # what every family's evaluator returns
-from splitopt.core.result import SolveResult, Status
+from splitopt.core.instance import Instance, set_build_check
 
 __version__ = "0.1.0"
+
+#: the other public names: name -> (module, its name there), each imported on first use, so
+#: that ``import splitopt`` (and with it the command line's start, ``splitopt --help``)
+#: loads the errors and the instance model alone, not the reading, checking and schema
+#: code of ``splitopt.api`` with the families' protocol (about 15 ms)
+LAZY: dict[str, tuple[str, str]] = {
+    **{name: ("splitopt.api", name) for name in (
+        "evaluate", "load_instance", "load_plan", "parse_instance", "plan_from_dict", "plan_to_dict", "save_plan")},
+    "save_instance": ("splitopt.core.instance_io", "save_instance"),
+    "Plan": ("splitopt.core.plan", "Plan"),
+    "Metrics": ("splitopt.core.result", "MetricsLike"),  # what every family's evaluator returns
+    "SolveResult": ("splitopt.core.result", "SolveResult"),
+    "Status": ("splitopt.core.result", "Status"),
+}
 
 __all__ = [
     "Instance", "InvalidInstance", "InvalidOption", "InvalidPlan", "Metrics", "MissingDependency", "NotApplicable",
@@ -42,8 +51,26 @@ __all__ = [
     "save_plan", "solve",
 ]
 
-if TYPE_CHECKING:  # for type checkers: ``splitopt.solve`` is the function
+if TYPE_CHECKING:  # for type checkers: the names of LAZY, and ``splitopt.solve`` is the function
+    from splitopt.api import evaluate, load_instance, load_plan, parse_instance, plan_from_dict, plan_to_dict, save_plan
+    from splitopt.core.instance_io import save_instance
+    from splitopt.core.plan import Plan
+    from splitopt.core.result import MetricsLike as Metrics
+    from splitopt.core.result import SolveResult, Status
     from splitopt.solve import solve
+
+
+def _check_built_instance(inst: Instance) -> None:
+    """The checks an :class:`Instance` built in Python runs (``splitopt.api``'s, which know
+    the families), imported when the first one is built."""
+    from splitopt.api import check_built_instance
+
+    check_built_instance(inst)
+
+
+# installed here, where every import of a splitopt module passes first (so an Instance built
+# after ``from splitopt.core.instance import Instance`` alone is checked too)
+set_build_check(_check_built_instance)
 
 
 class _CallableModule(types.ModuleType):
@@ -81,6 +108,18 @@ class _Package(types.ModuleType):
             self.__dict__.pop("_solve_replaced", None)
         else:
             self.__dict__["_solve_replaced"] = value
+
+    def __getattr__(self, name: str) -> Any:
+        """A name of :data:`LAZY`, imported now and kept."""
+        if name not in LAZY:
+            raise AttributeError(f"module 'splitopt' has no attribute {name!r}")
+        module, attr = LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        self.__dict__[name] = value
+        return value
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(LAZY))
 
 
 sys.modules[__name__].__class__ = _Package

@@ -5,7 +5,7 @@ plan, and the JSON forms, each dispatched to the instance's family.
 Reading takes scenario overrides (``overrides=["links[edge->cloud].bandwidth_bits_per_s=5e6"]``,
 ``splitopt.core.overrides``), applied to the JSON data before any check. An
 :class:`~splitopt.core.instance.Instance` built in Python runs the checks of
-:func:`parse_instance` when it is constructed (installed here: :func:`check_built_instance`)."""
+:func:`parse_instance` when it is constructed (:func:`check_built_instance`, installed by the package: ``splitopt/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from splitopt.core.errors import InvalidInstance, InvalidOption, InvalidPlan, NotApplicable
-from splitopt.core.instance import Instance, set_build_check
+from splitopt.core.instance import Instance
 from splitopt.core.instance_io import FORMAT, check_built, parse_instance_data
 from splitopt.core.jsonfile import check_path_argument, json_type, read_json
 from splitopt.core.result import SolveResult
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: the schema built last, by the registry it was built from
 _SCHEMA: dict[tuple, dict[str, Any]] = {}
+#: each family's own schema (:func:`_family_schema`), by family name and registry entry
+_FAMILY_SCHEMA: dict[tuple, dict[str, Any]] = {}
 
 
 def instance_schema() -> dict[str, Any]:
@@ -37,6 +39,34 @@ def instance_schema() -> dict[str, Any]:
         _SCHEMA.clear()
         _SCHEMA[key] = families_schema(families())
     return copy.deepcopy(_SCHEMA[key])
+
+
+def _family_schema(problem: Any) -> dict[str, Any] | None:
+    """The instance schema of ``problem``'s family alone (the core schema with that family's
+    problems, objectives and settings), which only instances that meet the whole schema
+    (:func:`instance_schema`) meet: its problem and objective lists are parts of the whole
+    schema's, and the other families' settings apply to other problems. What an instance
+    is checked against first: it needs the problem's family alone (found as
+    ``family_for_problem`` finds it), where the whole schema imports every family. None
+    for a problem no family has, or a family with a format of its own."""
+    if not isinstance(problem, str):
+        return None
+    try:
+        fam = family_for_problem(problem)
+    except InvalidInstance:
+        return None
+    if not fam.core_instance or fam.settings_class is None:
+        return None
+    key = (fam.name, FAMILIES.get(fam.name))
+    if key not in _FAMILY_SCHEMA:
+        _FAMILY_SCHEMA[key] = families_schema([fam])
+    return _FAMILY_SCHEMA[key]
+
+
+def _problem_of(data: Any) -> Any:
+    """``data["settings"]["problem"]`` where there is one (unchecked), else None."""
+    settings = data.get("settings") if isinstance(data, dict) else None
+    return settings.get("problem") if isinstance(settings, dict) else None
 
 
 def settings_class_of(problem: str) -> Any:
@@ -72,7 +102,7 @@ def parse_instance(data: Any, overrides: Overrides = None) -> Any:
         for fam in readers():
             if fam.reads(data):
                 return fam.read(data, None)
-    inst = parse_instance_data(data, instance_schema(), settings_class_of)
+    inst = parse_instance_data(data, instance_schema, settings_class_of, narrower=_family_schema(_problem_of(data)))
     _check_objective(inst)
     family_of(inst).prepare(inst)
     return inst
@@ -91,12 +121,9 @@ def check_built_instance(inst: Instance) -> None:
     consistency (a layer reading a missing tensor, duplicate names, links between unknown
     devices, ...), ranges, the objective and the family's checks. Run by the constructor;
     InvalidInstance (one line naming the field and value) on any defect."""
-    check_built(inst, instance_schema(), settings_class_of)
+    check_built(inst, instance_schema, settings_class_of, narrower=_family_schema(inst.problem))
     _check_objective(inst)
     family_of(inst).prepare(inst)
-
-
-set_build_check(check_built_instance)
 
 
 def default_backend_of(path: str | Path, overrides: Overrides = None) -> str | None:

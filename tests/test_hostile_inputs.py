@@ -386,7 +386,7 @@ def test_a_plan_for_another_instance_or_family_is_one_line(plans, family):
     inst, plan = plans[family]
     for named in ("other", 5, {"x": 1}):
         raises_one_line(InvalidPlan, lambda: plan_from_dict(inst, {**plan, "instance": named}), "plan.instance")
-    for other, (other_inst, other_plan) in plans.items():
+    for other, (_, other_plan) in plans.items():
         if other != family:
             raises_one_line(InvalidPlan, lambda: plan_from_dict(inst, other_plan), "plan.")
     for top in ([], 3, "plan", None):

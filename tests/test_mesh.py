@@ -140,7 +140,9 @@ def test_multihop_store_and_forward_and_multicast():
 def _bus_instance():
     """Source s computes a (1 ms) and b (1 ms); both outputs go over one serial bus to t
     (a: 1 ms, b: 3 ms at 1e6 bits/s); t computes c reading both (0.5 ms)."""
-    lat = lambda s, t: {"s": s, "t": t}
+    def lat(s, t):
+        return {"s": s, "t": t}
+
     layers = [_layer("a", ["input"], lat(1.0, 9.0), 1000 // 16 * 1),  # 62 elements = 992 bits
               _layer("b", ["input"], lat(1.0, 9.0), 3000 // 16),
               _layer("c", ["a", "b"], lat(9.0, 0.5), 1)]

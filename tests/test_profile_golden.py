@@ -1,9 +1,8 @@
-"""The instances the profilers write are byte for byte those they wrote before the torch
-bridge was laid out per family and ``profile`` became one verb
-(``tests/data/profile_golden/``, written then by ``splitopt profile``,
-``profile-separable`` and ``retrain --instance-out``): a small CNN (a user model) and
-tiny GPT-2 on every kind of hardware preset, its ONNX export, the separable network and
-a width instance. Both the command and, for the former names, the hidden alias write
+"""The instances the profilers write, byte for byte (``tests/data/profile_golden/``,
+written by ``splitopt profile``, ``profile-separable`` and ``retrain --instance-out``): a
+small CNN (a user model) and tiny GPT-2 on every kind of hardware preset, its ONNX export,
+the separable network and a width instance. Each settings object holds its family's keys
+only (the keys other problems define are not written). Both the command and, for the former names, the hidden alias write
 them; only the versions of torch, onnx and onnxruntime recorded in ``source`` are those
 installed."""
 

@@ -43,8 +43,10 @@ def two_devices(**separable) -> dict:
         layers.append({"name": f"b{b}", "op": "sep_block", "inputs": [layers[-1]["name"]], "macs": 2e6,
                        "weights": 1, "output_shape": [8, 2, 2]})
     layers.append({"name": "head", "op": "linear", "inputs": ["b3"], "macs": 1e6, "weights": 1, "output_shape": [10]})
-    dev = lambda n, r: {"name": n, "mac_per_s": r, "offchip_bytes_per_s": None, "onchip_bytes": 0,
-                        "memory_bytes": 1e9, "bit_widths": [32]}
+    def dev(n, r):
+        return {"name": n, "mac_per_s": r, "offchip_bytes_per_s": None, "onchip_bytes": 0, "memory_bytes": 1e9,
+                "bit_widths": [32]}
+
     opts = {"alpha": 2, "levels": {"min_percent": 50, "count": 2}, "dtypes": ["float32", "float16"]}
     opts.update(separable)
     return {"format": "splitopt-instance/1", "name": "two", "graph": {

@@ -252,3 +252,15 @@ def test_torch_export_failure_output_is_held_back(model_file, tmp_path):
             logger.removeHandler(handler)
     assert_one_line_error(res, "the module cannot be captured by torch.export")
     assert [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING] == []
+
+
+def test_synthetic_integer_inputs_need_high():
+    """Integer inputs are drawn from [0, high): without high, a one-line ValueError (the
+    loaders ask for --input-high before they get here), not a TypeError from int(None)."""
+    from splitopt.torch.user_model import synthetic_inputs
+
+    ids = synthetic_inputs(3, (5,), torch.int64, 7, seed=0)
+    assert ids.shape == (3, 5) and int(ids.min()) >= 0 and int(ids.max()) < 7
+    with pytest.raises(ValueError, match="exclusive upper bound"):
+        synthetic_inputs(1, (5,), torch.int64, None, seed=0)
+    assert synthetic_inputs(2, (4,), torch.float32, None, seed=0).dtype == torch.float32

@@ -554,6 +554,11 @@ def bandwidth_breakpoints(inst: Instance, link: str | tuple[str, str] | Link | N
     return table
 
 
+def _plan_key(probe: Probe) -> Any:
+    """The identity of a probe's plan (None: it found none)."""
+    return None if probe.result.plan is None else probe.result.plan.key()
+
+
 def _intervals(segments: Sequence[tuple[Probe, Probe, Probe, bool]], tol: Any, same_line: Any) -> list[Interval]:
     """Intervals by increasing bandwidth from the method's segments (in increasing x),
     adjacent segments with the same plan (or line) merged."""
@@ -562,7 +567,7 @@ def _intervals(segments: Sequence[tuple[Probe, Probe, Probe, bool]], tol: Any, s
         if merged:
             last = merged[-1]
             owner_last = last[2]
-            if owner_last.result.plan.key() == owner.result.plan.key() or \
+            if _plan_key(owner_last) == _plan_key(owner) or \
                     same_line(owner_last.line, owner.line, last[0].x, b.x):
                 last[1] = b
                 last[3] = last[3] and certified

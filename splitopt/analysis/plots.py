@@ -176,7 +176,7 @@ def plot_pipeline(stages: Sequence[tuple[str, float, float, str]], path: str | P
     slow = max(range(len(stages)), key=lambda i: stages[i][1] + stages[i][2])
     fig, axes = new_figure((11.0, max(2.6, 0.6 * len(stages) + 1.8)))
     ax = axes[0, 0]
-    for s, (name, compute, transfer, _) in enumerate(stages):
+    for s, (_, compute, transfer, _) in enumerate(stages):
         edge = "tab:red" if s == slow else "black"
         lw = 1.4 if s == slow else 0.3
         for k in range(samples):
@@ -296,7 +296,8 @@ def plot_front(inst: Any, front: Front, path: str | Path | None = None,
     fig, axes = new_figure((6.5, 4.2))
     ax = axes[0, 0]
     pts = [p for p in front.points if p.measure is not None]
-    xs, ys = [p.measure for p in pts], [p.latency_ms for p in pts]
+    xs = [p.measure for p in pts if p.measure is not None]  # every point's (filtered above)
+    ys = [p.latency_ms for p in pts]
     ax.step(xs, ys, where=front.step, color="tab:blue", alpha=0.5)
     proven = [p for p in pts if p.result.status.value == "OPTIMAL"]
     ax.scatter([p.measure for p in proven], [p.latency_ms for p in proven], color="tab:blue",

@@ -51,6 +51,7 @@ import time
 from typing import Any, Mapping
 
 from splitopt.backends.base import Backend, feasible_start_plan, optimal_atol_ms
+from splitopt.backends.heuristic import HeuristicBackend
 from splitopt.backends.registry import backend_class, get_backend
 from splitopt.core import progress
 from splitopt.core.errors import InvalidOption, SolverFailure
@@ -101,9 +102,8 @@ def _sliced(options: SolveOptions, seconds: float | None, solver_options: Mappin
     left = options.remaining_s()
     if seconds is None and left is None:
         return dataclasses.replace(options, solver_options=dict(solver_options))
-    seconds = left if seconds is None else seconds if left is None else min(seconds, left)
-    seconds = max(seconds, MIN_SLICE_S)
-    return options.with_budget(seconds, solver_options=dict(solver_options))
+    budget = min(s for s in (seconds, left) if s is not None)
+    return options.with_budget(max(budget, MIN_SLICE_S), solver_options=dict(solver_options))
 
 
 def _stopped_by_user(out: BackendOutput) -> bool:
@@ -177,7 +177,9 @@ class AutoBackend(Backend):
             t1 = time.perf_counter()
             probe_plan = [("exact probe", probe.plan)] if probe.plan is not None and probe.status.has_plan else []
             with progress.phase("search (evolutionary)"):
-                search = get_backend("evolutionary").solve(family, inst, search_options, extra_seeds=probe_plan)
+                searcher = get_backend("evolutionary")
+                assert isinstance(searcher, HeuristicBackend)  # the registry's evolutionary backend
+                search = searcher.solve(family, inst, search_options, extra_seeds=probe_plan)
             runs.append(("search", search))
             search_s = time.perf_counter() - t1
             extra.update(search={k: v for k, v in search.extra.items() if k != "anytime"},

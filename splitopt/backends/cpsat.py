@@ -96,18 +96,18 @@ def to_cpsat(lp: LinearProgram, options: SolveOptions | None = None):
     xs = []
     for i, v in enumerate(lp.variables):
         if i not in used:  # only in dropped optional rows
-            xs.append(model.NewIntVar(0, 0, v.name))
+            xs.append(model.new_int_var(0, 0, v.name))
         elif v.unit == "ms":  # a time variable, in objective units
-            xs.append(model.NewIntVar(math.floor(v.lb / unit), math.ceil(v.ub / unit), v.name))
+            xs.append(model.new_int_var(math.floor(v.lb / unit), math.ceil(v.ub / unit), v.name))
         elif v.binary or (v.lb >= 0 and v.ub <= 1):
             if not (v.binary or v.implied_integer):
                 raise SolverFailure(f"cpsat: continuous variable '{v.name}' cannot be made integral")
             if (v.lb, v.ub) == (0.0, 1.0):
-                xs.append(model.NewBoolVar(v.name))
+                xs.append(model.new_bool_var(v.name))
             else:  # a 0/1 variable fixed by its bounds (e.g. ub = 0) keeps them
-                xs.append(model.NewIntVar(math.ceil(v.lb), math.floor(v.ub), v.name))
+                xs.append(model.new_int_var(math.ceil(v.lb), math.floor(v.ub), v.name))
         else:
-            xs.append(model.NewIntVar(math.floor(v.lb), math.ceil(v.ub), v.name))
+            xs.append(model.new_int_var(math.floor(v.lb), math.ceil(v.ub), v.name))
 
     time_terms = 0
     for k, row in enumerate(rows):
@@ -156,11 +156,11 @@ def to_cpsat(lp: LinearProgram, options: SolveOptions | None = None):
             )
         expr = _weighted_sum(cp_model, xs, coeffs)
         if row.sense == "<=":
-            model.Add(expr <= rhs)
+            model.add(expr <= rhs)
         elif row.sense == ">=":
-            model.Add(expr >= rhs)
+            model.add(expr >= rhs)
         else:
-            model.Add(expr == rhs)
+            model.add(expr == rhs)
 
     obj = {}
     for i, c in lp.objective.items():
@@ -170,7 +170,7 @@ def to_cpsat(lp: LinearProgram, options: SolveOptions | None = None):
             obj[i] = int(round(c))
         else:
             obj[i] = int(round(c / unit))
-    model.Minimize(_weighted_sum(cp_model, xs, obj))
+    model.minimize(_weighted_sum(cp_model, xs, obj))
     # each rounded coefficient errs by at most unit/2: on the objective's terms, and on
     # the terms of the time row that binds a time variable
     rounded = sum(1 for i in obj if lp.variables[i].unit != "ms")
@@ -256,8 +256,9 @@ def set_parameter(params, key: str, value: Any) -> None:
                                 f"(values: {', '.join(names)})")
         setattr(params, name, getattr(params, value))
         return
-    kinds = {field.TYPE_BOOL: (bool, "true or false"), field.TYPE_STRING: (str, "a string"),
-             field.TYPE_DOUBLE: ((int, float), "a number"), field.TYPE_FLOAT: ((int, float), "a number")}
+    kinds: dict[int, tuple[type | tuple[type, ...], str]] = {
+        field.TYPE_BOOL: (bool, "true or false"), field.TYPE_STRING: (str, "a string"),
+        field.TYPE_DOUBLE: ((int, float), "a number"), field.TYPE_FLOAT: ((int, float), "a number")}
     kind, what = kinds.get(field.type, (int, "an integer"))
     if not isinstance(value, kind) or (isinstance(value, bool) and field.type != field.TYPE_BOOL):
         raise InvalidOption(f"option '{key}': CP-SAT parameter '{name}' takes {what}, got {shown(value)}")
@@ -274,7 +275,10 @@ def check_parameters(options: Mapping[str, Any]) -> None:
     """InvalidOption (one line) unless every option is a settable CP-SAT parameter with a
     value of its type (checked on a protobuf ``SatParameters``, without importing the
     solver; a value of the right type that CP-SAT still refuses, e.g. a negative limit,
-    is refused when the solve starts, see :func:`run_model`)."""
+    is refused when the solve starts, see :func:`run_model`). Without options nothing is
+    imported (the protobuf module costs 15-20 ms; the solver itself does not need it)."""
+    if not options:
+        return
     from ortools.sat import sat_parameters_pb2
 
     params = sat_parameters_pb2.SatParameters()
@@ -335,9 +339,10 @@ def _progress_callback(model, unit_ms: float, offset_ms: float):
     nobody listens or the model has no objective."""
     from ortools.sat.python import cp_model
 
-    reporter = progress.current()
-    if reporter is None or not model.HasObjective():
+    current = progress.current()
+    if current is None or not model.HasObjective():
         return None
+    reporter = current  # not None: the callback below reports to it
 
     class Reporting(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
@@ -355,7 +360,7 @@ def cap_objective(model, most: float) -> None:
     if scale < 0 or any(v < 0 for v in objective.vars):
         raise ValueError("cap_objective: a minimised objective over integer variables only")
     terms = [model.GetIntVarFromProtoIndex(v) * c for v, c in zip(objective.vars, objective.coeffs)]
-    model.Add(sum(terms) <= math.floor(most / scale - objective.offset))
+    model.add(sum(terms) <= math.floor(most / scale - objective.offset))
 
 
 def run_model(model, options: SolveOptions, presolve: bool, unit_ms: float = 1.0,

@@ -91,7 +91,7 @@ def best_seed_objective(search: Search, seeds: list[Genome]) -> float | None:
             key = search.space.to_plan(search.space.repair(dict(genome))).key()
         except (KeyError, ValueError, InvalidPlan):
             continue
-        metrics, r = search.memo.get(key, (None, None))
+        metrics, r = search.memo.get(key, (None, ()))
         if metrics is not None and r[0] == 0 and (best is None or r[2] < best):
             best = r[2]
     return best
@@ -148,7 +148,7 @@ class HeuristicBackend(Backend):
             search.stop_reason = (f"time limit: {left:.2g} s left, less than the {method.import_s:g} s its "
                                   "dependencies take to import; the seeds judged only")
         else:
-            search.done  # records why it stopped
+            search.done  # noqa: B018 - reading it records the stopping rule that holds (stop_reason)
         extra: dict[str, Any] = {"build_s": build_s, "solve_s": time.perf_counter() - t0 - build_s,
                                  "seeds": sources, "seed_best_ms": best_seed_objective(search, seeds), **search.summary()}
         if interrupted:

@@ -88,13 +88,14 @@ def set_option(h, key: str, value: Any) -> None:
              highspy.HighsOptionType.kInt: ((int,), "an integer"),
              highspy.HighsOptionType.kDouble: ((int, float), "a number"),
              highspy.HighsOptionType.kString: ((str,), "a word")}
+    accepted: tuple[type, ...]
     accepted, what = types[kind]
     if not isinstance(value, accepted) or (isinstance(value, bool) and kind != highspy.HighsOptionType.kBool) \
             or (isinstance(value, float) and not math.isfinite(value)):
         raise InvalidOption(f"option '{key}': HiGHS option '{key}' takes {what}, got {shown(value)}")
-    if kind == highspy.HighsOptionType.kInt and not -2**31 <= value < 2**31:
+    if kind == highspy.HighsOptionType.kInt and isinstance(value, int) and not -2**31 <= value < 2**31:
         raise InvalidOption(f"option '{key}': HiGHS option '{key}' takes a 32-bit integer, got {shown(value)}")
-    if kind == highspy.HighsOptionType.kDouble:
+    if kind == highspy.HighsOptionType.kDouble and isinstance(value, (int, float)):
         value = float(value)
     if h.setOptionValue(key, value) != highspy.HighsStatus.kOk:
         raise InvalidOption(f"option '{key}': HiGHS refuses the value {shown(value)} (out of its range or not "
@@ -111,7 +112,11 @@ def model_arrays(lp: LinearProgram, options: SolveOptions | None = None) -> dict
     cost = np.zeros(n)
     for i, c in lp.objective.items():
         cost[i] = c
-    starts, index, value, lower, upper = [0], [], [], [], []
+    starts: list[int] = [0]
+    index: list[int] = []
+    value: list[float] = []
+    lower: list[float] = []
+    upper: list[float] = []
     for _, row, coeffs, rhs in emitted_rows(lp, options):
         index.extend(coeffs.keys())
         value.extend(coeffs.values())

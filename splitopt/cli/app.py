@@ -4,8 +4,6 @@ bridge's commands (profile, run, retrain) import torch only when they run; witho
 torch extra they say so in one line (exit 3). Exit codes: ``splitopt.cli.common``.
 """
 
-from __future__ import annotations
-
 import json
 import time
 from enum import Enum
@@ -395,7 +393,9 @@ app.command("devices")(devices_command)
 
 
 def main() -> None:
+    from splitopt.cli.deferred_imports import defer_unused_imports
     from splitopt.core.child_processes import sigterm_interrupts
 
+    defer_unused_imports()  # this process is the command line's: pandas, rich.markdown, rich.traceback where used
     sigterm_interrupts()  # SIGTERM (kill, timeout) stops a solve as Ctrl-C does: incumbent kept, no child left
     app()

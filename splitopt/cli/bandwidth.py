@@ -4,12 +4,10 @@ bandwidth (AUTO-SPLIT Table 8): re-solves over log-spaced bandwidths, or with
 (``splitopt.analysis.breakpoints``). Options and output paths are checked before the
 instance is read; errors are one line, exit 2 (``splitopt.cli.common``)."""
 
-from __future__ import annotations
-
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import typer
 from rich.markup import escape as esc
@@ -46,8 +44,8 @@ def bandwidth_command(
     optimum is the lower envelope of these lines, concave in 1/bandwidth), each interval's
     plan proven optimal, as a JSON table an edge runtime can look up (-o)."""
     from splitopt.cli.common import (EXIT_NO_PLAN, PLOT_SUFFIXES, check_distinct_outputs, check_output_path,
-                                     check_positive_count, check_seed, check_solve_options, errors,
-                                     parse_set_options)
+                                     check_positive_count, check_solve_options, errors, parse_set_options)
+    from splitopt.core.options import check_seed
     from splitopt.core.errors import InvalidOption
 
     with errors():
@@ -90,7 +88,7 @@ def _mbps(bandwidth: float) -> str:
     return f"{bandwidth / 1e6:.6g}"
 
 
-def _table(title: str, columns: list[tuple[str, str]]) -> Any:
+def _table(title: str, columns: list[tuple[str, Literal["left", "right"]]]) -> Any:
     """A rich table with ``columns`` (name, justify)."""
     from rich.table import Table
 

@@ -8,8 +8,6 @@ instance and solver (family, problem, size, statuses, medians of objective, gap,
 solve, wall and CPU seconds), writes it as Markdown and CSV, and draws time vs size and,
 where a record carries an anytime curve, objective vs time (``splitopt.sweep.plots``)."""
 
-from __future__ import annotations
-
 import time
 from dataclasses import replace
 from pathlib import Path

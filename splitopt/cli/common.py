@@ -59,23 +59,23 @@ def errors():
         yield
     except (InvalidInstance, InvalidPlan, InvalidOption, UnknownSolver, NotApplicable) as e:
         error_line(f"error: {e}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except MissingDependency as e:
         error_line(f"error: {e}")
-        raise typer.Exit(EXIT_UNAVAILABLE)
+        raise typer.Exit(EXIT_UNAVAILABLE) from None
     except SolverFailure as e:
         error_line(f"solver failure (a bug in splitopt): {e}")
-        raise typer.Exit(EXIT_FAILURE)
+        raise typer.Exit(EXIT_FAILURE) from None
     except SplitoptError as e:
         error_line(f"error: {e}")
-        raise typer.Exit(EXIT_FAILURE)
+        raise typer.Exit(EXIT_FAILURE) from None
     except KeyboardInterrupt:
         # outside a solver run (loading, building, evaluating): nothing to report
         error_line("interrupted")
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except RecursionError:
         error_line("error: input nested too deeply to process")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except ModuleNotFoundError as e:
         package = (e.name or "").split(".")[0]
         extra = EXTRA_OF.get(package)
@@ -83,11 +83,11 @@ def errors():
             raise
         error_line(f"error: {package} is not installed; install the {extra} extra: pip install 'splitopt[{extra}]' "
                    f"(from a checkout: pip install -e '.[{extra}]')")
-        raise typer.Exit(EXIT_UNAVAILABLE)
+        raise typer.Exit(EXIT_UNAVAILABLE) from None
     except OSError as e:  # a file the command reads or writes outside the checked paths
         where = f"{e.filename}: " if e.filename else ""
         error_line(f"error: {where}{e.strerror or type(e).__name__}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 def is_usage_error(error: BaseException) -> bool:

@@ -18,8 +18,6 @@ match the instance, a part that does not export), one line on stderr; 3 a missin
 (torch; onnx for ``--format onnx``).
 """
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -66,14 +64,14 @@ def export_command(
     from splitopt.core.options import MAX_SAMPLES
     from splitopt.core.errors import NotApplicable
 
-    fmt = PartFormat(fmt).value
+    part_format = PartFormat(fmt).value
     with errors():
         # options, paths, instance and plan before torch is imported
         check_positive_count(samples, "--samples", low=0, high=MAX_SAMPLES)
         check_model_options(seed, input_high, input_shape, input_dtype)
         check_output_dir(output, "--output")
         require_torch("export")
-        if fmt == "onnx":
+        if part_format == "onnx":
             from splitopt.onnx.deps import require_onnx
 
             require_onnx("splitopt export --format onnx")
@@ -88,12 +86,12 @@ def export_command(
         the_plan = load_plan(inst, plan)
         from splitopt.torch.export_parts import export_plan
 
-        report = export_plan(inst, the_plan, model=model, fmt=fmt, directory=output, seed=seed, samples=samples,
+        report = export_plan(inst, the_plan, model=model, fmt=part_format, directory=output, seed=seed, samples=samples,
                              input_shape=input_shape, input_dtype=input_dtype, input_high=input_high)
     if as_json:
         print_json(report)
     else:
-        console.print(f"[bold]{inst.name}[/bold] <- {model} (seed {seed}): {len(report['parts'])} {fmt} part(s) of a "
+        console.print(f"[bold]{inst.name}[/bold] <- {model} (seed {seed}): {len(report['parts'])} {part_format} part(s) of a "
                       f"{'quantized' if report['quantized'] else 'float'} {inst.problem} plan in {output}/",
                       highlight=False)
         for k, p in enumerate(report["parts"]):

@@ -6,8 +6,6 @@ output and exit codes). What they do is the loading family's torch side's
 checked before torch is imported (one line, exit 2; torch missing: exit 3).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Optional
 
@@ -44,7 +42,9 @@ def profile_loading_command(
         check_output_path(output, "--output")
         side = side_of_verb("profile-loading")
         side.check_profile_model(model)
-        options = side.profile_options(threads=threads, cache=cache.value, repeats=repeats, width=width, depth=depth,
+        make_options = side.profile_options
+        assert make_options is not None  # the loading side profiles its block models
+        options = make_options(threads=threads, cache=cache.value, repeats=repeats, width=width, depth=depth,
                                        image_size=image_size, children_max=children_max, objective=objective.value,
                                        torch_threads=torch_threads, seed=seed, name=name)
         require_torch("profile-loading")
@@ -74,7 +74,9 @@ def run_loading_command(
     former_name_notice("run-loading", "run")
     with errors():
         side = side_of_verb("run-loading")
-        options = side.run_options(model=model, mode=mode.value, cache=cache.value, repeats=repeats,
+        make_options = side.run_options
+        assert make_options is not None  # the loading side runs its plans
+        options = make_options(model=model, mode=mode.value, cache=cache.value, repeats=repeats,
                                    torch_threads=torch_threads, fine_tune=fine_tune, workdir=workdir)
         inst = load_instance(instance)
         side.check_family(inst, str(instance))

@@ -7,8 +7,6 @@ ms per part and per link against the evaluator (:mod:`splitopt.netrun.runner`). 
 printing of a TCP run's report, which ``splitopt run --transport tcp`` shares.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Optional
 
@@ -65,6 +63,7 @@ def run_tcp_command(
         if plan is not None:
             plan_dict = read_json(plan, InvalidPlan)
         else:
+            assert breakpoints is not None  # exactly one of PLAN and --breakpoints (checked above)
             table = read_table(inst, breakpoints)
         require_torch("run-tcp")
         report = run_tcp_options(instance, plan_dict, table, options, steps)

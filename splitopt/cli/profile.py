@@ -12,8 +12,6 @@ takes seconds to minutes).
 ``splitopt devices`` (no torch) lists the device presets.
 """
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -37,8 +35,8 @@ class Topology(str, Enum):
     registered families')."""
 
     edge_cloud = "edge-cloud"
-    chain = "chain"
-    mesh = "mesh"
+    chain = "chain"  # not a family: the --topology value a user types (Family.topology; tested to match)
+    mesh = "mesh"  # not a family: the --topology value a user types (Family.topology; tested to match)
 
 
 class Cache(str, Enum):

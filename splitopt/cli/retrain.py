@@ -16,8 +16,6 @@ but the split block, the widths' upper bound, init and loss are checked before t
 imported.
 """
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Optional
@@ -99,13 +97,13 @@ def retrain_command(
         if views == 1:
             table = retrain_table(split=split, widths=ds, inits=(init,), loss=loss, epochs=epochs,
                                   base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress,
-                                  save_dir=save)
+                                  save_dir=None if save is None else str(save))
         else:
             from splitopt.torch.multiview.retrain_views import multiview_retrain_table
 
             table = multiview_retrain_table(views=views, split=split, widths=ds, init=init, loss=loss, epochs=epochs,
                                             base_epochs=base_epochs, seed=seed, lr=lr, bits=bits, progress=progress,
-                                  save_dir=save)
+                                            save_dir=None if save is None else str(save))
         table["width_options"] = width_options(table)
         if output is not None:
             write_output(output, "--output", json.dumps(table, indent=1) + "\n")

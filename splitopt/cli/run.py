@@ -14,8 +14,6 @@ does not take is one line naming it (exit 2). Exit status: 0 the run matches; 1 
 not (or a device process failed); 2 bad input; 3 torch is not installed.
 """
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -117,6 +115,7 @@ def run_command(
         if tcp:
             report = _run_tcp(instance, inst, plan, values)
         else:
+            assert plan is not None  # without --transport tcp PLAN is needed (checked above)
             the_plan = load_plan(inst, plan)
             from splitopt.torch.side import build_options, side_of
 

@@ -6,8 +6,6 @@ paths, the instance and the plan are checked before torch is imported (one line,
 2; torch missing: exit 3).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Optional
 
@@ -49,7 +47,9 @@ def profile_separable_command(
         check_output_path(checkpoint, "--checkpoint")
         check_output_path(records, "--records")
         side = side_of_verb("profile-separable")
-        options = side.profile_options(checkpoint=checkpoint, load=load, records=records, epochs=epochs,
+        make_options = side.profile_options
+        assert make_options is not None  # the separable side profiles its network
+        options = make_options(checkpoint=checkpoint, load=load, records=records, epochs=epochs,
                                        groups=groups, alpha=alpha, blocks_per_stage=blocks_per_stage,
                                        devices=devices.value, mac_per_s=mac_per_s, bandwidth_mbps=bandwidth_mbps,
                                        link_latency_ms=link_latency_ms, samples=samples, statistic=statistic.value,
@@ -78,7 +78,9 @@ def run_separable_command(
     former_name_notice("run-separable", "run")
     with errors():
         side = side_of_verb("run-separable")
-        options = side.run_options(checkpoint=checkpoint, repeats=repeats, batch=batch, timeout=timeout)
+        make_options = side.run_options
+        assert make_options is not None  # the separable side runs its plans
+        options = make_options(checkpoint=checkpoint, repeats=repeats, batch=batch, timeout=timeout)
         inst = load_instance(instance)
         side.check_family(inst, str(instance))
         the_plan = load_plan(inst, plan)

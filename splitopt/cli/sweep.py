@@ -4,8 +4,6 @@ local process pool (default) or Ray (``--executor ray``); records go to a JSONL 
 (``--out``) as they end, so running the same command again resumes where it stopped; the
 table per instance and solver (medians) is printed, and written as Markdown and CSV."""
 
-from __future__ import annotations
-
 import os
 from pathlib import Path
 from typing import Optional

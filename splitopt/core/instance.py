@@ -24,7 +24,7 @@ import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 from splitopt.core.built_types import store_as_tuples
 from splitopt.core.settings import FamilySettings
@@ -138,12 +138,17 @@ class Bus:
     mode: str = "serial"
 
 
+#: the type of an instance's settings object (a family's ``FamilySettings`` subclass)
+SettingsT = TypeVar("SettingsT", bound=FamilySettings)
+
+
 @dataclass(frozen=True)
-class Instance:
+class Instance(Generic[SettingsT]):
     """A problem instance: the layer graph (``inputs``, ``layers``), the devices, links and
     buses, the problem and objective, and the settings of the problem's family (a
     :class:`~splitopt.core.settings.FamilySettings`, e.g. the edge/cloud family's edge and
-    cloud devices and limits)."""
+    cloud devices and limits). A family's modules may name it as
+    ``Instance[ItsSettings]`` so that a type checker knows the settings' fields."""
 
     name: str
     inputs: tuple[InputTensor, ...]
@@ -153,7 +158,7 @@ class Instance:
     #: the problem name (``splitopt.families.registry`` maps it to its family)
     problem: str
     #: the family's settings object
-    settings: FamilySettings
+    settings: SettingsT
     #: what to minimise (one of the family's objectives)
     objective: str = "latency"
     description: str = ""
@@ -271,7 +276,7 @@ class Instance:
                 f"{len(self.devices)} devices, problem {self.problem}, objective {self.objective}"
                 + (f", {more}" if more else ""))
 
-    def with_settings(self, **changes: Any) -> "Instance":
+    def with_settings(self, **changes: Any) -> "Instance[SettingsT]":
         """A copy with some settings replaced: ``problem`` and ``objective``, and fields of
         the family's settings object (e.g. ``problem="split"``, ``error_budget=None``);
         InvalidInstance names a field the settings do not have. The family's checks run

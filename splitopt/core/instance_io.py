@@ -11,7 +11,7 @@ import re
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Union
 
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.built_types import kind_of, check_mapping, check_sequence
@@ -92,9 +92,21 @@ def schema_holds(data: Any, schema: Mapping[str, Any]) -> bool:
         return False
 
 
-def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
-    """Raise InvalidInstance naming the first violation of ``schema`` (field and value)."""
+#: a JSON Schema, or a function that builds one (called only where it is needed)
+SchemaOrBuilder = Union[Mapping[str, Any], Callable[[], Mapping[str, Any]]]
+
+
+def check_schema(data: Any, schema: SchemaOrBuilder, narrower: Mapping[str, Any] | None = None) -> None:
+    """Raise InvalidInstance naming the first violation of ``schema`` (field and value).
+    ``narrower``: a schema that only data meeting ``schema`` meets (one family's part of the
+    instance schema, which needs that family alone), checked first: where ``data`` meets it,
+    ``schema`` (given as a function) is not even built; where not, ``schema`` decides and
+    words the violation, as without ``narrower``."""
     _reject_non_json(data, "instance")
+    if narrower is not None and schema_holds(data, narrower):
+        return
+    if callable(schema):
+        schema = schema()
     if schema_holds(data, schema):
         return
     import jsonschema
@@ -132,12 +144,14 @@ def check_schema(data: Any, schema: Mapping[str, Any]) -> None:
 SettingsClassOf = Callable[[str], "type[FamilySettings]"]
 
 
-def parse_instance_data(data: Any, schema: Mapping[str, Any], settings_class: SettingsClassOf) -> Instance:
-    """Build an Instance from JSON-like data checked against ``schema`` and for the
-    consistency every family relies on, its ``settings`` read by the settings class of the
-    problem's family (``settings_class(problem)``); raises InvalidInstance on any defect.
-    The family's own checks are not run here (``splitopt.api.parse_instance`` runs both)."""
-    check_schema(data, schema)
+def parse_instance_data(data: Any, schema: SchemaOrBuilder, settings_class: SettingsClassOf,
+                        narrower: Mapping[str, Any] | None = None) -> Instance:
+    """Build an Instance from JSON-like data checked against ``schema`` (``narrower`` first:
+    :func:`check_schema`) and for the consistency every family relies on, its ``settings``
+    read by the settings class of the problem's family (``settings_class(problem)``); raises
+    InvalidInstance on any defect. The family's own checks are not run here
+    (``splitopt.api.parse_instance`` runs both)."""
+    check_schema(data, schema, narrower)
     g = data["graph"]
     inputs = tuple(InputTensor(t["name"], tuple(t["shape"]), t["bits"]) for t in g["inputs"])
     layers = tuple(_parse_layer(i, raw) for i, raw in enumerate(g["layers"]))
@@ -157,7 +171,7 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any], settings_class: Se
         Bus(b["name"], float(b["bandwidth_bits_per_s"]), b.get("mode", "serial")) for b in data.get("buses", [])
     )
     bus_names = {b.name for b in buses}
-    links = []
+    parsed_links = []
     for i, l in enumerate(data["links"]):
         bus = l.get("bus")
         if bus is not None and bus not in bus_names:
@@ -165,8 +179,8 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any], settings_class: Se
         if bus is None and "bandwidth_bits_per_s" not in l:
             raise InvalidInstance(f"instance.links[{i}]: 'bandwidth_bits_per_s' is required for a link on no bus")
         rate = float(l["bandwidth_bits_per_s"]) if "bandwidth_bits_per_s" in l else float("nan")
-        links.append(Link(l["source"], l["target"], rate, float(l.get("latency_ms", 0.0)), bus))
-    links = tuple(links)
+        parsed_links.append(Link(l["source"], l["target"], rate, float(l.get("latency_ms", 0.0)), bus))
+    links = tuple(parsed_links)
     raw = data["settings"]
     settings = settings_class(raw["problem"]).from_json(raw, {d.name: d for d in devices})
     with checked_elsewhere():  # checked here: the schema above, consistency and ranges below
@@ -188,10 +202,11 @@ def parse_instance_data(data: Any, schema: Mapping[str, Any], settings_class: Se
     return inst
 
 
-def check_built(inst: Instance, schema: Mapping[str, Any], settings_class: SettingsClassOf) -> None:
+def check_built(inst: Instance, schema: SchemaOrBuilder, settings_class: SettingsClassOf,
+                narrower: Mapping[str, Any] | None = None) -> None:
     """The checks of :func:`parse_instance_data` on an instance built in Python (not
     parsed from JSON): its fields' types, then its JSON form (:func:`to_dict`) against
-    ``schema``, the references to devices and buses, consistency and ranges, in the
+    ``schema`` (``narrower`` first), the references to devices and buses, consistency and ranges, in the
     parser's order and with its messages. InvalidInstance (one line naming the field and
     value) on any defect; ``settings_class(problem)``: the settings class of the problem's
     family; the family's checks are the caller's (``splitopt.api``)."""
@@ -202,7 +217,7 @@ def check_built(inst: Instance, schema: Mapping[str, Any], settings_class: Setti
     if not isinstance(inst.settings, expected):
         raise InvalidInstance(f"instance.settings: must be a {expected.__name__} (the settings of problem "
                               f"{shown(inst.problem)}), got {type(inst.settings).__name__}")
-    check_schema(to_dict(inst), schema)
+    check_schema(to_dict(inst), schema, narrower)
     bus_names = {b.name for b in inst.buses}
     for i, link in enumerate(inst.links):
         if link.bus is not None and link.bus not in bus_names:
@@ -258,8 +273,6 @@ def _parse_layer(index: int, raw: Mapping[str, Any]) -> Layer:
 
 
 def _check_consistency(inst: Instance) -> None:
-    import networkx as nx
-
     where = "instance.graph"
     names: dict[str, str] = {}
     for i, t in enumerate(inst.inputs):
@@ -278,20 +291,24 @@ def _check_consistency(inst: Instance) -> None:
                 raise InvalidInstance(
                     f"{where}.layers[{i}].inputs: layer '{layer.name}' reads unknown tensor '{src}' (dangling edge)"
                 )
-    # cycles before order, so that a cycle is reported as such
-    g = inst.graph
-    if not nx.is_directed_acyclic_graph(g):
-        cycle = nx.find_cycle(g)
-        path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
-        raise InvalidInstance(f"{where}.layers: the layer graph has a cycle: {path}")
+    # layers in an execution order (every input listed before its reader) form no cycle; where
+    # the order is broken, a cycle is looked for first, so that a cycle is reported as such
     pos = inst.position
-    for i, layer in enumerate(inst.layers):
-        for src in layer.inputs:
-            if src in pos and pos[src] >= i:
-                raise InvalidInstance(
-                    f"{where}.layers[{i}]: layer '{layer.name}' is listed before its input '{src}'; "
-                    "layers must be listed in an execution (topological) order"
-                )
+    misordered = next(((i, layer, src) for i, layer in enumerate(inst.layers) for src in layer.inputs
+                       if src in pos and pos[src] >= i), None)
+    if misordered is not None:
+        import networkx as nx  # here, on the error's path: importing it costs more than a small solve
+
+        g = inst.graph
+        if not nx.is_directed_acyclic_graph(g):
+            cycle = nx.find_cycle(g)
+            path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+            raise InvalidInstance(f"{where}.layers: the layer graph has a cycle: {path}")
+        i, layer, src = misordered
+        raise InvalidInstance(
+            f"{where}.layers[{i}]: layer '{layer.name}' is listed before its input '{src}'; "
+            "layers must be listed in an execution (topological) order"
+        )
     unused = [t.name for t in inst.inputs if not inst.consumers[t.name]]
     if unused:
         raise InvalidInstance(f"{where}.inputs: input '{unused[0]}' is read by no layer")

@@ -119,7 +119,13 @@ def dag_terms(layers, consumers, size) -> DagTerms:
             if src in index:
                 flow_r.append(index[layer.name])
                 flow_p.append(index[src])
-    single_p, single_r, single_s, multi_p, multi_s, reader_t, reader_l = ([] for _ in range(7))
+    single_p: list[int] = []
+    single_r: list[int] = []
+    single_s: list[float] = []
+    multi_p: list[int] = []
+    multi_s: list[float] = []
+    reader_t: list[int] = []
+    reader_l: list[int] = []
     for tensor, readers in consumers.items():
         readers = list(dict.fromkeys(readers))
         amount = size(tensor)

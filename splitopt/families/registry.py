@@ -68,9 +68,14 @@ def problem_families() -> dict[str, str]:
 def family_for_problem(problem: str) -> Family:
     """The family of ``problem``; InvalidInstance (one line) for an unknown problem. The
     families already built are asked first, so that naming the problem of an instance a
-    family has just read imports no other family."""
+    family has just read imports no other family; then the others in registry order, each
+    imported only until one has the problem (reading an edge/cloud instance imports the
+    first family alone)."""
     for name in FAMILIES:
         if name in BUILT and problem in BUILT[name].problems:
+            return BUILT[name]
+    for name in FAMILIES:
+        if problem in family(name).problems:
             return BUILT[name]
     names = problem_families()
     if problem not in names:

@@ -106,7 +106,9 @@ class Heuristic(ABC):
     def import_dependencies(cls) -> None:
         """Import the modules :meth:`run` needs beyond the core; the backend calls this
         first, so that their import time (seconds for torch) is spent inside the time
-        limit before the seeding's share of it is worked out, not after."""
+        limit before the seeding's share of it is worked out, not after. The default
+        imports nothing."""
+        return None
 
     @staticmethod
     def termination(config: Mapping[str, Any]) -> Termination:

@@ -84,12 +84,12 @@ class QLearning(Heuristic):
             epsilon = config["epsilon_start"] + (config["epsilon_end"] - config["epsilon_start"]) * progress
             episodes = [self._episode(dec, row, epsilon, rng) for _ in range(config["episodes"])]
             scored = search.score_each([dec.genome(a) for a in episodes])
-            for actions, s in zip(episodes, scored):
-                if s is None:
+            for actions, episode in zip(episodes, scored):
+                if episode is None:
                     continue
-                if math.isnan(reference) and s.feasible:
-                    reference = s.objective
-                learn(actions, -cost(s, reference))
+                if math.isnan(reference) and episode.feasible:
+                    reference = episode.objective
+                learn(actions, -cost(episode, reference))
             search.end_generation()
 
     @staticmethod

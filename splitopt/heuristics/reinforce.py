@@ -90,9 +90,9 @@ class Reinforce(Heuristic):
             if not judged:
                 search.end_generation()
                 continue
-            for i in judged:
-                if math.isnan(reference) and scored[i].feasible:
-                    reference = scored[i].objective
+            for one in scored:
+                if one is not None and math.isnan(reference) and one.feasible:
+                    reference = one.objective
             if search.options.out_of_time():  # no update the search would use
                 break
             rewards = torch.tensor([-cost(scored[i], reference) for i in judged])
@@ -183,13 +183,14 @@ def build_policy(steps: int, width: int, hidden: int):
                 if step.position == 0:  # a permutation begins: nothing placed yet
                     placed = torch.zeros(batch, width, dtype=torch.bool)
                 if step.position >= 0:  # a permutation's next item: not one placed already
+                    assert placed is not None  # its first item (position 0) came before
                     logits = logits.masked_fill(placed, float("-inf"))
                 probs = torch.softmax(logits, dim=-1)
                 action = torch.multinomial(probs.detach(), 1, generator=generator).squeeze(1)
                 logp = torch.log_softmax(logits, dim=-1)
                 log_prob = log_prob + logp.gather(1, action[:, None]).squeeze(1)
                 entropy = entropy - (probs * logp.masked_fill(probs == 0, 0.0)).sum(-1)
-                if step.position >= 0:
+                if placed is not None and step.position >= 0:
                     placed = placed.scatter(1, action[:, None], True)
                 taken.append(action)
                 prev = action

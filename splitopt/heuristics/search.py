@@ -120,7 +120,7 @@ class Search:
         return self.options.out_of_time() and (started or self.evaluations > 0)
 
     def _evaluate_in_turn(self, plans: Sequence[Any]) -> list[Any]:
-        out = []
+        out: list[Any] = []
         for plan in plans:
             if self._past_deadline(started=bool(out)):
                 break

@@ -87,6 +87,7 @@ def device_main(rank: int, spec: Mapping[str, Any], port_queues: Sequence[Any], 
                 with torch.no_grad():
                     state.run_receiver(conn)
 
+            assert service is not None  # rank > 0: opened above
             service.serve(session, sessions=1)
             if service.rejected:
                 state.report["rejected"] = list(service.rejected)

@@ -67,7 +67,7 @@ class Pacer:
         self.latency_ms = float(latency_ms)
         self.chunk_bytes = int(chunk_bytes)
         self.clock, self.sleep = clock, sleep
-        self.bandwidth_bits_per_s = None
+        self.bandwidth_bits_per_s: float | None = None
         self.set_bandwidth(bandwidth_bits_per_s)
 
     def set_bandwidth(self, bandwidth_bits_per_s: float | None) -> None:
@@ -93,7 +93,7 @@ class Pacer:
             if left > SPIN_NS:
                 self.sleep((left - SPIN_NS) / 1e9)
 
-    def send(self, sendall: Callable[[bytes], None], parts: Sequence[bytes], shaped: bool = True,
+    def send(self, sendall: Callable[[bytes | memoryview], None], parts: Sequence[bytes], shaped: bool = True,
              start_ns: int | None = None) -> Transfer:
         """Write ``parts`` (one transfer) through ``sendall`` at the link's pace;
         ``shaped`` False: at once (a transfer with no tensor). ``start_ns``: the transfer's
@@ -104,10 +104,9 @@ class Pacer:
             sendall(data)
             return Transfer(t0, self.clock(), len(data))
         rate = self.bandwidth_bits_per_s
-        unlimited = rate is None or math.isinf(rate)
         base = t0 + int(self.latency_ms * 1e6)
         view = memoryview(data)
-        if unlimited:
+        if rate is None or math.isinf(rate):
             self._wait_until(base)
             sendall(data)
             return Transfer(t0, self.clock(), len(data))

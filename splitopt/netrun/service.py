@@ -46,7 +46,7 @@ class Connection:
     def read(self) -> Frame:
         return read_frame(self.sock, self.max_frame_bytes)
 
-    def sendall(self, data: bytes) -> None:
+    def sendall(self, data: bytes | memoryview) -> None:
         try:
             self.sock.sendall(data)
         except socket.timeout:

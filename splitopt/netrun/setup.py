@@ -179,6 +179,7 @@ def prepare(inst, plan_dict: dict | None = None, table: dict | None = None,
     if table is None:
         if schedule:
             raise InvalidOption("--bandwidth-schedule: needs --breakpoints TABLE (the plan for each bandwidth)")
+        assert plan_dict is not None  # exactly one of plan_dict and table (checked above)
         plan = plan_from_dict(inst, plan_dict)
         return RunSetup(inst, devices, links, [plan], [plan_dict])
     src, dst = table["link"]["source"], table["link"]["target"]

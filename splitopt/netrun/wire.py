@@ -23,10 +23,11 @@ def wire_pack(name: str, tensor, bits: int, ranges: Mapping[str, tuple[float, fl
         if lo < (0 if bits in QUANTIZED_BITS else -exact) or hi > exact:
             raise InvalidPlan(f"tensor '{name}': integer values in [{lo:g}, {hi:g}] are not exact at {bits} bits")
         return pack(tensor, bits, 0.0, float(2 ** bits - 1)) if bits in QUANTIZED_BITS else pack(tensor, bits)
-    lo, hi = ranges.get(name, (None, None))
-    if lo is not None:
-        lo, hi = min(lo, float(tensor.min())), max(hi, float(tensor.max()))
-    return pack(tensor, bits, lo, hi)
+    calibrated = ranges.get(name)
+    if calibrated is None:
+        return pack(tensor, bits)
+    lo, hi = calibrated
+    return pack(tensor, bits, min(lo, float(tensor.min())), max(hi, float(tensor.max())))
 
 
 def wire_unpack(packed, dtype):

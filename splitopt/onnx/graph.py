@@ -325,11 +325,11 @@ def infer_shapes(model) -> tuple[Any, dict[str, tuple[int, ...]], dict[str, int]
         dims = _dims(vi)
         if vi.type.HasField("tensor_type"):
             types[vi.name] = vi.type.tensor_type.elem_type
-        if dims is not None and all(isinstance(d, int) and d > 0 for d in dims):
-            shapes[vi.name] = tuple(int(d) for d in dims)
-        elif dims is not None and any(d == 0 for d in dims if isinstance(d, int)) and \
-                all(isinstance(d, int) for d in dims):
-            shapes[vi.name] = tuple(int(d) for d in dims)  # an empty tensor
+        if dims is None:
+            continue
+        static = [d for d in dims if isinstance(d, int)]
+        if len(static) == len(dims) and (all(d > 0 for d in static) or 0 in static):
+            shapes[vi.name] = tuple(static)  # with a 0: an empty tensor
     for init in g.initializer:
         shapes[init.name] = tuple(int(d) for d in init.dims)
         types[init.name] = init.data_type
@@ -706,7 +706,7 @@ class _Walker:
         if b is None or b.size != c:
             return False
         out_shape = self.shapes.get(node.output[0])
-        if out_shape != self.shapes.get(x):
+        if out_shape is None or out_shape != self.shapes.get(x):
             return False
         bshape = tuple(int(d) for d in b.shape)
         # the constant runs along the channel axis: last axis (linear) or axis 1 (conv)
@@ -717,7 +717,7 @@ class _Walker:
                 bshape[len(bshape) - (len(out_shape) - 1)] != c:
             return False
         had = layer.bias is not None
-        layer.bias = (layer.bias if had else np.zeros(c, np.float32)) + b.astype(np.float32).reshape(-1)
+        layer.bias = (np.zeros(c, np.float32) if layer.bias is None else layer.bias) + b.astype(np.float32).reshape(-1)
         if not had:
             layer.weights += c
         layer.out_tensor = node.output[0]

@@ -110,12 +110,12 @@ def run_shapes(model, inputs: Mapping[str, Sequence[int]], tensors: Sequence[str
                types: Mapping[str, int] | None = None, high: int | None = None) -> dict[str, tuple[int, ...]]:
     """The shapes of ``tensors`` measured by one run on a synthetic input (for tensors
     whose shape ONNX shape inference leaves unknown)."""
-    types = types or {}
-    if not types:
+    elem_types = dict(types or {})
+    if not elem_types:
         for vi in model.graph.input:
             if vi.name in inputs and vi.type.HasField("tensor_type"):
-                types[vi.name] = vi.type.tensor_type.elem_type
-    feed = synthetic_inputs(1, inputs, types, RUN_INPUT_SEED, high=high if high is not None else 2)[0]
+                elem_types[vi.name] = vi.type.tensor_type.elem_type
+    feed = synthetic_inputs(1, inputs, elem_types, RUN_INPUT_SEED, high=high if high is not None else 2)[0]
     sess = session(with_outputs(model, tensors), optimization="none")
     values = run(sess, feed, tensors)
     return {t: tuple(int(d) for d in v.shape) for t, v in zip(tensors, values)}

@@ -111,7 +111,7 @@ def instance_source(path: Path, data: object, where: str) -> Source | None:
         return None
     settings = data.get("settings")
     problem = settings.get("problem") if isinstance(settings, dict) else None
-    if not isinstance(problem, str):
+    if not isinstance(settings, dict) or not isinstance(problem, str):
         raise InvalidOption(f"{where}: {path.name}: settings.problem is missing (a splitopt instance names its problem)")
     try:
         fam = family_for_problem(problem)

@@ -105,7 +105,7 @@ def check_exact_matches_brute_force(family_name: str, backend: str, seed: int) -
         return
     assert ref.status is Status.OPTIMAL
     assert res.status is Status.OPTIMAL, (backend, res.status, res.message)
-    assert res.metrics.feasible
+    assert res.metrics is not None and res.metrics.feasible
     rtol = get_backend(backend).optimal_rtol
     best = ref.objective
     assert res.objective <= best * (1 + rtol) + 1e-9, (backend, res.objective, best)
@@ -225,7 +225,7 @@ def check_same_seed_same_plan(family_name: str, backend: str, seed: int) -> None
     again = solve(inst, backend, seed=seed % 1000, threads=1)
     assert first.status is again.status
     if first.plan is not None:
-        assert first.plan.key() == again.plan.key()
+        assert again.plan is not None and first.plan.key() == again.plan.key()
 
 
 def check_search_space(family_name: str, seed: int, samples: int = 10) -> None:
@@ -274,17 +274,19 @@ def check_heuristic(family_name: str, backend: str, seed: int) -> None:
         if metrics.feasible:
             assert res.objective == metrics.objective_ms, (res.objective, metrics.objective_ms)
             if res.bound is not None:  # the family's relaxation bound
-                assert res.bound <= res.objective * (1 + 1e-9) + 1e-12, (res.bound, res.objective)
+                assert res.objective is not None and res.bound <= res.objective * (1 + 1e-9) + 1e-12, \
+                    (res.bound, res.objective)
             if ref is not None:
                 assert ref.status is Status.OPTIMAL, f"{backend} found a feasible plan where brute force found none"
                 assert res.objective >= ref.objective * (1 - 1e-9) - 1e-12, (res.objective, ref.objective)
     seed_best = res.extra.get("seed_best_ms")
     if seed_best is not None:  # the search starts from its seeds: never worse than the best of them
-        assert res.status is Status.FEASIBLE and res.objective <= seed_best * (1 + 1e-12), (res.objective, seed_best)
+        assert res.status is Status.FEASIBLE and res.objective is not None and \
+            res.objective <= seed_best * (1 + 1e-12), (res.objective, seed_best)
     again = solve(inst, backend, seed=seed % 1000, threads=1, options=budget)
     assert again.status is res.status and again.extra["evaluations"] == res.extra["evaluations"]
     if res.plan is not None:
-        assert again.plan.key() == res.plan.key()
+        assert again.plan is not None and again.plan.key() == res.plan.key()
 
 
 def check_lower_bound(family_name: str, seed: int) -> None:

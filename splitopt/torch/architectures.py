@@ -75,7 +75,7 @@ class LogitsOnly(nn.Module):
         return self.model(pixel_values=x).logits
 
 
-def _rules(rules: list[tuple[str, object]]) -> Rename:
+def _rules(rules: list[tuple[str, str | Callable[[re.Match[str]], str]]]) -> Rename:
     def rename(path: str) -> str:
         for pattern, repl in rules:
             path = re.sub(pattern, repl, path)
@@ -86,7 +86,7 @@ def _rules(rules: list[tuple[str, object]]) -> Rename:
 
 # ----- ResNet-50 (transformers) -----------------------------------------------------------
 
-def _resnet_stage(m: re.Match) -> str:
+def _resnet_stage(m: re.Match[str]) -> str:
     return f"layer{int(m.group(1)) + 1}.{m.group(2)}"
 
 
@@ -109,7 +109,9 @@ def resnet50(seed: int = 0, num_labels: int = 1000, recalibrate: bool = True) ->
     from transformers import ResNetConfig, ResNetForImageClassification
 
     torch.manual_seed(seed)
-    model = ResNetForImageClassification(ResNetConfig(num_labels=num_labels))
+    config = ResNetConfig()
+    config.num_labels = num_labels  # the setter builds id2label/label2id
+    model = ResNetForImageClassification(config)
     return finish_model(LogitsOnly(model), recalibrate), RESNET_RENAME
 
 
@@ -138,7 +140,9 @@ def mobilenet_v2(seed: int = 0, num_labels: int = 1000, recalibrate: bool = True
     from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
 
     torch.manual_seed(seed)
-    model = MobileNetV2ForImageClassification(MobileNetV2Config(num_labels=num_labels, tf_padding=False))
+    config = MobileNetV2Config(tf_padding=False)
+    config.num_labels = num_labels  # the setter builds id2label/label2id
+    model = MobileNetV2ForImageClassification(config)
     return finish_model(LogitsOnly(model), recalibrate), MOBILENET_RENAME
 
 

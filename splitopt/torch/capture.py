@@ -112,6 +112,15 @@ def node_arg(node: torch.fx.Node, name: str, default: Any = None) -> Any:
     return default
 
 
+def arg_node(node: torch.fx.Node, index: int) -> torch.fx.Node:
+    """Positional argument ``index`` of ``node``, which the op needs to be a node of the
+    graph (a tensor); ValueError otherwise."""
+    a = node.args[index]
+    if not isinstance(a, torch.fx.Node):
+        raise ValueError(f"capture: argument {index} of '{node.name}' ({op_name(node)}) is not a graph tensor")
+    return a
+
+
 def _shape(val: Any) -> tuple[int, ...]:
     if isinstance(val, (tuple, list)):
         val = val[0]
@@ -269,7 +278,8 @@ def load_exported(path: str) -> tuple[Any, torch.Tensor | None]:
 
 
 class _Walker:
-    def __init__(self, program, rename, input_bits):
+    def __init__(self, program: torch.export.ExportedProgram, rename: Callable[[str], str] | None,
+                 input_bits: int) -> None:
         self.program = program
         self.rename = rename
         self.input_bits = input_bits
@@ -393,7 +403,7 @@ class _Walker:
         name = op_name(node)
         val = node.meta.get("val")
         if name == "getitem":  # an output of a multi-output op: the same tensor for the graph
-            src, idx = node.args[0], node.args[1]
+            src, idx = arg_node(node, 0), node.args[1]
             layer = self.by_name.get(self.owner[src.name])
             self.owner[node.name] = self.owner[src.name]
             if layer is not None and src.name in layer.nodes:
@@ -418,13 +428,13 @@ class _Walker:
         elif name in LINEAR and len(data) == 1:
             self._linear(node, name, x, out_el)
         elif name in LINEAR | MATMUL:
-            a = node.args[1] if name in {"addmm", "baddbmm"} else node.args[0]
-            k = _shape(a.meta["val"])[-1]
-            self.new_layer(node, "matmul", "matmul", data, out_el * k)
+            a = arg_node(node, 1 if name in {"addmm", "baddbmm"} else 0)
+            inner = _shape(a.meta["val"])[-1]  # the summed dimension K
+            self.new_layer(node, "matmul", "matmul", data, out_el * inner)
         elif name in ATTENTION:  # softmax(Q K^T) V: L*S*E + L*S*Ev MACs per head
-            q, k = _shape(node.args[0].meta["val"]), _shape(node.args[1].meta["val"])
-            v = _shape(node.args[2].meta["val"])
-            macs = math.prod(q[:-1]) * k[-2] * (q[-1] + v[-1])
+            q, key = _shape(arg_node(node, 0).meta["val"]), _shape(arg_node(node, 1).meta["val"])
+            v = _shape(arg_node(node, 2).meta["val"])
+            macs = math.prod(q[:-1]) * key[-2] * (q[-1] + v[-1])
             self.new_layer(node, "attention", "attention", data, macs)
         elif name in BATCH_NORM:
             self._batch_norm(node, x, out_el)
@@ -468,17 +478,20 @@ class _Walker:
             self.new_layer(node, name, name, data, out_el)
 
     def _eval_const(self, node: torch.fx.Node) -> torch.Tensor | None:
+        target = node.target
+        if isinstance(target, str):  # a method or attribute name, not a function to call
+            return None
         args = torch.fx.map_arg((node.args, node.kwargs), lambda a: self.const.get(a.name))
         try:
             with torch.no_grad():
-                return node.target(*args[0], **args[1])
+                return target(*args[0], **args[1])
         except Exception:
             return None
 
     def _params(self, node: torch.fx.Node) -> list[torch.Tensor]:
         """Parameter tensors read by an elementwise op (e.g. a layer-scale gamma)."""
-        return [self.const[c.name].detach() for c in self.const_args(node)
-                if c.name in self.param_nodes and isinstance(self.const[c.name], torch.Tensor)]
+        values = [self.const[c.name] for c in self.const_args(node) if c.name in self.param_nodes]
+        return [v.detach() for v in values if isinstance(v, torch.Tensor)]
 
     def _conv(self, node: torch.fx.Node, x: torch.fx.Node, out_el: int) -> None:
         w = self.value(node_arg(node, "weight"))
@@ -516,6 +529,7 @@ class _Walker:
             scale = (torch.ones(c) if gamma is None else gamma.detach()) / torch.sqrt(var.detach() + eps)
             shift = torch.zeros(c) if beta is None else beta.detach()
             w = layer.weight
+            assert w is not None  # a foldable layer is a raw conv/linear, which holds its weight
             bias = layer.bias if layer.bias is not None else torch.zeros(c)
             layer.weight = w * scale.reshape(-1, *([1] * (w.dim() - 1)))
             layer.bias = (bias - mean.detach()) * scale + shift

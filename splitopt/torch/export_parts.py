@@ -111,8 +111,9 @@ def transmit_entry(name: str, bits: int, quantized: bool, ranges: Mapping[str, t
         return {"scheme": "identity"}
     if bits in PASS_THROUGH_BITS:
         return {"scheme": f"float{bits}"}
-    lo, hi = ranges.get(name, (None, None))
-    qp = activation_qparams(bits, lo, hi) if lo is not None else None
+    calibrated = ranges.get(name)
+    lo, hi = calibrated if calibrated is not None else (None, None)
+    qp = activation_qparams(bits, *calibrated) if calibrated is not None else None
     return {"scheme": "affine", "bits": bits, "min": lo, "max": hi,
             "scale": None if qp is None else float(qp[0]), "zero_point": None if qp is None else int(qp[1])}
 
@@ -124,7 +125,7 @@ def build_manifest(split, files: Sequence[str | None], fmt: str, values: Mapping
     input (shapes and dtypes)."""
     inst = split.inst
     staged = split.kind != SEQUENTIAL
-    producer = {INPUT_NAME: None}
+    producer: dict[str, int | None] = {INPUT_NAME: None}
     for m, part in enumerate(split.parts):
         for n in part.outputs:
             producer.setdefault(n, m)

@@ -37,9 +37,11 @@ def _load_parts(manifest: Manifest) -> dict[int, Any]:
                 raise InvalidModel(f"{path}: graph input '{unknown[0]}' is not an input of the part in the manifest")
             outs = [onnx_graph_name(t["name"]) for t in p["outputs"]]
 
-            def run(*args, session=session, names=names, declared=declared, outs=outs):
+            def run_onnx(*args, session=session, names=names, declared=declared, outs=outs):
                 feed = dict(zip(names, args))
                 return session.run(outs, {n: feed[n] for n in declared})
+
+            loaded[p["index"]] = run_onnx
         else:
             import torch
 
@@ -49,11 +51,12 @@ def _load_parts(manifest: Manifest) -> dict[int, Any]:
                 raise InvalidModel(f"{path}: torch.export.load cannot load the part: {type(e).__name__}: "
                                    f"{str(e).splitlines()[0][:200] if str(e) else ''}") from None
 
-            def run(*args, module=module):
+            def run_torch(*args, module=module):
                 with torch.no_grad():
                     out = module(*args)
                 return tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        loaded[p["index"]] = run
+
+            loaded[p["index"]] = run_torch
     return loaded
 
 
@@ -141,13 +144,11 @@ def run_exported(directory: Path | str | Manifest, inputs, *, transmit: bool = F
             for s in p["sends"]:
                 send(stores, s["name"], p["device"], s["to_device"], s["bits"])
         rows.append([stores[o["device"]][o["name"]] for o in data["outputs"]])
-    outs = []
-    for j in range(len(data["outputs"])):
-        cols = [r[j] for r in rows]
-        if as_torch:
-            import torch
+    columns = [[r[j] for r in rows] for j in range(len(data["outputs"]))]
+    if as_torch:
+        import torch
 
-            outs.append(torch.cat([torch.as_tensor(c) for c in cols], dim=0))
-        else:
-            outs.append(np.concatenate([np.asarray(c) for c in cols], axis=0))
-    return outs[0] if len(outs) == 1 else tuple(outs)
+        tensors = [torch.cat([torch.as_tensor(c) for c in cols], dim=0) for cols in columns]
+        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+    arrays = [np.concatenate([np.asarray(c) for c in cols], axis=0) for cols in columns]
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidOption
 from splitopt.core.input_text import check_input_options
@@ -60,20 +60,8 @@ class LayerGraphSide(TorchSide):
     run_options = ModelRunOptions
     cuts_plans = True
     exports = True
-    #: whether its parts are stages: any device may read any other's tensors (no device order
-    #: to keep), a device may have several parts, and every layer runs in float (its plans
-    #: have no bit-widths); False: one part per device, in device order
-    staged: ClassVar[bool] = False
 
-    # ----- cutting a plan ------------------------------------------------------------------------
-    def device_order(self, inst: Any) -> list[str]:
-        """The instance's devices in execution order."""
-        raise NotImplementedError
-
-    def check_partition_plan(self, inst: Any, plan: Any) -> None:
-        """Checks of the plan the family makes before its parts are cut (InvalidPlan, one
-        line); default: none."""
-
+    # ----- cutting a plan (the other hooks: TorchSide) -------------------------------------------
     def cut(self, capture: Any, plan: Any, inst: Any, order: list[str], example_input: Any, reference_bits: int,
             wbits: dict[str, int], abits: dict[str, int], ranges: dict[str, tuple[float, float]],
             quantized: bool) -> Any:
@@ -84,16 +72,6 @@ class LayerGraphSide(TorchSide):
 
         return partition_sequential(capture, plan, inst, order, example_input, reference_bits, wbits, abits, ranges,
                                     quantized)
-
-    def evaluator_crossings(self, inst: Any, plan: Any) -> list[tuple[str, str, float]]:
-        """``(source device, target device, bytes per sample)`` of every crossing of the
-        plan's split, as the family's evaluator counts them, in the split's crossing order."""
-        raise NotImplementedError
-
-    def check_split(self, split: Any, inst: Any) -> tuple[dict[str, Any], bool]:
-        """Further checks of a split's bytes against the evaluator (e.g. per link): the
-        report's entries and whether they agree; default: none."""
-        return {}, True
 
     # ----- splitopt run --------------------------------------------------------------------------
     def run(self, inst: Any, plan: Any, options: ModelRunOptions, plan_path: str | None = None) -> dict[str, Any]:

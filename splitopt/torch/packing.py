@@ -200,8 +200,8 @@ def pack(x: torch.Tensor, bits: int, lo: float | None = None, hi: float | None =
     shape = tuple(int(d) for d in x.shape)
     n = x.numel()
     if bits in PASS_THROUGH_BITS:
-        src = x if x.dtype in (torch.float16, torch.float32, torch.float64) else x.double()
-        src = src.contiguous().numpy()
+        floats = x if x.dtype in (torch.float16, torch.float32, torch.float64) else x.double()
+        src = floats.contiguous().numpy()
         with np.errstate(over="ignore"):
             y = src.astype(_FLOAT_DTYPE[bits])
         if bits == 16 and bool((np.isinf(y) & np.isfinite(src)).any()):

@@ -249,7 +249,9 @@ class PartBuilder:
     def _rewrite_weight(self, new: torch.fx.Node, layer: CapturedLayer, wb: int) -> None:
         """Make a conv/linear node use the quantized folded weight and the folded bias."""
         name = op_name(new)
-        wq = quantize_weight(layer.weight, wb).to(layer.weight.dtype)
+        weight = layer.weight
+        assert weight is not None  # called only for a layer that holds its folded weight (rewrite_main)
+        wq = quantize_weight(weight, wb).to(weight.dtype)
         bias = layer.bias
         args = list(new.args)
         with self.graph.inserting_before(new):

@@ -106,7 +106,7 @@ class _Recorder(torch.fx.Interpreter):
     """Runs the exported ATen graph and hands watched node outputs to ``callback``
     right after they are computed (before any later in-place op can change them)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, watch: dict[str, str], callback: Callable[[str, torch.Tensor], None]):
+    def __init__(self, gm: torch.fx.GraphModule, watch: dict[str, str], callback: Callable[[str, torch.Tensor], object]):
         super().__init__(gm)
         self.watch = watch
         self.callback = callback
@@ -119,9 +119,9 @@ class _Recorder(torch.fx.Interpreter):
         return out
 
 
-def run_layers(capture: Capture, x: torch.Tensor, callback: Callable[[str, torch.Tensor], None]) -> torch.Tensor:
+def run_layers(capture: Capture, x: torch.Tensor, callback: Callable[[str, torch.Tensor], object]) -> torch.Tensor:
     """Run the captured program on one batch-1 input ``x``; ``callback(layer name,
-    output)`` gets every layer's fused output. Returns the model output."""
+    output)`` gets every layer's fused output (what it returns is ignored). Returns the model output."""
     program = capture.program
     watch = {layer.out_node: layer.name for layer in capture.layers}
     with torch.no_grad():

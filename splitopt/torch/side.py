@@ -17,7 +17,9 @@ What a side offers (each piece optional; the class attributes say which):
   hooks of :class:`splitopt.torch.layer_graph.LayerGraphSide`;
 * cutting plans into parts (:func:`splitopt.torch.partition.partition`, which finds the
   side by :func:`partition_side`) and ``splitopt export``: :attr:`TorchSide.cuts_plans`,
-  :attr:`TorchSide.exports`;
+  :attr:`TorchSide.exports`, :attr:`TorchSide.staged` and the hooks :meth:`TorchSide.device_order`,
+  :meth:`TorchSide.check_partition_plan`, :meth:`TorchSide.cut`,
+  :meth:`TorchSide.evaluator_crossings`, :meth:`TorchSide.check_split`;
 * ``splitopt profile MODEL``: :attr:`TorchSide.profile_models` (the models its own
   profiler builds), :attr:`TorchSide.profile_options` and :meth:`TorchSide.profile`;
 * :attr:`TorchSide.former_verbs`: the family's own former command names (hidden aliases
@@ -91,6 +93,37 @@ class TorchSide:
     cuts_plans: ClassVar[bool] = False
     #: whether ``splitopt export`` writes its plans' parts (one file per part)
     exports: ClassVar[bool] = False
+    #: whether its parts are stages: any device may read any other's tensors (no device order
+    #: to keep), a device may have several parts, and every layer runs in float (its plans
+    #: have no bit-widths); False: one part per device, in device order
+    staged: ClassVar[bool] = False
+
+    def device_order(self, inst: Any) -> list[str]:
+        """The instance's devices in execution order (a side that cuts plans)."""
+        raise NotImplementedError
+
+    def check_partition_plan(self, inst: Any, plan: Any) -> None:
+        """Checks of the plan the family makes before its parts are cut (InvalidPlan, one
+        line); default: none."""
+
+    def cut(self, capture: Any, plan: Any, inst: Any, order: list[str], example_input: Any, reference_bits: int,
+            wbits: dict[str, int], abits: dict[str, int], ranges: dict[str, tuple[float, float]],
+            quantized: bool) -> Any:
+        """The :class:`splitopt.torch.split_model.SplitModel` of a plan already checked
+        against the capture (a side that cuts plans; the layer-graph sides' default:
+        :meth:`splitopt.torch.layer_graph.LayerGraphSide.cut`)."""
+        raise NotImplementedError
+
+    def evaluator_crossings(self, inst: Any, plan: Any) -> list[tuple[str, str, float]]:
+        """``(source device, target device, bytes per sample)`` of every crossing of the
+        plan's split, as the family's evaluator counts them, in the split's crossing order
+        (a side that cuts plans)."""
+        raise NotImplementedError
+
+    def check_split(self, split: Any, inst: Any) -> tuple[dict[str, Any], bool]:
+        """Further checks of a split's bytes against the evaluator (e.g. per link): the
+        report's entries and whether they agree; default: none."""
+        return {}, True
 
     # ----- splitopt profile ----------------------------------------------------------------------
     #: the models its own profiler builds (``splitopt profile MODEL``); empty: none
@@ -210,9 +243,10 @@ def partition_side(plan: Any, inst: Any = None) -> TorchSide:
     if inst is not None:
         family = family_of(inst)
     else:
-        family = next((f for f in families() if f.torch_side is not None and isinstance(plan, f.plan_type())), None)
-        if family is None:
+        found = next((f for f in families() if f.torch_side is not None and isinstance(plan, f.plan_type())), None)
+        if found is None:
             raise NotApplicable(f"partition: a plan of type {type(plan).__name__} is not one a layer-graph family cuts")
+        family = found
     side = torch_side(family)
     if side is None or not side.cuts_plans:
         problem = inst.problem if inst is not None else family.problems[0]

@@ -5,7 +5,7 @@ module on the same inputs: a float plan must reproduce the output within
 :data:`FLOAT_ATOL` (max abs difference), a quantized plan reports its relative MSE
 (:func:`splitopt.torch.quant_error.relative_mse`). The bytes crossing each pair of
 devices must equal the evaluator's, as the family's side counts them
-(:meth:`splitopt.torch.layer_graph.LayerGraphSide.evaluator_crossings`; relative 1e-9,
+(:meth:`splitopt.torch.side.TorchSide.evaluator_crossings`; relative 1e-9,
 :func:`bytes_close`), and any further check the side makes (mesh plans: the bytes per
 link of the instance, :mod:`splitopt.torch.mesh.compare`).
 """
@@ -78,8 +78,9 @@ def compare(split: SplitModel, module: torch.nn.Module, inputs: torch.Tensor, in
                "tensors": [{"tensor": n, "elements": e, "bits": b, "bytes": e * b / 8.0} for n, e, b in c.tensors],
                "bytes": c.bytes, "measured_bytes": split.last_run.crossing_bytes[m]}
         if evaluator is not None:
-            row["evaluator_bytes"] = evaluator.get((c.source, c.target), 0.0)
-            bytes_ok &= bytes_close(c.bytes, row["evaluator_bytes"])
+            evaluator_bytes = evaluator.get((c.source, c.target), 0.0)
+            row["evaluator_bytes"] = evaluator_bytes
+            bytes_ok &= bytes_close(c.bytes, evaluator_bytes)
         bytes_ok &= bytes_close(c.bytes, split.last_run.crossing_bytes[m])
         crossings.append(row)
     if inst is not None:

@@ -64,7 +64,7 @@ class Part:
     layers: tuple[str, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
-    module: torch.fx.GraphModule | None
+    module: torch.nn.Module | None
     sends: tuple[tuple[str, str], ...] = ()
 
 
@@ -167,6 +167,8 @@ class SplitModel:
         """Parts that are stages (mesh plans): every device has its own store; after a part runs, each tensor it
         sends goes through ``hook`` once per destination device (the producer keeps its
         own copy); a model output is read on the sink when it was delivered there."""
+        source = self.source
+        assert source is not None  # a split has devices, and the first is the default source
         index = {(c.source, c.target): k for k, c in enumerate(self.crossings)}
         bits = {(c.source, c.target, n): b for c in self.crossings for n, _, b in c.tensors}
         stats = RunStats(samples=x.shape[0], part_seconds=[0.0] * len(self.parts),
@@ -184,9 +186,9 @@ class SplitModel:
             for i in range(x.shape[0]):
                 stores: dict[str, dict[str, torch.Tensor]] = {d: {} for d in self.devices}
                 measured = [0.0] * len(self.crossings)
-                stores[self.source][INPUT_NAME] = x[i:i + 1]
+                stores[source][INPUT_NAME] = x[i:i + 1]
                 for b in self.input_sends:
-                    send(stores, measured, INPUT_NAME, self.source, b)
+                    send(stores, measured, INPUT_NAME, source, b)
                 for m, part in enumerate(self.parts):
                     store = stores[part.device]
                     if part.module is not None:
@@ -198,9 +200,9 @@ class SplitModel:
                         send(stores, measured, name, part.device, b)
                 stats.crossing_bytes = measured
                 row = []
+                sink_store = stores[self.sink] if self.sink is not None else {}
                 for n, d in zip(self.output_names, self.output_devices):
-                    delivered = self.sink is not None and n in stores[self.sink]
-                    row.append(stores[self.sink][n] if delivered else stores[d][n])
+                    row.append(sink_store[n] if n in sink_store else stores[d][n])
                 outs.append(tuple(row))
         self.last_run = stats
         return stack_outputs(outs, len(self.output_names))

@@ -40,10 +40,11 @@ def packing_transmit(ranges: Mapping[str, tuple[float, float]]) -> Transmit:
     def hook(name: str, tensor: torch.Tensor, bits: int) -> torch.Tensor:
         if name == INPUT_NAME:
             return tensor
-        lo, hi = ranges.get(name, (None, None))
-        if lo is not None:  # a tensor already quantized at this range stays in it
-            lo, hi = min(lo, float(tensor.min())), max(hi, float(tensor.max()))
-        return unpack(pack(tensor, bits, lo, hi)).to(tensor.dtype)
+        calibrated = ranges.get(name)
+        if calibrated is None:
+            return unpack(pack(tensor, bits)).to(tensor.dtype)
+        lo, hi = calibrated  # a tensor already quantized at this range stays in it
+        return unpack(pack(tensor, bits, min(lo, float(tensor.min())), max(hi, float(tensor.max())))).to(tensor.dtype)
 
     return hook
 

@@ -178,6 +178,8 @@ def synthetic_inputs(n: int, shape: tuple[int, ...], dtype: torch.dtype, high: i
     g = torch.Generator().manual_seed(seed)
     if dtype.is_floating_point:
         return torch.randn((n, *shape), generator=g, dtype=torch.float32).to(dtype)
+    if high is None:
+        raise ValueError(f"synthetic {dtype} inputs need high (the exclusive upper bound of the ids)")
     return torch.randint(0, int(high), (n, *shape), generator=g, dtype=dtype)
 
 
@@ -279,7 +281,10 @@ def _hint(e: BaseException) -> str:
 
 
 def _through_capture(e: BaseException) -> bool:
-    target = Path(importlib.import_module("splitopt.torch.capture").__file__).resolve()
+    source = importlib.import_module("splitopt.torch.capture").__file__
+    if source is None:  # not loaded from a file: no frame can be in it
+        return False
+    target = Path(source).resolve()
     return any(Path(frame.f_code.co_filename).resolve() == target for frame, _ in traceback.walk_tb(e.__traceback__))
 
 

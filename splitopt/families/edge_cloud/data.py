@@ -33,10 +33,13 @@ def required_on_edge(inst: Instance) -> frozenset[str]:
     """``settings.edge_required`` with all their ancestors (computed once per instance)."""
 
     def build() -> frozenset[str]:
+        required = settings(inst).edge_required
+        if not required:
+            return frozenset()  # without importing networkx (it costs more than a small solve)
         import networkx as nx
 
         out: set[str] = set()
-        for name in settings(inst).edge_required:
+        for name in required:
             out.add(name)
             out.update(nx.ancestors(inst.graph, name))
         return frozenset(out)

@@ -77,4 +77,4 @@ class EdgeCloudSettings(FamilySettings):
 
 def settings(inst: Instance) -> EdgeCloudSettings:
     """The edge/cloud settings of ``inst`` (typed for the readers of this family)."""
-    return inst.settings  # type: ignore[return-value]
+    return inst.settings

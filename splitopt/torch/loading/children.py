@@ -86,21 +86,22 @@ def save_child(path: Path, config: BlockModelConfig, index: int, children: int,
     are clean and can be dropped from the page cache. A child of no blocks is allowed (it
     measures the per-file fixed cost)."""
     names = [n for n, _ in blocks]
+    trainable_names = [n for n in names if n in set(trainable)]
     raw = {"format": CHILD_FORMAT, "config": config.to_dict(), "index": int(index), "children": int(children),
-           "blocks": names, "trainable": [n for n in names if n in set(trainable)],
+           "blocks": names, "trainable": trainable_names,
            "state": {n: {k: v.detach().clone() for k, v in b.state_dict().items()} for n, b in blocks}}
     with open(path, "wb") as f:
         torch.save(raw, f)
         f.flush()
         os.fsync(f.fileno())
-    return ChildFile(index, Path(path), tuple(names), tuple(raw["trainable"]), os.path.getsize(path))
+    return ChildFile(index, Path(path), tuple(names), tuple(trainable_names), os.path.getsize(path))
 
 
 def read_child(path: Path) -> dict[str, Any]:
     """The raw contents of a child file (``torch.load(weights_only=True)``); ValueError
     for a file of another format."""
     raw = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(raw, Mapping) or raw.get("format") != CHILD_FORMAT:
+    if not isinstance(raw, dict) or raw.get("format") != CHILD_FORMAT:
         raise ValueError(f"{path}: not a splitopt loading child file ({CHILD_FORMAT})")
     return raw
 

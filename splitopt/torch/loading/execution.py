@@ -150,7 +150,7 @@ def _pack_state(state: dict[str, dict[str, torch.Tensor]]) -> tuple[torch.Tensor
             layout.append((block, key, str(t.dtype).removeprefix("torch."), tuple(t.shape), offset))
             offset += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
     buffer = torch.empty(max(offset, 1), dtype=torch.uint8).share_memory_()
-    for (block, key, _, _, at), t in zip(layout, (t for ts in state.values() for t in ts.values())):
+    for (_, _, _, _, at), t in zip(layout, (t for ts in state.values() for t in ts.values())):
         n = t.numel() * t.element_size()
         if n:
             buffer[at:at + n].copy_(t.contiguous().view(-1).view(torch.uint8))
@@ -223,7 +223,7 @@ class ProcessLoaderPool:
         return len(self.processes)
 
     def _receive(self, run: int, count: int, timeout_s: float = 600.0) -> list[tuple]:
-        got = []
+        got: list[tuple] = []
         while len(got) < count:
             try:
                 item = self.results.get(timeout=timeout_s)

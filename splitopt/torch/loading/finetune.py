@@ -44,7 +44,8 @@ def fine_tune_last_child(children: Sequence[ChildModel], x: torch.Tensor, labels
     with torch.no_grad():
         for child in children[:-1]:
             x = child.eval()(x)
-    frozen, trainable = [], []
+    frozen: list[tuple[str, nn.Module]] = []
+    trainable: list[tuple[str, nn.Module]] = []
     for name, block in last.named_blocks():
         (trainable if name in last.trainable else frozen).append((name, block))
     optimizer = torch.optim.SGD(params, lr=lr)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any, Callable, Mapping
 
 import torch
@@ -183,10 +184,10 @@ def _resnet152(c: BlockModelConfig) -> list[BlockSpec]:
     for stage, (n, planes) in enumerate(zip((3, 8, 36, 3), (64, 128, 256, 512)), start=1):
         for i in range(_repeats(n, c.depth)):
             stride = 2 if i == 0 and stage > 1 else 1
-            specs.append(BlockSpec(f"layer{stage}.{i}", lambda cin=cin, p=ch(planes), s=stride: Bottleneck(cin, p, s)))
+            specs.append(BlockSpec(f"layer{stage}.{i}", partial(Bottleneck, cin, ch(planes), stride)))
             cin = ch(planes) * Bottleneck.expansion
     specs.append(BlockSpec("avgpool", PoolFlatten))
-    specs.append(BlockSpec("fc", lambda cin=cin: nn.Linear(cin, c.num_classes)))
+    specs.append(BlockSpec("fc", partial(nn.Linear, cin, c.num_classes)))
     return specs
 
 
@@ -196,7 +197,14 @@ def _bc(cin: int, cout: int, kernel, stride=1, padding=0) -> ConvBNReLU:
     return ConvBNReLU(cin, cout, kernel, stride, padding, eps=0.001)
 
 
-class InceptionA(nn.Module):
+class InceptionModule(nn.Module):
+    """One of Inception-V3's mixed modules: parallel branches concatenated along the
+    channels; ``out_channels``: the channels of that concatenation."""
+
+    out_channels: int
+
+
+class InceptionA(InceptionModule):
     def __init__(self, cin: int, pool_features: int, ch: Callable[[int], int]):
         super().__init__()
         self.branch1x1 = _bc(cin, ch(64), 1)
@@ -215,7 +223,7 @@ class InceptionA(nn.Module):
         return torch.cat([b1, b5, b3, bp], 1)
 
 
-class InceptionB(nn.Module):
+class InceptionB(InceptionModule):
     def __init__(self, cin: int, ch: Callable[[int], int]):
         super().__init__()
         self.branch3x3 = _bc(cin, ch(384), 3, stride=2)
@@ -230,7 +238,7 @@ class InceptionB(nn.Module):
         return torch.cat([b3, bd, nn.functional.max_pool2d(x, 3, stride=2)], 1)
 
 
-class InceptionC(nn.Module):
+class InceptionC(InceptionModule):
     def __init__(self, cin: int, c7: int, ch: Callable[[int], int]):
         super().__init__()
         self.branch1x1 = _bc(cin, ch(192), 1)
@@ -256,7 +264,7 @@ class InceptionC(nn.Module):
         return torch.cat([b1, b7, bd, bp], 1)
 
 
-class InceptionD(nn.Module):
+class InceptionD(InceptionModule):
     def __init__(self, cin: int, ch: Callable[[int], int]):
         super().__init__()
         self.branch3x3_1, self.branch3x3_2 = _bc(cin, ch(192), 1), _bc(ch(192), ch(320), 3, stride=2)
@@ -272,7 +280,7 @@ class InceptionD(nn.Module):
         return torch.cat([b3, b7, nn.functional.max_pool2d(x, 3, stride=2)], 1)
 
 
-class InceptionE(nn.Module):
+class InceptionE(InceptionModule):
     def __init__(self, cin: int, ch: Callable[[int], int]):
         super().__init__()
         self.branch1x1 = _bc(cin, ch(320), 1)
@@ -307,7 +315,7 @@ def _inception_v3(c: BlockModelConfig) -> list[BlockSpec]:
              BlockSpec("maxpool2", lambda: nn.MaxPool2d(3, stride=2))]
     cin = ch(192)
     # the module list, each with the function that builds it from its input channels
-    stages: list[tuple[str, Callable[[int], nn.Module]]] = [
+    stages: list[tuple[str, Callable[[int], InceptionModule]]] = [
         ("Mixed_5b", lambda i: InceptionA(i, ch(32), ch)), ("Mixed_5c", lambda i: InceptionA(i, ch(64), ch)),
         ("Mixed_5d", lambda i: InceptionA(i, ch(64), ch)), ("Mixed_6a", lambda i: InceptionB(i, ch)),
         ("Mixed_6b", lambda i: InceptionC(i, ch(128), ch)), ("Mixed_6c", lambda i: InceptionC(i, ch(160), ch)),
@@ -317,10 +325,10 @@ def _inception_v3(c: BlockModelConfig) -> list[BlockSpec]:
     for name, make in stages:
         with torch.device("meta"):  # only to read the output channels
             out = make(cin).out_channels
-        specs.append(BlockSpec(name, lambda make=make, cin=cin: make(cin)))
+        specs.append(BlockSpec(name, partial(make, cin)))
         cin = out
     specs += [BlockSpec("avgpool", PoolFlatten), BlockSpec("dropout", lambda: nn.Dropout(0.5)),
-              BlockSpec("fc", lambda cin=cin: nn.Linear(cin, c.num_classes))]
+              BlockSpec("fc", partial(nn.Linear, cin, c.num_classes))]
     return specs
 
 
@@ -371,13 +379,13 @@ def _densenet201(c: BlockModelConfig) -> list[BlockSpec]:
     config = (6, 12, 48, 32)
     for b, n in enumerate(config, start=1):
         for layer in range(1, _repeats(n, c.depth) + 1):
-            specs.append(BlockSpec(f"denseblock{b}.denselayer{layer}", lambda cin=cin: DenseLayer(cin, growth)))
+            specs.append(BlockSpec(f"denseblock{b}.denselayer{layer}", partial(DenseLayer, cin, growth)))
             cin += growth
         if b < len(config):
-            specs.append(BlockSpec(f"transition{b}", lambda cin=cin: Transition(cin, cin // 2)))
+            specs.append(BlockSpec(f"transition{b}", partial(Transition, cin, cin // 2)))
             cin //= 2
-    specs += [BlockSpec("norm5", lambda cin=cin: nn.BatchNorm2d(cin)),
-              BlockSpec("classifier", lambda cin=cin: ReLUPoolLinear(cin, c.num_classes))]
+    specs += [BlockSpec("norm5", partial(nn.BatchNorm2d, cin)),
+              BlockSpec("classifier", partial(ReLUPoolLinear, cin, c.num_classes))]
     return specs
 
 
@@ -397,9 +405,9 @@ def _mobilenet_v1(c: BlockModelConfig) -> list[BlockSpec]:
         + [(1024, 2), (1024, 1)]
     cin = ch(32)
     for i, (cout, stride) in enumerate(plan, start=1):
-        specs.append(BlockSpec(f"dw{i}", lambda cin=cin, cout=ch(cout), s=stride: DepthwiseSeparable(cin, cout, s)))
+        specs.append(BlockSpec(f"dw{i}", partial(DepthwiseSeparable, cin, ch(cout), stride)))
         cin = ch(cout)
-    specs += [BlockSpec("avgpool", PoolFlatten), BlockSpec("fc", lambda cin=cin: nn.Linear(cin, c.num_classes))]
+    specs += [BlockSpec("avgpool", PoolFlatten), BlockSpec("fc", partial(nn.Linear, cin, c.num_classes))]
     return specs
 
 

@@ -222,7 +222,8 @@ def profile_loading(config: BlockModelConfig, threads: int, *, seed: int = 0, ca
         files = [save_child(tmp_dir / f"block{i}.pt", config, 0, 1, [named[i]], []) for i in range(n)]
         mono = save_child(tmp_dir / "monolithic.pt", config, 0, 1, named, [])
         load_child(empty.path), load_child(files[0].path)  # first-call costs (imports, caches) out of the timing
-        fixed_runs, block_runs = [], [[] for _ in range(n)]
+        fixed_runs: list[float] = []
+        block_runs: list[list[float]] = [[] for _ in range(n)]
         for _ in range(repeats):  # round robin, so that a slow moment of the host spreads over the blocks
             fixed_runs.append(timed_load_ms(empty.path, cache))
             for i, f in enumerate(files):

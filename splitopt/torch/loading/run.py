@@ -114,6 +114,7 @@ def run_loading(inst: Any, plan: Any, *, model: BlockSequence | None = None, mod
                 prepare_cache(files, cache)
                 if mode == "threads":
                     return run_with_threads(files, threads, x)
+                assert pool is not None  # mode "processes": the caller's pool, or started above
                 return pool.run(files, threads, x)
 
             if warmup:

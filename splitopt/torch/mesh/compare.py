@@ -76,7 +76,7 @@ def link_report(split, inst) -> tuple[dict[str, object], bool]:
     from splitopt.torch.split_compare import bytes_close
 
     ours, theirs = link_bytes(split), evaluator_link_bytes(inst, split.plan)
-    links = [{"link": k, "bytes": ours.get(k, 0.0), "evaluator_bytes": theirs.get(k, 0.0)}
-             for k in dict.fromkeys([*theirs, *ours])]
-    ok = all(bytes_close(l["bytes"], l["evaluator_bytes"]) for l in links)
+    keys = list(dict.fromkeys([*theirs, *ours]))
+    links = [{"link": k, "bytes": ours.get(k, 0.0), "evaluator_bytes": theirs.get(k, 0.0)} for k in keys]
+    ok = all(bytes_close(ours.get(k, 0.0), theirs.get(k, 0.0)) for k in keys)
     return {"links": links, "link_bytes": sum(ours.values())}, ok

@@ -67,7 +67,7 @@ def partition_mesh(capture: Capture, plan, inst, order: list[str], example_input
     _, readers = layer_graph(capture)
 
     parts = []
-    for k, (d, layers) in enumerate(stages):
+    for k in range(len(stages)):
         wanted = [l for l in capture.layers if stage_of[l.name] == k
                   and (dests[l.name] or any(stage_of[r] != k for r in readers[l.name]))]
         pairs = [(l.name, ctx.nodes[l.out_node]) for l in wanted]

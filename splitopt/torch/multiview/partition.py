@@ -57,7 +57,7 @@ class _ViewStep(torch.nn.Module):
     """A pre-fusion piece: an fx part (one input, one output) then, optionally,
     Conv-Reduce; returns a 1-tuple like the fx parts."""
 
-    def __init__(self, gm: torch.fx.GraphModule | None, reduce: torch.nn.Module | None):
+    def __init__(self, gm: torch.nn.Module | None, reduce: torch.nn.Module | None):
         super().__init__()
         self.gm = gm
         self.reduce = reduce
@@ -77,7 +77,7 @@ class _FusionTail(torch.nn.Module):
     ``restore`` V*d -> c, or nothing for one view without a width), then the post-fusion
     fx part; takes the V pre-fusion tensors, returns the model outputs as a tuple."""
 
-    def __init__(self, kind: str, views: int, restore: torch.nn.Module | None, post: torch.fx.GraphModule | None):
+    def __init__(self, kind: str, views: int, restore: torch.nn.Module | None, post: torch.nn.Module | None):
         super().__init__()
         from splitopt.torch.multiview.splitting import ViewFuse
 
@@ -90,6 +90,7 @@ class _FusionTail(torch.nn.Module):
         if self.kind == "pool":
             return view_pool(views)
         if self.kind == "fuse":
+            assert self.restore is not None  # partition_multiview gives a "fuse" tail its restore conv
             return self.restore(self.fuse(list(views)))
         return views[0]
 
@@ -215,7 +216,7 @@ class MultiviewSplitModel:
         self.last_run = stats
         return stack_outputs(outs, len(outs[0]))
 
-    def reference(self, views):
+    def reference(self, views: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...] | torch.Tensor:
         """The same multi-view network computed without the split: for every view the
         captured (exported) program is run whole on the view and the fusion tensor is read
         off it (``splitopt.torch.quant_error.run_layers``); then Conv-Reduce (the same
@@ -267,6 +268,7 @@ def _reference_fusion(kind: str, views: list[torch.Tensor], restore: torch.nn.Mo
         for v in views[1:]:
             out = torch.maximum(out, v)
         return out
+    assert restore is not None  # a "fuse" fusion has its restore conv (partition_multiview)
     V, d = len(views), views[0].shape[1]
     perm = [v * d + j for j in range(d) for v in range(V)]
     return restore(torch.cat(views, dim=1)[:, perm])
@@ -378,7 +380,7 @@ def partition_multiview(module: torch.nn.Module, example_input: torch.Tensor, pl
                        tuple(output_names), tail if (fuse_layers or post_layers) else None)
 
     elements_f = math.prod(shape) if shape else 1
-    built: dict[str, tuple[Part, Part, tuple]] = {}
+    built: dict[str, tuple[_ViewStep | None, _ViewStep | None, tuple]] = {}
     views = []
     for s in d.sensors:
         cut = plan.cuts[s]

@@ -113,7 +113,9 @@ class MultiViewDigits(nn.Module):
     @property
     def splitting_module(self) -> tuple[nn.Module, nn.Module]:
         """(Conv-Reduce, the fuse conv ``V*d -> c``)."""
-        return self.net.head(0)[1], self.net.tail[0]
+        tail = self.net.tail
+        assert isinstance(tail, nn.Sequential)  # built in __init__: the fuse conv, then the pool's tail
+        return self.net.head(0)[1], tail[0]
 
     def transmitted(self, example_view: torch.Tensor, bits: int = TRANSMIT_BITS) -> dict[str, int]:
         """Per view and sample: the packed Conv-Reduce output of view 0's head on

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import OrderedDict
-from typing import Sequence
+from typing import Sequence, TypeVar
 
 import torch
 from torch import nn
@@ -38,15 +38,20 @@ INITS = ("split-aware", "kaiming", "xavier")
 
 # ----- initialisation ------------------------------------------------------------------------
 
-def _fans(conv: nn.Conv2d) -> tuple[int, int, int]:
-    """``(k^2, c_in, c_out)`` of ``conv``: kernel elements ``k^2`` (kh * kw), input
+#: the convolutions the initialisations draw: 2-d (Conv-Reduce, Conv-Recover) and 1-d
+#: (the pointwise convs of :func:`splitopt.torch.multiview.partition.pointwise_conv`)
+Conv = TypeVar("Conv", nn.Conv1d, nn.Conv2d)
+
+
+def _fans(conv: nn.Conv1d | nn.Conv2d) -> tuple[int, int, int]:
+    """``(k^2, c_in, c_out)`` of ``conv``: kernel elements ``k^2`` (kh * kw; 1-d: k), input
     channels per group and output channels per group (a grouped conv is ``groups``
     independent convs)."""
     k2 = int(math.prod(conv.kernel_size))
     return k2, conv.in_channels // conv.groups, conv.out_channels // conv.groups
 
 
-def init_variance(conv: nn.Conv2d, method: str = "split-aware") -> float:
+def init_variance(conv: nn.Conv1d | nn.Conv2d, method: str = "split-aware") -> float:
     """Weight variance (dimensionless) that :func:`init_conv_` draws ``conv`` with, the
     paper's Table 3 / App. E, all for ReLU (gain 2):
 
@@ -67,8 +72,7 @@ def init_variance(conv: nn.Conv2d, method: str = "split-aware") -> float:
     raise InvalidModel(f"init: unknown initialisation '{method}' (choose from {', '.join(INITS)})")
 
 
-def init_conv_(conv: nn.Conv2d, method: str = "split-aware",
-               generator: torch.Generator | None = None) -> nn.Conv2d:
+def init_conv_(conv: Conv, method: str = "split-aware", generator: torch.Generator | None = None) -> Conv:
     """Draw ``conv.weight ~ N(0, init_variance(conv, method))`` in place and set the bias
     (if any) to 0; returns ``conv``. ``generator`` makes the draw independent of the
     global torch seed."""
@@ -228,7 +232,9 @@ class SplitNet(nn.Module):
 
     @property
     def splitting_module(self) -> tuple[ConvReduce, ConvRecover]:
-        return self.head[-1], self.tail[0]
+        reduce, recover = self.head[-1], self.tail[0]
+        assert isinstance(reduce, ConvReduce) and isinstance(recover, ConvRecover)  # built so in __init__
+        return reduce, recover
 
     def backbone(self) -> nn.Sequential:
         """The network without the splitting module: the (retrained) blocks under their
@@ -274,9 +280,11 @@ class MultiViewSplitNet(nn.Module):
         self.fuse = ViewFuse(len(heads))
         self.tail = tail
 
-    def head(self, v: int) -> nn.Module:
-        """View ``v``'s head (ending with its Conv-Reduce)."""
-        return self.heads[0 if self.shared else v]
+    def head(self, v: int) -> nn.Sequential:
+        """View ``v``'s head (ending with its Conv-Reduce): ``Sequential(head, ConvReduce)``."""
+        head = self.heads[0 if self.shared else v]
+        assert isinstance(head, nn.Sequential)  # built so in __init__
+        return head
 
     def forward(self, views: Sequence[torch.Tensor], bits: int | None = None) -> torch.Tensor:
         if len(views) != self.views:

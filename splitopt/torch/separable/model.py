@@ -134,7 +134,8 @@ class SepConfig:
         if unknown:
             raise ValueError(f"separable model config: unknown field '{unknown[0]}' "
                              f"(fields: {', '.join(sorted(fields))})")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+        return cls(**values)  # the field types are checked as it is built (check_config)
 
 
 def _positive(value: Any, name: str, high: int = 1 << 16) -> None:
@@ -261,6 +262,18 @@ class SepResNeXt(nn.Module):
         self.stem = Stem(config)
         self.parts = nn.ModuleList(DevicePart(config, g) for g in range(config.groups))
 
+    def part(self, g: int) -> DevicePart:
+        """Device ``g``'s :class:`DevicePart` (``parts[g]``)."""
+        part = self.parts[g]
+        assert isinstance(part, DevicePart)  # parts holds the DevicePart modules built above
+        return part
+
+    def head_module(self) -> Head:
+        """The classifier, held by the head device's part."""
+        head = self.part(self.config.head_device).head
+        assert head is not None  # DevicePart builds the head on the head device
+        return head
+
     def forward(self, x: torch.Tensor, policy: Any = None) -> torch.Tensor:
         """Logits ``[N, classes]`` of the head device under ``policy`` (anything
         :func:`normalize_policy` reads; None: no communication)."""
@@ -275,18 +288,17 @@ def forward_streams(model: SepResNeXt, x: torch.Tensor, steps: Policy) -> torch.
     streams = [x0] * c.groups
     for j, (first, last) in enumerate(c.windows):
         s = steps[j]
-        streams = [model.parts[g].blocks[first](streams[g]) for g in range(c.groups)]
+        streams = [model.part(g).blocks[first](streams[g]) for g in range(c.groups)]
         n_send = c.sent_channels(j, s.level)
         msgs = {}
         for g, h in enumerate(s.send_to):
             if g != h:
                 msgs[h] = wire(streams[g], n_send, s.dtype)
         for b in range(first + 1, last + 1):
-            streams = [model.parts[g].blocks[b](streams[g]) for g in range(c.groups)]
+            streams = [model.part(g).blocks[b](streams[g]) for g in range(c.groups)]
         for h, m in msgs.items():
             streams[h] = merge(streams[h], m)
-    head = model.parts[c.head_device].head
-    return head(streams[c.head_device])
+    return model.head_module()(streams[c.head_device])
 
 
 def wire(stream: torch.Tensor, n_send: int, dtype: str) -> torch.Tensor:
@@ -346,6 +358,8 @@ def normalize_policy(policy: Any, config: SepConfig) -> list[PolicyStep]:
             dtype = raw[2] if len(raw) == 3 else widest
         else:
             raise _one_line(f"{at}: must be (send_to, level, dtype), got {raw!r}")
+        if send_to is None:  # a mapping without it
+            raise _one_line(f"{at}: send_to must list device indices, got None")
         try:
             perm = tuple(int(h) for h in send_to)
         except (TypeError, ValueError):
@@ -546,14 +560,14 @@ def profile_layers(model: SepResNeXt, repeats: int = 20) -> list[LayerProfile]:
                                 sum(p.numel() for p in model.stem.state_dict().values()), tuple(y.shape[1:]),
                                 timed(model.stem, x)))
         for b in range(c.blocks):
-            parts = [model.parts[g].blocks[b] for g in range(c.groups)]
+            parts = [model.part(g).blocks[b] for g in range(c.groups)]
             macs = sum(count_macs(p, y) for p in parts)
             weights = sum(sum(v.numel() for v in p.state_dict().values()) for p in parts)
             times = tuple(timed(p, y) for p in parts)
             y = parts[0](y)
             out.append(LayerProfile(f"block{b}", "block", macs, weights,
                                     (c.groups * y.shape[1],) + tuple(y.shape[2:]), max(times), times))
-        head = model.parts[c.head_device].head
+        head = model.head_module()
         out.append(LayerProfile("head", "linear", count_macs(head, y),
                                 sum(v.numel() for v in head.state_dict().values()), (c.num_classes,),
                                 timed(head, y)))

@@ -61,7 +61,7 @@ class SeparableProfile:
     data: dict[str, Any]
     instance: Any
     layers: list[LayerProfile]
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Mapping[str, Any]] = field(default_factory=list)
     record_details: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -87,6 +87,7 @@ def device_forward(module: DeviceModule, x: torch.Tensor, steps: Sequence[Policy
             s = module.blocks[b](s)
         if recv_req is not None:
             recv_req.wait()
+            assert buf is not None  # allocated where recv_req was posted
             s = merge(s, buf)
         if send_req is not None:
             send_req.wait()
@@ -114,7 +115,9 @@ def _worker(rank: int, world: int, port: int, config: Mapping[str, Any], state: 
         with torch.no_grad():
             for steps in policies:
                 pol = [PolicyStep(tuple(p), int(l), str(d)) for p, l, d in steps]
-                times, logits, sent = [], None, []
+                times: list[float] = []
+                logits = None
+                sent: list[int] = []
                 for r in range(warmup + repeats):
                     sent = []
                     dist.barrier()
@@ -228,6 +231,7 @@ def _ping_worker(rank: int, port: int, sizes: list[int], repeats: int, timeout_s
                 t0 = time.perf_counter()
                 send = dist.isend(buf, other, tag=r)
                 recv = dist.irecv(rbuf, other, tag=r)
+                assert send is not None and recv is not None  # None only for a rank outside the group
                 recv.wait()
                 send.wait()
                 if r >= 2:
