@@ -90,7 +90,7 @@ class LoadingVariables:
         return dict(binary=False, lb=0.0, ub=self.H_load, implied_integer=False, unit="ms")
 
     def slot_sum(self, i: int, weights: Sequence[float] | np.ndarray) -> tuple[dict[int, float], float]:
-        """sum_b weights[b] * (u[i][b] - u[i+1][b]) as (coefficients, constant)."""
+        """``sum_b weights[b] * (u[i][b] - u[i+1][b])`` as (coefficients, constant)."""
         u = self.u
         coeffs: dict[int, float] = {}
         const = 0.0
@@ -107,7 +107,7 @@ class LoadingVariables:
         return coeffs, const
 
     def active(self, i: int) -> tuple[dict[int, float], float]:
-        """Slot i holds a block: u[i][N-1] (1 for slot 0)."""
+        """Slot i holds a block: ``u[i][N-1]`` (1 for slot 0)."""
         return ({}, 1.0) if i == 0 else ({self.u[i][self.N - 1]: 1.0}, 0.0)
 
 
