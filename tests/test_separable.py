@@ -542,3 +542,21 @@ def test_pareto_of_an_infeasible_instance_exits_4_naming_the_limit(tmp_path):
     out = CliRunner().invoke(app, ["pareto", str(path), "-q", "-t", "5"])
     assert out.exit_code == 4, out.output
     assert "no point on the front: INFEASIBLE" in out.output and "min_intensive_steps" in out.output
+
+
+def test_a_group_of_one_device_has_no_ring_plan():
+    """The ring all-reduce needs G > 1 devices: on a one-device group the ring plan is refused
+    (one line naming the field), as ``ring-allreduce`` refuses to run there; the programs,
+    the bounds and brute force know no ring on such a group either (the evaluator accepted
+    the plan, and the MILP's encoding of it failed with a TypeError)."""
+    one = instance(two_devices(devices=["a"]))
+    with pytest.raises(InvalidPlan, match=r"^plan.ring_allreduce: the ring all-reduce needs G > 1 devices") as e:
+        FAM.plan_from_dict(one, {"ring_allreduce": True}, "plan")
+    assert "\n" not in str(e.value)
+    with pytest.raises(InvalidPlan, match=r"needs G > 1 devices"):
+        FAM.evaluate(one, SeparablePlan((), ring=True))
+    program = FAM.build_program(one, "linear", None)
+    plans = list(FAM.enumerate_plans(one, 1000))
+    assert plans and not any(p.ring for p in plans)
+    for plan in plans:
+        assert row_violations(program.model, program.encode(plan)) == []

@@ -270,7 +270,12 @@ class Family(ABC):
         (InvalidInstance naming the field)."""
         from splitopt.core.instance_io import parse_instance_data
 
-        inst = parse_instance_data(data, instance_schema([self]), lambda problem: self.settings_class)
+        def settings_class(problem: str) -> type[FamilySettings]:
+            # asked after the schema check, which admits a family's problems only where it has one
+            assert self.settings_class is not None
+            return self.settings_class
+
+        inst = parse_instance_data(data, instance_schema([self]), settings_class)
         self.prepare(inst)
         return inst
 
@@ -436,7 +441,7 @@ class Family(ABC):
 
 
 #: every member a family must provide (checked for each registered family by the tests)
-PROTOCOL_MEMBERS = (
+PROTOCOL_MEMBERS: tuple[str, ...] = (
     "reads", "read", "name", "core_instance", "problems", "objectives", "settings_class", "plan_format", "program_kinds",
     "default_backend", "has_schedule", "description", "check", "build_data", "prepare", "plan_from_dict", "plan_to_dict",
     "evaluate", "start_plan", "diagnose", "build_program", "methods", "enumerate_plans", "space", "exact_method",

@@ -7,7 +7,6 @@ a format other than splitopt's).
 
 from __future__ import annotations
 
-import importlib
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Iterator

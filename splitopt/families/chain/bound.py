@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 
-from splitopt.core.instance import Instance
 from splitopt.families.chain.data import compute_table
+from splitopt.families.chain.settings import ChainInstance
 
 
-def memory_free_latency(inst: Instance):
+def memory_free_latency(inst: ChainInstance):
     """The minimum cut of the latency objective without memory limits (a ``CutSolution``),
     or None where ``chain-cut`` does not apply; cached on the instance."""
     from splitopt.families.chain.cut import cut_refusal, min_weighted_stages
@@ -37,7 +37,7 @@ def memory_free_latency(inst: Instance):
     return inst.derived(("chain", "memory_free_latency"), solve)
 
 
-def memory_free_optimum_fits(inst: Instance) -> bool:
+def memory_free_optimum_fits(inst: ChainInstance) -> bool:
     """Whether the memory-free latency optimum meets every memory limit, making it the
     optimum (False for the throughput objective)."""
     if inst.objective != "latency":
@@ -53,7 +53,7 @@ def memory_free_optimum_fits(inst: Instance) -> bool:
     return inst.derived(("chain", "memory_free_fits"), fits)
 
 
-def chain_lower_bound(inst: Instance) -> float | None:
+def chain_lower_bound(inst: ChainInstance) -> float | None:
     """A lower bound (ms) on every chain plan's objective; None without layers or devices."""
     table = compute_table(inst)
     fastest = [min(times) for times in table.values() if times]

@@ -37,15 +37,15 @@ import heapq
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from splitopt.core import progress
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.chain.lagrange import CONVERGED_RTOL
 from splitopt.families.chain.lagrange import MAX_CUTS as ROOT_CUTS  # the root: as many as the priced cuts' bound
+from splitopt.families.chain.settings import ChainInstance
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,7 +93,7 @@ class Incumbent:
             self.value, self.plan = metrics.objective_ms, plan
             progress.report(incumbent_ms=self.value)
 
-    def offer_line(self, inst: Instance, line: CutLine) -> None:
+    def offer_line(self, inst: ChainInstance, line: CutLine) -> None:
         """A cut's plan, judged by the evaluator where the cut's own numbers say it meets
         the limits and beats the incumbent."""
         if line.feasible and line.objective_ms < self.value * (1 + 1e-9):
@@ -110,7 +110,7 @@ class Incumbent:
 class Box:
     """Boxes of chain positions closed under the layer DAG."""
 
-    def __init__(self, inst: Instance):
+    def __init__(self, inst: ChainInstance):
         index = {layer.name: i for i, layer in enumerate(inst.layers)}
         self.inputs = [[index[t] for t in dict.fromkeys(layer.inputs) if t in index] for layer in inst.layers]
         self.readers: list[list[int]] = [[] for _ in inst.layers]
@@ -138,7 +138,7 @@ class Box:
         return True
 
 
-def chain_branch_and_bound(inst: Instance, options: SolveOptions) -> BackendOutput:
+def chain_branch_and_bound(inst: ChainInstance, options: SolveOptions) -> BackendOutput:
     """exact branch and bound over the priced cuts (the latency objective with memory
     limits; throughput too): see the module docstring."""
     import numpy as np
@@ -153,7 +153,7 @@ def chain_branch_and_bound(inst: Instance, options: SolveOptions) -> BackendOutp
     cuts = PricedCuts(inst)
     incumbent = Incumbent(cuts.horizon)
     footprint = branching_weights(cuts)
-    stats = {"nodes": 0, "cuts": 0, "closed": 0}
+    stats: dict[str, Any] = {"nodes": 0, "cuts": 0, "closed": 0}  # counts, then ctrl_c and solve_s
     closed_bound = float("inf")  # the least bound of the closed nodes
     open_nodes: list[Node] = []
     dive: Node | None = None
@@ -234,7 +234,7 @@ def chain_branch_and_bound(inst: Instance, options: SolveOptions) -> BackendOutp
                          message=f"chain-bb: stopped after {stats['nodes']} nodes ({stats['cuts']} cuts)")
 
 
-def _seed_incumbent(inst: Instance, incumbent: Incumbent, options: SolveOptions) -> None:
+def _seed_incumbent(inst: ChainInstance, incumbent: Incumbent, options: SolveOptions) -> None:
     """The family's start plan (the best of the single device that fits, the best
     contiguous split of the file order and the Lagrangian repair's plan), where it meets
     the limits and the time limit leaves ``START_PLAN_MIN_S`` for it (the priced cuts of

@@ -4,13 +4,13 @@ that every layer fits some device."""
 from __future__ import annotations
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Instance
 from splitopt.families.chain.data import compute_table
 from splitopt.families.chain.evaluate import MEMORY_RTOL
 from splitopt.core.jsonfile import byte_count
+from splitopt.families.chain.settings import ChainInstance
 
 
-def check_chain(inst: Instance) -> None:
+def check_chain(inst: ChainInstance) -> None:
     """A declared chain needs a link between consecutive devices, no link back (a cycle),
     the reference precision on every chain device, and every layer must fit somewhere."""
     s = inst.settings

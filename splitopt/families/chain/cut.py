@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.layered_cut import CutSolution, DagTerms, dag_terms, layered_cut, solve_layered_cut
 from splitopt.core.plan import Plan
 from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
 from splitopt.families.chain.plan import plan_from_indices
+from splitopt.families.chain.settings import ChainInstance
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,14 +57,14 @@ class CutTemplate:
     link_latency_ms: np.ndarray
 
 
-def cut_refusal(inst: Instance) -> str | None:
+def cut_refusal(inst: ChainInstance) -> str | None:
     """Why ``chain-cut``'s graph would not be exact for ``inst`` (None: it is): a fixed
     link latency is modelled as "the link carries something unless every layer is at or
     before it", true when every layer reads at least one tensor of positive size. Cached."""
     return inst.derived(("chain", "cut_refusal"), lambda: _cut_refusal(inst))
 
 
-def _cut_refusal(inst: Instance) -> str | None:
+def _cut_refusal(inst: ChainInstance) -> str | None:
     links = chain_links(inst)
     if not any(link.latency_ms > 0 for link in links):
         return None
@@ -76,11 +76,11 @@ def _cut_refusal(inst: Instance) -> str | None:
     return None
 
 
-def cut_template(inst: Instance) -> CutTemplate:
+def cut_template(inst: ChainInstance) -> CutTemplate:
     return inst.derived(("chain", "cut_template"), lambda: _cut_template(inst))
 
 
-def _cut_template(inst: Instance) -> CutTemplate:
+def _cut_template(inst: ChainInstance) -> CutTemplate:
     import numpy as np
 
     tensors = chain_tensors(inst)
@@ -94,12 +94,12 @@ def _cut_template(inst: Instance) -> CutTemplate:
         link_latency_ms=np.array([link.latency_ms for link in links]))
 
 
-def cut_plan(inst: Instance, cut: CutSolution) -> Plan:
+def cut_plan(inst: ChainInstance, cut: CutSolution) -> Plan:
     """The chain plan of a cut's labels (chain positions, layers in file order)."""
     return plan_from_indices(inst, {layer.name: int(p) for layer, p in zip(inst.layers, cut.labels)})
 
 
-def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
+def min_weighted_stages(inst: ChainInstance, weights: Sequence[float] | None = None,
                         penalty: np.ndarray | None = None, occupancy: np.ndarray | None = None,
                         positions: tuple[np.ndarray, np.ndarray] | None = None) -> CutSolution:
     """The placement minimising ``sum_m weights[m] * S[m] + sum_l penalty[l, position(l)]
@@ -139,7 +139,7 @@ def min_weighted_stages(inst: Instance, weights: Sequence[float] | None = None,
     return CutSolution(cut.bound_ms + constant, cut.slack_ms, cut.labels) if constant else cut
 
 
-def _with_occupancy(inst: Instance, problem, occupancy: np.ndarray):
+def _with_occupancy(inst: ChainInstance, problem, occupancy: np.ndarray):
     """``problem`` with the occupancy costs of :func:`min_weighted_stages` as unary and
     span terms, and the constant part (a raw input always occupies the first device).
     Tensor ``t`` occupies device ``m`` iff its producer's position ``<= m`` and its farthest
@@ -179,7 +179,7 @@ def _with_occupancy(inst: Instance, problem, occupancy: np.ndarray):
                                span_head_layer=head_layer), constant
 
 
-def _tensor_readers(inst: Instance):
+def _tensor_readers(inst: ChainInstance):
     """Per tensor (``chain_tensors(inst).names`` order) its producer's layer index (-1: a
     raw input); its distinct (tensor, reader layer index) pairs; whether it has a reader."""
     import numpy as np

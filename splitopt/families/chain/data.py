@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
+from splitopt.families.chain.settings import ChainInstance
 
 
-def chain_links(inst: Instance):
+def chain_links(inst: ChainInstance):
     """The links chain[m] -> chain[m+1], m = 0..M-2."""
     chain = inst.settings.chain
     return [inst.link_between[(a, b)] for a, b in zip(chain, chain[1:])]
@@ -32,13 +32,18 @@ class ChainTensors:
     sent_bytes: dict[str, float]
 
 
-def chain_tensors(inst: Instance) -> ChainTensors:
+def chain_tensors(inst: ChainInstance) -> ChainTensors:
     return inst.derived(("chain", "tensors"), lambda: _chain_tensors(inst))
 
 
-def _chain_tensors(inst: Instance) -> ChainTensors:
+def _chain_tensors(inst: ChainInstance) -> ChainTensors:
     bits = inst.settings.cloud_bits
-    names, producer, first, last, held, sent = [], {}, {}, {}, {}, {}
+    names: list[str] = []
+    producer: dict[str, str | None] = {}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    held: dict[str, float] = {}
+    sent: dict[str, float] = {}
     for t in inst.inputs:
         names.append(t.name)
         producer[t.name] = None
@@ -56,12 +61,12 @@ def _chain_tensors(inst: Instance) -> ChainTensors:
     return ChainTensors(tuple(names), producer, dict(inst.consumers), first, last, held, sent)
 
 
-def compute_table(inst: Instance) -> dict[str, list[float]]:
+def compute_table(inst: ChainInstance) -> dict[str, list[float]]:
     """Layer -> latency (ms) on each chain device, at the reference precision."""
     return inst.derived(("chain", "compute"), lambda: _compute_table(inst))
 
 
-def _compute_table(inst: Instance) -> dict[str, list[float]]:
+def _compute_table(inst: ChainInstance) -> dict[str, list[float]]:
     b = inst.settings.cloud_bits
     devices = [inst.device_by_name[m] for m in inst.settings.chain]
     return {layer.name: [layer_latency_ms(inst, layer, d, b, b) for d in devices] for layer in inst.layers}

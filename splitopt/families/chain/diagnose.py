@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import byte_count
 from splitopt.families.chain.data import chain_tensors
+from splitopt.families.chain.settings import ChainInstance
 
 
-def diagnose(inst: Instance) -> str:
+def diagnose(inst: ChainInstance) -> str:
     """Name the memory limit that no chain plan can meet."""
     tensors = chain_tensors(inst)
     first = inst.settings.chain[0]

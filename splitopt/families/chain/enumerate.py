@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Iterator
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.families.chain.plan import plan_from_indices
+from splitopt.families.chain.settings import ChainInstance
 
 
-def enumerate_plans(inst: Instance, limit: int) -> Iterator[Plan]:
+def enumerate_plans(inst: ChainInstance, limit: int) -> Iterator[Plan]:
     """Every monotone placement; NotApplicable when ``M ** N`` (an upper bound on their
     number) exceeds ``limit``."""
     M, N = len(inst.settings.chain), len(inst.layers)

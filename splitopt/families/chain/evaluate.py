@@ -24,13 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from splitopt.core.instance import Instance
 from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.plan import Plan
 from splitopt.core.schedule import Task
 from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
 from splitopt.families.chain.plan import check_plan
 from splitopt.core.jsonfile import byte_count
+from splitopt.families.chain.settings import ChainInstance
 
 #: relative tolerance of the memory check (memory rows are exact integers in bits)
 MEMORY_RTOL = 1e-9
@@ -96,7 +96,7 @@ class ChainMetrics(FamilyMetrics):
                 **self.verdict()}
 
 
-def activation_profile(inst: Instance, src: dict[str, int], far: dict[str, int]):
+def activation_profile(inst: ChainInstance, src: dict[str, int], far: dict[str, int]):
     """(devices, steps) array: the activation bytes each device holds at each execution
     step, given each tensor's producer (``src``) and farthest reader (``far``) positions.
     A tensor adds its bytes to the devices ``src..far`` over its live steps
@@ -108,7 +108,7 @@ def activation_profile(inst: Instance, src: dict[str, int], far: dict[str, int])
                                      np.array([far[t] for t in names], dtype=np.int64))
 
 
-def activation_profile_arrays(inst: Instance, src, far):
+def activation_profile_arrays(inst: ChainInstance, src, far):
     """:func:`activation_profile` with the positions as arrays in ``chain_tensors(inst).names``
     order: one two-dimensional difference array (devices x steps) summed along both axes,
     O(tensors + steps x devices), exact (bytes are multiples of 1/8 far below 2^50)."""
@@ -130,7 +130,7 @@ def activation_profile_arrays(inst: Instance, src, far):
     return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:M, :N]
 
 
-def _peak_activations(inst: Instance, src: dict[str, int], far: dict[str, int]):
+def _peak_activations(inst: ChainInstance, src: dict[str, int], far: dict[str, int]):
     """Per device: its peak activation bytes over the steps and the layer at the first
     step reaching it (None where nothing is ever held)."""
     M = len(inst.settings.chain)
@@ -142,7 +142,7 @@ def _peak_activations(inst: Instance, src: dict[str, int], far: dict[str, int]):
     return peak, [inst.layers[k].name if held[m, k] > 0 else None for m, k in enumerate(steps)]
 
 
-def evaluate(inst: Instance, plan: Plan) -> ChainMetrics:
+def evaluate(inst: ChainInstance, plan: Plan) -> ChainMetrics:
     """Evaluate a chain plan; raises InvalidPlan if malformed, lists memory violations."""
     check_plan(inst, plan)
     s = inst.settings

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Sequence
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method, ScaleCase
@@ -21,7 +20,7 @@ from splitopt.families.chain.evaluate import ChainMetrics, evaluate
 from splitopt.families.chain.plan import plan_from_dict
 from splitopt.families.chain.milp import build_milp
 from splitopt.families.chain.report import report
-from splitopt.families.chain.settings import ChainSettings
+from splitopt.families.chain.settings import ChainInstance, ChainSettings
 from splitopt.families.chain.space import chain_space
 from splitopt.families.chain.diagnose import diagnose
 from splitopt.families.chain.start import start_plan
@@ -54,13 +53,13 @@ class ChainFamily(Family):
     default_backend = "cpsat"
     description = "layers over devices in a line (JMSNAS Eq. 1): latency or pipelined throughput"
 
-    def check(self, inst: Instance) -> None:
+    def check(self, inst: ChainInstance) -> None:
         check_chain(inst)
 
-    def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> Plan:
+    def plan_from_dict(self, inst: ChainInstance, data: Any, where: str = "plan") -> Plan:
         return plan_from_dict(inst, data, where)
 
-    def plan_to_dict(self, inst: Instance, plan: Plan) -> dict[str, Any]:
+    def plan_to_dict(self, inst: ChainInstance, plan: Plan) -> dict[str, Any]:
         """The JSON form (``splitopt-plan/1``), the bit-widths of the first device's layers
         written (all at ``cloud_bits``)."""
         return plan.to_dict(inst, bits_on=inst.settings.first)
@@ -68,18 +67,18 @@ class ChainFamily(Family):
     def plan_type(self) -> type:
         return Plan
 
-    def evaluate(self, inst: Instance, plan: Plan) -> ChainMetrics:
+    def evaluate(self, inst: ChainInstance, plan: Plan) -> ChainMetrics:
         self.prepare(inst)
         return evaluate(inst, plan)
 
-    def start_plan(self, inst: Instance) -> Plan | None:
+    def start_plan(self, inst: ChainInstance) -> Plan | None:
         self.prepare(inst)
         return start_plan(inst)
 
-    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+    def diagnose(self, inst: ChainInstance, resolve: Callable[[ChainInstance], bool]) -> str:
         return diagnose(inst)
 
-    def build_program(self, inst: Instance, kind: str, start: Plan | None) -> Program:
+    def build_program(self, inst: ChainInstance, kind: str, start: Plan | None) -> Program:
         if kind != "linear":
             raise NotApplicable(f"problem 'chain' builds a linear program, not '{kind}'")
         return build_milp(inst, start)
@@ -87,17 +86,17 @@ class ChainFamily(Family):
     def methods(self) -> Sequence[Method]:
         return METHODS
 
-    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Plan]:
+    def enumerate_plans(self, inst: ChainInstance, limit: int) -> Iterator[Plan]:
         return enumerate_plans(inst, limit)
 
-    def space(self, inst: Instance) -> SearchSpace:
+    def space(self, inst: ChainInstance) -> SearchSpace:
         return chain_space(inst)
 
-    def lower_bound(self, inst: Instance) -> float | None:
+    def lower_bound(self, inst: ChainInstance) -> float | None:
         self.prepare(inst)
         return chain_lower_bound(inst)
 
-    def exact_method(self, inst: Instance) -> str | None:
+    def exact_method(self, inst: ChainInstance) -> str | None:
         """Where the minimum cut applies: for the latency objective ``chain-cut`` where its
         memory-free optimum meets every memory limit (decided by solving the cut, cached on
         the instance), else ``chain-bb`` (its branch and bound over the memory-priced cuts);
@@ -109,30 +108,30 @@ class ChainFamily(Family):
             return None
         return "chain-cut" if memory_free_optimum_fits(inst) else "chain-bb"
 
-    def random_instance(self, seed: int) -> Instance:
+    def random_instance(self, seed: int) -> ChainInstance:
         from splitopt.families.chain.examples import small_random_data
 
         return self.instance_from_data(small_random_data(seed))
 
-    def report(self, console, inst: Instance, plan: Plan, metrics: ChainMetrics, show_layers: bool = True) -> None:
+    def report(self, console, inst: ChainInstance, plan: Plan, metrics: ChainMetrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
 
     # ===== what the generic layers ask (analysis, command line, suites, tests) =================
     contract_examples = 150
     affine_objectives = ("latency",)  # a sum of stage times: compute + link latency + bits sent / bandwidth
 
-    def bandwidth_links(self, inst: Instance) -> tuple:
+    def bandwidth_links(self, inst: ChainInstance) -> tuple:
         """The links between consecutive devices of the chain."""
         chain = inst.settings.chain
         return tuple(inst.link_between[(a, b)] for a, b in zip(chain, chain[1:]))
 
-    def not_affine_reason(self, inst: Instance) -> str:
+    def not_affine_reason(self, inst: ChainInstance) -> str:
         if inst.objective == "throughput":
             return ("the bottleneck stage is a max of affine functions of 1/bandwidth per plan, so the optimum is not "
                     "concave in it")
         return super().not_affine_reason(inst)
 
-    def plan_drawing(self, inst: Instance, metrics: ChainMetrics) -> Any:
+    def plan_drawing(self, inst: ChainInstance, metrics: ChainMetrics) -> Any:
         """A throughput plan as its pipeline (each device with work a stage: its compute,
         then its send to the next device); a latency plan as its schedule."""
         from splitopt.core.drawing import Pipeline

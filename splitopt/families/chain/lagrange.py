@@ -32,8 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
+from splitopt.families.chain.settings import ChainInstance
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,12 +85,12 @@ class CutLine:
     def feasible(self) -> bool:
         return not self.overflowing
 
-    def plan(self, inst: Instance) -> Plan:
+    def plan(self, inst: ChainInstance) -> Plan:
         from splitopt.families.chain.plan import plan_from_indices
 
         return plan_from_indices(inst, {layer.name: int(p) for layer, p in zip(inst.layers, self.positions)})
 
-    def metrics(self, inst: Instance) -> ChainMetrics:
+    def metrics(self, inst: ChainInstance) -> ChainMetrics:
         """The evaluator's metrics of the plan (computed once)."""
         if self._metrics is None:
             from splitopt.families.chain.evaluate import evaluate
@@ -126,7 +126,7 @@ class PricedCuts:
     """The priced minimum cuts of one instance (module docstring): the data every cut
     needs, computed once."""
 
-    def __init__(self, inst: Instance, price_steps: bool = True):
+    def __init__(self, inst: ChainInstance, price_steps: bool = True):
         import numpy as np
 
         from splitopt.families.chain.cut import cut_template
@@ -265,7 +265,7 @@ class PricedCuts:
                           values(nu), np.clip(np.array([r.dual_value() for r in rows], dtype=float), 0.0, None))
 
 
-def lagrange(inst: Instance) -> LagrangeResult | None:
+def lagrange(inst: ChainInstance) -> LagrangeResult | None:
     """The bound and plans of the module docstring, once per instance (cached); None where
     ``chain-cut``'s graph does not apply or there are no layers."""
     from splitopt.families.chain.cut import cut_refusal
@@ -275,7 +275,7 @@ def lagrange(inst: Instance) -> LagrangeResult | None:
     return inst.derived(("chain", "lagrange"), lambda: priced_cuts(inst))
 
 
-def priced_cuts(inst: Instance, price_steps: bool = True) -> LagrangeResult:
+def priced_cuts(inst: ChainInstance, price_steps: bool = True) -> LagrangeResult:
     """The module docstring's method; ``price_steps``: also price the step rows (weights
     and activations) that the cuts' plans overflow (False: the weight rows alone, for
     comparison)."""
@@ -290,8 +290,8 @@ def priced_cuts(inst: Instance, price_steps: bool = True) -> LagrangeResult:
     nu = np.zeros(0)
     best_bound, best_plan, best_value = -np.inf, None, None
     lines: list[CutLine] = []
-    line = None
-    for k in range(MAX_CUTS):
+    line: CutLine | None = None
+    for _ in range(MAX_CUTS):
         bound, line = cuts.solve(lam, mu, steps, nu)
         best_bound = max(best_bound, bound)
         if line.feasible and (best_value is None or line.objective_ms < best_value):
@@ -316,14 +316,15 @@ def priced_cuts(inst: Instance, price_steps: bool = True) -> LagrangeResult:
     # that overflows and cut again, keeping the best plan that meets every limit
     mu = mu.copy()
     floor = cuts.price_cap * 1e-6 if cuts.price_cap else 0.0
-    for _ in range(MAX_REPAIR_CUTS if best_plan is None and line is not None else 0):
-        if time.perf_counter() - t0 > MAX_SECONDS + REPAIR_SECONDS or line.feasible:
-            break
-        for m in line.overflowing:
-            mu[m] = max(2.0 * mu[m], floor)
-        _, line = cuts.solve(lam, mu, [], np.zeros(0))
-        if line.feasible:
-            metrics = line.metrics(inst)
-            if metrics.feasible and (best_value is None or metrics.objective_ms < best_value):
-                best_plan, best_value = line.plan(inst), metrics.objective_ms
+    if best_plan is None and line is not None:
+        for _ in range(MAX_REPAIR_CUTS):
+            if time.perf_counter() - t0 > MAX_SECONDS + REPAIR_SECONDS or line.feasible:
+                break
+            for m in line.overflowing:
+                mu[m] = max(2.0 * mu[m], floor)
+            _, line = cuts.solve(lam, mu, [], np.zeros(0))
+            if line.feasible:
+                metrics = line.metrics(inst)
+                if metrics.feasible and (best_value is None or metrics.objective_ms < best_value):
+                    best_plan, best_value = line.plan(inst), metrics.objective_ms
     return LagrangeResult(max(best_bound, 0.0), best_plan, best_value, len(lines))

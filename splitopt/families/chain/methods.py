@@ -23,12 +23,12 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.chain.data import chain_links, chain_tensors, compute_table
 from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
+from splitopt.families.chain.settings import ChainInstance
 
 if TYPE_CHECKING:  # numpy is imported where it is used: listing the methods must not load it
     import numpy as np
@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used: listing the methods mus
 
 # ----- contiguous segments in file order ------------------------------------------------------
 
-def _prefix_compute(inst: Instance) -> np.ndarray:
+def _prefix_compute(inst: ChainInstance) -> np.ndarray:
     """P[m, c]: compute (ms) of the first c layers on device m."""
     import numpy as np
 
@@ -48,7 +48,7 @@ def _prefix_compute(inst: Instance) -> np.ndarray:
     return P
 
 
-def _cross_ms(inst: Instance) -> np.ndarray:
+def _cross_ms(inst: ChainInstance) -> np.ndarray:
     """T[m, c]: time (ms) of link m when the first c layers run at positions <= m and
     the rest after: every tensor produced before c and read at or after c."""
     import numpy as np
@@ -69,7 +69,7 @@ def _cross_ms(inst: Instance) -> np.ndarray:
     return T
 
 
-def segments_plan(inst: Instance, cuts: list[int]):
+def segments_plan(inst: ChainInstance, cuts: list[int]):
     """Plan from cuts c_0 <= ... <= c_{M-2}: device m runs file positions [c_{m-1}, c_m)."""
     bounds = [0] + list(cuts) + [len(inst.layers)]
     index = {}
@@ -79,7 +79,7 @@ def segments_plan(inst: Instance, cuts: list[int]):
     return plan_from_indices(inst, index)
 
 
-def is_chain_graph(inst: Instance) -> str | None:
+def is_chain_graph(inst: ChainInstance) -> str | None:
     """None if the layer graph is a chain (one raw input, each layer reads only the
     previous tensor), else the first layer that breaks it."""
     if len(inst.inputs) != 1:
@@ -159,7 +159,7 @@ def bottleneck_step(g: np.ndarray, P: np.ndarray, c: np.ndarray,
     return f, arg
 
 
-def _segments_dp(inst: Instance, memory: bool,
+def _segments_dp(inst: ChainInstance, memory: bool,
                  stop: Callable[[], bool] | None = None) -> tuple[float, list[int]] | None:
     """The best cuts c_0 <= ... <= c_{M-2} of the file order (device m runs [c_{m-1}, c_m))
     and their objective (ms): ``f_m(b) = min_a f_{m-1}(a) (+ or max) [P_m(b) - P_m(a) +
@@ -238,7 +238,7 @@ def _segments_dp(inst: Instance, memory: bool,
     return float(f_prev[N]), cuts[::-1]
 
 
-def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
+def chain_dp(inst: ChainInstance, options: SolveOptions) -> BackendOutput:
     """exact DP over contiguous segments for chain-shaped graphs (DNNPipe/PipeDream style)."""
     broken = is_chain_graph(inst)
     if broken is not None:
@@ -256,14 +256,14 @@ def chain_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
                          extra={"solve_s": solve_s})
 
 
-def contiguous_split_plan(inst: Instance, stop: Callable[[], bool] | None = None):
+def contiguous_split_plan(inst: ChainInstance, stop: Callable[[], bool] | None = None):
     """The best contiguous split of the file order without memory limits (``segments-dp``'s
     plan); None where ``stop()`` said to stop first."""
     found = _segments_dp(inst, memory=False, stop=stop)  # without memory rows some cuts always exist
     return None if found is None else segments_plan(inst, found[1])
 
 
-def segments_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
+def segments_dp(inst: ChainInstance, options: SolveOptions) -> BackendOutput:
     """best contiguous segments of the file order by DP, on any layer DAG (memory left to the evaluator)."""
     t0 = time.perf_counter()
     best = _segments_dp(inst, memory=False, stop=options.out_of_time)  # some cuts always exist: None is the stop
@@ -275,7 +275,7 @@ def segments_dp(inst: Instance, options: SolveOptions) -> BackendOutput:
                          extra={"solve_s": time.perf_counter() - t0})
 
 
-def chain_scan(inst: Instance, options: SolveOptions) -> BackendOutput:
+def chain_scan(inst: ChainInstance, options: SolveOptions) -> BackendOutput:
     """HiveMind-style linear search: one split point per device, greedy along the chain.
     Past the deadline a device takes its best split point without the memory check (each
     check evaluates a plan: thousands of them on a 3,000-layer graph)."""
@@ -306,7 +306,7 @@ def chain_scan(inst: Instance, options: SolveOptions) -> BackendOutput:
     return BackendOutput(Status.FEASIBLE, plan=segments_plan(inst, cuts))
 
 
-def best_single_device(inst: Instance, options: SolveOptions) -> BackendOutput:
+def best_single_device(inst: ChainInstance, options: SolveOptions) -> BackendOutput:
     """all layers on the one device that is best (the input forwarded to it)."""
     M, N = len(inst.settings.chain), len(inst.layers)
     plans = [segments_plan(inst, [0] * m + [N] * (M - 1 - m)) for m in range(M)]
@@ -315,7 +315,7 @@ def best_single_device(inst: Instance, options: SolveOptions) -> BackendOutput:
     return BackendOutput(Status.FEASIBLE, plan=plans[best[2]])
 
 
-def chain_cut(inst: Instance, options: SolveOptions) -> BackendOutput:
+def chain_cut(inst: ChainInstance, options: SolveOptions) -> BackendOutput:
     """exact minimum cut for the latency objective on any layer DAG where no memory limit binds (Ishikawa graph)."""
     from splitopt.families.chain.bound import memory_free_latency
     from splitopt.families.chain.cut import cut_plan, cut_refusal

@@ -22,14 +22,15 @@ A raw input is produced on position 0 (its Y is the constant 1).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
-from splitopt.core.instance import Instance
 from splitopt.core.live_spans import split_spans
 from splitopt.core.plan import Plan
 from splitopt.core.program import LinearProgram, Program
 from splitopt.families.chain.data import ChainTensors, chain_links, chain_tensors, compute_table
 from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
+from splitopt.families.chain.settings import ChainInstance
 
 Form = dict  # variable index -> coefficient, plus key None for a constant
 
@@ -43,7 +44,7 @@ def _add(target: dict, form: dict, scale: float = 1.0) -> None:
         target[k] = target.get(k, 0.0) + scale * v
 
 
-def build_milp(inst: Instance, start: Plan | None) -> Program:
+def build_milp(inst: ChainInstance, start: Plan | None) -> Program:
     """The program of ``formulations/chain_split.md`` (objective in ms, memory rows in
     bits), its rows in the formulation's order; ``start`` (a plan or None) is its hint."""
     lp = LinearProgram()
@@ -98,7 +99,7 @@ class ChainForms:
         self.lp.add({k: v for k, v in form.items() if k is not None}, sense, rhs - const, kind=kind, name=name)
 
 
-def placement_variables(inst: Instance, lp: LinearProgram) -> ChainForms:
+def placement_variables(inst: ChainInstance, lp: LinearProgram) -> ChainForms:
     """Section "Variables": ``Y[l,m]`` for every layer and position m < M-1."""
     M = len(inst.settings.chain)
     Y_var: dict[tuple[str, int], int] = {}
@@ -108,7 +109,7 @@ def placement_variables(inst: Instance, lp: LinearProgram) -> ChainForms:
     return ChainForms(lp, chain_tensors(inst), M, Y_var)
 
 
-def flow_rows(inst: Instance, f: ChainForms) -> None:
+def flow_rows(inst: ChainInstance, f: ChainForms) -> None:
     """Constraints 1 (cumulative assignment) and 2 (forward flow along every DAG edge)."""
     lp, Y_var = f.lp, f.Y_var
     for layer in inst.layers:
@@ -122,7 +123,7 @@ def flow_rows(inst: Instance, f: ChainForms) -> None:
                 lp.add({Y_var[layer.name, m]: 1.0, Y_var[src, m]: -1.0}, "<=", 0.0, name=f"flow[{src},{layer.name},{m}]")
 
 
-def transfer_terms(inst: Instance, f: ChainForms) -> list[dict]:
+def transfer_terms(inst: ChainInstance, f: ChainForms) -> list[dict]:
     """Constraints 3 (``Z[t,m]``: link m carries t) and 4 (``U[m]``: link m sends
     anything, where it has a fixed latency); returns each link's time (ms) as an affine
     form (the ``c[t,m] Z[t,m]`` and ``lat_m U[m]`` terms of the objective)."""
@@ -153,7 +154,7 @@ def transfer_terms(inst: Instance, f: ChainForms) -> list[dict]:
     return send_ms
 
 
-def compute_terms(inst: Instance, f: ChainForms) -> list[dict]:
+def compute_terms(inst: ChainInstance, f: ChainForms) -> list[dict]:
     """Each device's compute time (ms) as an affine form: ``sum_l tau[l,m] x[l,m]``."""
     table = compute_table(inst)
     compute_ms: list[dict] = [{} for _ in range(f.M)]
@@ -173,7 +174,7 @@ class MemoryVariables:
     sweeps: dict[int, list] = field(default_factory=dict)
 
 
-def memory_rows(inst: Instance, f: ChainForms) -> MemoryVariables:
+def memory_rows(inst: ChainInstance, f: ChainForms) -> MemoryVariables:
     """Constraints 5-6 for every device whose memory can bind (smaller than all weights
     and tensors together)."""
     tensors, bits = f.tensors, inst.settings.cloud_bits
@@ -189,7 +190,7 @@ def memory_rows(inst: Instance, f: ChainForms) -> MemoryVariables:
     return out
 
 
-def weight_row(inst: Instance, f: ChainForms, m: int, out: MemoryVariables) -> dict:
+def weight_row(inst: ChainInstance, f: ChainForms, m: int, out: MemoryVariables) -> dict:
     """Constraint 6, its first part: ``W[m] = sum_l w_l x[l,m]``; returns ``W[m]`` as a form."""
     device, bits = inst.settings.chain[m], inst.settings.cloud_bits
     weight_bits = sum(l.weights * bits for l in inst.layers)
@@ -224,7 +225,7 @@ def occupancy(f: ChainForms, m: int, t: str, H: dict[str, int], out: MemoryVaria
     return H[t]
 
 
-def working_set_rows(inst: Instance, f: ChainForms, m: int, W: dict, spans, total_bits: float, limit_bits: float,
+def working_set_rows(inst: ChainInstance, f: ChainForms, m: int, W: dict, spans, total_bits: float, limit_bits: float,
                      out: MemoryVariables) -> list:
     """Constraint 6, the working set of device m at every step, swept as in the
     edge/cloud program: a tensor live for at most ``SWEEP_AFTER`` steps enters its steps'
@@ -264,7 +265,7 @@ def working_set_rows(inst: Instance, f: ChainForms, m: int, W: dict, spans, tota
     return sweep
 
 
-def objective(inst: Instance, f: ChainForms, compute_ms: list[dict], send_ms: list[dict]) -> None:
+def objective(inst: ChainInstance, f: ChainForms, compute_ms: list[dict], send_ms: list[dict]) -> None:
     """Section "Objective": latency, the sum of every device's compute and every link's
     time; throughput, ``B`` with constraint 7 (``B`` at least every stage's time)."""
     lp = f.lp
@@ -286,7 +287,7 @@ def objective(inst: Instance, f: ChainForms, compute_ms: list[dict], send_ms: li
                     lp.add_objective(k, v)
 
 
-def decode_plan(inst: Instance, lp: LinearProgram, values: list[float]) -> Plan:
+def decode_plan(inst: ChainInstance, lp: LinearProgram, values: Sequence[float]) -> Plan:
     """Layer l runs at the first position m with ``Y[l,m] = 1`` (rounded at 0.5)."""
     M, Yvar = lp.meta["M"], lp.meta["Y"]
     index = {}
@@ -295,7 +296,7 @@ def decode_plan(inst: Instance, lp: LinearProgram, values: list[float]) -> Plan:
     return plan_from_indices(inst, index)
 
 
-def encode_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[float]:
+def encode_plan(inst: ChainInstance, lp: LinearProgram, plan: Plan) -> list[float]:
     """The program's variable values for ``plan``: Y from the placement, every other
     variable at the least value its rows allow (so the objective equals the plan's)."""
     index = {name: i for i, name in enumerate(inst.settings.chain)}

@@ -6,27 +6,27 @@ from __future__ import annotations
 from typing import Any
 
 from splitopt.core.errors import InvalidPlan
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, shown
 from splitopt.core.plan import Plan, check_known_layers, check_plan_fields, plan_layers
+from splitopt.families.chain.settings import ChainInstance
 
 #: the fields of a layer's entry (bit-widths optional, equal to cloud_bits if given)
 FIELDS = ("device", "weight_bits", "activation_bits")
 
 
-def plan_on_devices(inst: Instance, device_of: dict[str, str]) -> Plan:
+def plan_on_devices(inst: ChainInstance, device_of: dict[str, str]) -> Plan:
     """A chain plan from ``layer -> device`` (every layer at the reference precision)."""
     b = inst.settings.cloud_bits
     return Plan(dict(device_of), {n: b for n in device_of}, {n: b for n in device_of})
 
 
-def plan_from_indices(inst: Instance, index: dict[str, int]) -> Plan:
+def plan_from_indices(inst: ChainInstance, index: dict[str, int]) -> Plan:
     """A chain plan from ``layer -> chain position`` (0-based)."""
     chain = inst.settings.chain
     return plan_on_devices(inst, {n: chain[m] for n, m in index.items()})
 
 
-def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
+def check_plan(inst: ChainInstance, plan: Plan, where: str = "plan") -> None:
     """Raise InvalidPlan unless every layer runs on a chain device at the reference
     precision and no DAG edge goes back along the chain."""
     s = inst.settings
@@ -55,12 +55,14 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
                 )
 
 
-def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
+def plan_from_dict(inst: ChainInstance, data: Any, where: str = "plan") -> Plan:
     """Parse a chain plan (``{"layers": {name: {"device": d}}}``; bit-widths optional and
     equal to ``cloud_bits`` if given)."""
     layers = plan_layers(inst, data, where)
     b = inst.settings.cloud_bits
-    device, wb, ab = {}, {}, {}
+    device: dict[str, str] = {}
+    wb: dict[str, int] = {}
+    ab: dict[str, int] = {}
     for layer in inst.layers:
         n = layer.name
         entry = layers[n]

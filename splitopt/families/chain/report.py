@@ -3,12 +3,12 @@ runs of consecutive layers per device."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.families.chain.evaluate import ChainMetrics
+from splitopt.families.chain.settings import ChainInstance
 
 
-def report(console, inst: Instance, plan: Plan, m: ChainMetrics, show_layers: bool = True) -> None:
+def report(console, inst: ChainInstance, plan: Plan, m: ChainMetrics, show_layers: bool = True) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
 from splitopt.core.errors import InvalidInstance
+from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import shown
 from splitopt.core.settings import FamilySettings
 from splitopt.families.settings_fields import schema_of, unused_schema
@@ -61,6 +62,10 @@ class ChainSettings(FamilySettings):
     def first(self) -> str:
         """The first chain device (where the input arrives)."""
         return self.chain[0]
+
+
+#: an instance of the chain family, its settings typed (what the family's functions take)
+ChainInstance = Instance[ChainSettings]
 
 
 def _check_named_ends(raw: Mapping[str, Any], chain: tuple[str, ...], devices: Mapping[str, Any]) -> None:

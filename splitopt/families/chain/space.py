@@ -5,13 +5,13 @@ chain); memory limits are left to the evaluator."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.families.chain.plan import plan_from_indices
+from splitopt.families.chain.settings import ChainInstance
 from splitopt.search.space import Genome, IntegerGene, SearchSpace
 
 
-def chain_space(inst: Instance) -> SearchSpace:
+def chain_space(inst: ChainInstance) -> SearchSpace:
     M = len(inst.settings.chain)
     genes = tuple(IntegerGene(layer.name, 0, M - 1) for layer in inst.layers)
     index_of = {name: i for i, name in enumerate(inst.settings.chain)}

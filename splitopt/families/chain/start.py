@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.families.chain.evaluate import evaluate
 from splitopt.families.chain.plan import plan_from_indices
+from splitopt.families.chain.settings import ChainInstance
 
 
-def start_plan(inst: Instance) -> Plan:
+def start_plan(inst: ChainInstance) -> Plan:
     """A plan for time-limited solves to fall back on and the exact backends to start
     from: the best of ``_simple_start``, the best contiguous split of the file order
     (``segments-dp``'s plan, memory left out) and the best plan of the Lagrangian cuts
@@ -17,7 +17,7 @@ def start_plan(inst: Instance) -> Plan:
     return inst.derived(("chain", "start_plan"), lambda: _start_plan(inst))
 
 
-def _start_plan(inst: Instance) -> Plan:
+def _start_plan(inst: ChainInstance) -> Plan:
     from splitopt.families.chain.lagrange import lagrange
     from splitopt.families.chain.methods import contiguous_split_plan
 
@@ -27,11 +27,12 @@ def _start_plan(inst: Instance) -> Plan:
     ranked = [(metrics.objective_ms, rank, plan) for metrics, rank, plan in candidates if metrics.feasible]
     priced = lagrange(inst)
     if priced is not None and priced.plan is not None:  # it meets every limit
+        assert priced.plan_objective_ms is not None  # set with the plan (the evaluator's value of it)
         ranked.append((priced.plan_objective_ms, 2, priced.plan))
     return min(ranked, key=lambda c: c[:2])[2] if ranked else simple
 
 
-def _simple_start(inst: Instance) -> Plan:
+def _simple_start(inst: ChainInstance) -> Plan:
     """The best single-device plan that meets the memory limits (the last device is
     JMSNAS's cloud computing baseline); failing that, layers packed backwards from the
     last device, each device filled while its memory allows; failing that (no plan found),

@@ -23,13 +23,13 @@ it is optimal. At 10,000 layers the cut takes about a second; solved once per in
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, uplink
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
-def relaxed_cut(inst: Instance):
+def relaxed_cut(inst: EdgeCloudInstance):
     """The minimum cut of the relaxation (a ``CutSolution``: labels 0 = edge, 1 = cloud),
     cached; None without layers."""
     if not inst.layers:
@@ -37,7 +37,7 @@ def relaxed_cut(inst: Instance):
     return inst.derived(("edge_cloud", "relaxed_cut"), lambda: _relaxed_cut(inst))
 
 
-def _fastest_pairs(inst: Instance) -> dict[str, dict[int, tuple[float, int]]]:
+def _fastest_pairs(inst: EdgeCloudInstance) -> dict[str, dict[int, tuple[float, int]]]:
     """Per layer and activation bits: the least edge latency (ms) over weight bits, and
     those weight bits."""
     from splitopt.core.latency import layer_latency_ms
@@ -50,7 +50,7 @@ def _fastest_pairs(inst: Instance) -> dict[str, dict[int, tuple[float, int]]]:
     return out
 
 
-def _fewest_sent_bits(inst: Instance, tensor: str) -> int:
+def _fewest_sent_bits(inst: EdgeCloudInstance, tensor: str) -> int:
     if tensor in inst.input_by_name:
         return inst.input_by_name[tensor].bits
     fewest = min(candidate_bits(inst))
@@ -58,7 +58,7 @@ def _fewest_sent_bits(inst: Instance, tensor: str) -> int:
     return fewest if tb is None else min(fewest, tb)
 
 
-def _relaxed_cut(inst: Instance):
+def _relaxed_cut(inst: EdgeCloudInstance):
     import numpy as np
 
     from splitopt.core.latency import layer_latency_ms
@@ -79,13 +79,13 @@ def _relaxed_cut(inst: Instance):
         pinned=np.array(sorted(index[n] for n in inst.settings.edge_required), dtype=np.int64)))
 
 
-def edge_cloud_lower_bound(inst: Instance) -> float | None:
+def edge_cloud_lower_bound(inst: EdgeCloudInstance) -> float | None:
     """The relaxation's minimum cut (ms), a lower bound on every plan; None without layers."""
     cut = relaxed_cut(inst)
     return None if cut is None else cut.bound_ms
 
 
-def relaxed_cut_plan(inst: Instance) -> Plan | None:
+def relaxed_cut_plan(inst: EdgeCloudInstance) -> Plan | None:
     """The cut's edge set as a plan: each edge layer at its fastest weight bits, at the
     fewest activation bits where a cloud layer reads its output, else at its fastest pair."""
     cut = relaxed_cut(inst)

@@ -5,11 +5,11 @@ tables for every pair the problem may choose."""
 from __future__ import annotations
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Instance
 from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, uplink
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
-def check_edge_cloud(inst: Instance) -> None:
+def check_edge_cloud(inst: EdgeCloudInstance) -> None:
     """Consistency of an edge/cloud instance: bit-widths, uplink, error and latency tables."""
     where = "instance.graph"
     s = inst.settings

@@ -6,34 +6,34 @@ when the pinned layers are first asked for)."""
 from __future__ import annotations
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Device, Instance, Link
-from splitopt.families.edge_cloud.settings import settings
+from splitopt.core.instance import Device, Link
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
-def edge_device(inst: Instance) -> Device:
+def edge_device(inst: EdgeCloudInstance) -> Device:
     """The edge device."""
-    return inst.device_by_name[settings(inst).edge]
+    return inst.device_by_name[inst.settings.edge]
 
 
-def cloud_device(inst: Instance) -> Device:
+def cloud_device(inst: EdgeCloudInstance) -> Device:
     """The cloud device."""
-    return inst.device_by_name[settings(inst).cloud]
+    return inst.device_by_name[inst.settings.cloud]
 
 
-def uplink(inst: Instance) -> Link:
+def uplink(inst: EdgeCloudInstance) -> Link:
     """The link from the edge device to the cloud device; InvalidInstance where there is none."""
-    s = settings(inst)
+    s = inst.settings
     link = inst.link_between.get((s.edge, s.cloud))
     if link is None:
         raise InvalidInstance(f"links: no link from edge device '{s.edge}' to cloud device '{s.cloud}'")
     return link
 
 
-def required_on_edge(inst: Instance) -> frozenset[str]:
+def required_on_edge(inst: EdgeCloudInstance) -> frozenset[str]:
     """``settings.edge_required`` with all their ancestors (computed once per instance)."""
 
     def build() -> frozenset[str]:
-        required = settings(inst).edge_required
+        required = inst.settings.edge_required
         if not required:
             return frozenset()  # without importing networkx (it costs more than a small solve)
         import networkx as nx
@@ -47,10 +47,10 @@ def required_on_edge(inst: Instance) -> frozenset[str]:
     return inst.derived(("edge_cloud", "required_on_edge"), build)
 
 
-def candidate_bits(inst: Instance) -> tuple[int, ...]:
+def candidate_bits(inst: EdgeCloudInstance) -> tuple[int, ...]:
     """Edge bit-widths a plan may use: the candidate set for ``split_bits``, the reference
     precision alone for ``split``."""
-    s = settings(inst)
+    s = inst.settings
     if inst.problem == "split":
         return (s.cloud_bits,)
     return s.bit_widths

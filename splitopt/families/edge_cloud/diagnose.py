@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import byte_count
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 #: an edge memory limit no plan can reach (bytes): "no memory limit" for the re-solve
 LIFTED_MEMORY_BYTES = 1e30
 
 
-def diagnose(inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+def diagnose(inst: EdgeCloudInstance, resolve: Callable[[EdgeCloudInstance], bool]) -> str:
     """One line naming the budget no plan can meet; ``resolve(variant)`` says whether a
     variant of ``inst`` with one budget lifted has a plan."""
     s = inst.settings

@@ -35,21 +35,21 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from splitopt.core.instance import Instance
 from splitopt.core.latency import latency_table, layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, required_on_edge
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
-def dominated_layers(inst: Instance, edge_tables: Mapping[str, Mapping] | None = None) -> tuple[str, ...]:
+def dominated_layers(inst: EdgeCloudInstance, edge_tables: Mapping[str, Mapping] | None = None) -> tuple[str, ...]:
     """The dominated layers of ``inst`` (module docstring), in execution order; cached.
     ``edge_tables``: each layer's edge latency table over the candidate bits
     (``core.latency.latency_table``) where the caller has them (a program builder)."""
     return inst.derived(("edge_cloud", "dominated_layers"), lambda: _dominated(inst, edge_tables or {}))
 
 
-def _dominated(inst: Instance, edge_tables: Mapping[str, Mapping]) -> tuple[str, ...]:
+def _dominated(inst: EdgeCloudInstance, edge_tables: Mapping[str, Mapping]) -> tuple[str, ...]:
     s = inst.settings
     bits = candidate_bits(inst)
     fewest, most = min(bits), max(bits)
@@ -80,7 +80,7 @@ def _dominated(inst: Instance, edge_tables: Mapping[str, Mapping]) -> tuple[str,
     return tuple(out)
 
 
-def _sending_adds_no_error(inst: Instance, tensor: str, bits) -> bool:
+def _sending_adds_no_error(inst: EdgeCloudInstance, tensor: str, bits) -> bool:
     """Whether ``tensor`` (a raw input, or a layer output at any of ``bits``) counts the
     same quantization error sent as kept (``evaluate.layer_error_terms``)."""
     if tensor in inst.input_by_name:
@@ -94,7 +94,7 @@ def _sending_adds_no_error(inst: Instance, tensor: str, bits) -> bool:
     return all(error(min(b, s.transmit_bits)) == error(b) for b in bits)
 
 
-def without_dominated_frontier(inst: Instance, plan: Plan) -> Plan:
+def without_dominated_frontier(inst: EdgeCloudInstance, plan: Plan) -> Plan:
     """``plan`` with every dominated layer that ends its branch on the edge moved to the
     cloud, repeatedly (module docstring): a plan no worse in latency, memory and error that
     meets the program's dominance rows. Returns ``plan`` itself when nothing moves."""

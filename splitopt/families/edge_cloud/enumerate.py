@@ -18,13 +18,13 @@ import itertools
 from typing import Iterator
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.data import candidate_bits
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
-def down_sets(inst: Instance) -> Iterator[tuple[str, ...]]:
+def down_sets(inst: EdgeCloudInstance) -> Iterator[tuple[str, ...]]:
     """Every edge set closed under predecessors, as layer names in execution order,
     each exactly once (the empty set first).
 
@@ -45,13 +45,13 @@ def down_sets(inst: Instance) -> Iterator[tuple[str, ...]]:
     yield from extend(0, ())
 
 
-def bit_pairs(inst: Instance) -> list[tuple[int, int]]:
+def bit_pairs(inst: EdgeCloudInstance) -> list[tuple[int, int]]:
     """Every (weight bits, activation bits) an edge layer may use."""
     bits = candidate_bits(inst)
     return [(w, a) for w in bits for a in bits]
 
 
-def count_plans(inst: Instance, stop_above: int | None = None) -> int:
+def count_plans(inst: EdgeCloudInstance, stop_above: int | None = None) -> int:
     """Number of plans brute force evaluates; counting stops as soon as it exceeds
     ``stop_above`` (then the returned value is only known to be larger)."""
     pairs = len(bit_pairs(inst))
@@ -63,7 +63,7 @@ def count_plans(inst: Instance, stop_above: int | None = None) -> int:
     return total
 
 
-def all_plans(inst: Instance) -> Iterator[Plan]:
+def all_plans(inst: EdgeCloudInstance) -> Iterator[Plan]:
     """Every well-formed plan of the instance, cloud-only first."""
     pairs = bit_pairs(inst)
     for edge_set in down_sets(inst):
@@ -71,7 +71,7 @@ def all_plans(inst: Instance) -> Iterator[Plan]:
             yield edge_cloud_plan(inst, dict(zip(edge_set, choice)))
 
 
-def enumerate_plans(inst: Instance, limit: int) -> Iterator[Plan]:
+def enumerate_plans(inst: EdgeCloudInstance, limit: int) -> Iterator[Plan]:
     """Every well-formed plan (``all_plans``), after checking there are at most ``limit``;
     NotApplicable otherwise."""
     count = count_plans(inst, stop_above=limit)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.memory import edge_set_use
 from splitopt.core.metrics import FamilyMetrics
@@ -28,6 +27,7 @@ from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.plan import check_plan
 from splitopt.core.jsonfile import byte_count
 from splitopt.families.edge_cloud.data import cloud_device, edge_device, uplink
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ MEMORY_RTOL = 1e-9
 ERROR_RTOL = 1e-6
 
 
-def transfer_ms(inst: Instance, total_bytes: float) -> float:
+def transfer_ms(inst: EdgeCloudInstance, total_bytes: float) -> float:
     """Time (ms) to send ``total_bytes`` over the edge->cloud uplink in one transfer;
     zero when nothing is sent."""
     if total_bytes <= 0:
@@ -91,7 +91,7 @@ def transfer_ms(inst: Instance, total_bytes: float) -> float:
     return link.latency_ms + 1000.0 * total_bytes * 8.0 / link.bandwidth_bits_per_s
 
 
-def layer_error_terms(inst: Instance, name: str, weight_bits: int, activation_bits: int,
+def layer_error_terms(inst: EdgeCloudInstance, name: str, weight_bits: int, activation_bits: int,
                       sent: bool) -> tuple[float, float]:
     """The quantization error (weight term, activation term) of edge layer ``name`` at the
     given bits: zero at or above the reference precision; an output that crosses the cut
@@ -102,7 +102,7 @@ def layer_error_terms(inst: Instance, name: str, weight_bits: int, activation_bi
     return weight, (layer.activation_error[effective] if effective < s.cloud_bits else 0.0)
 
 
-def evaluate(inst: Instance, plan: Plan) -> Metrics:
+def evaluate(inst: EdgeCloudInstance, plan: Plan) -> Metrics:
     """Evaluate an edge/cloud plan; raises InvalidPlan if it is malformed, and lists
     budget violations (memory, error) in ``Metrics.violations``."""
     check_plan(inst, plan)

@@ -92,7 +92,7 @@ def random_instance_data(
         overrides = bool(rng.random() < 0.3)
 
     # ----- graph -------------------------------------------------------------------------
-    inputs = [
+    inputs: list[dict[str, Any]] = [
         {"name": f"x{j}", "shape": _shape(rng, 50, 5e3), "bits": int(rng.choice([8, 8, 16]))}
         for j in range(n_inputs)
     ]

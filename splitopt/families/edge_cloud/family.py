@@ -5,10 +5,9 @@ Eq. 1). Formulation: ``formulations/edge_cloud_split.md``."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from splitopt.core.errors import InvalidOption, NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.plan import FORMAT, Plan
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method, ScaleCase
@@ -22,7 +21,7 @@ from splitopt.families.edge_cloud.plan import plan_from_dict, plan_to_dict
 from splitopt.families.edge_cloud.methods import METHODS
 from splitopt.families.edge_cloud.milp import build_milp
 from splitopt.families.edge_cloud.report import report
-from splitopt.families.edge_cloud.settings import EdgeCloudSettings
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance, EdgeCloudSettings
 from splitopt.families.edge_cloud.space import edge_cloud_space
 from splitopt.families.edge_cloud.start import start_plan
 from splitopt.search.space import SearchSpace
@@ -39,39 +38,39 @@ class EdgeCloudFamily(Family):
     has_schedule = False
     description = "one edge/cloud cut; split_bits adds per-layer weight/activation bit-widths (AUTO-SPLIT)"
 
-    def check(self, inst: Instance) -> None:
+    def check(self, inst: EdgeCloudInstance) -> None:
         check_edge_cloud(inst)
 
-    def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> Plan:
+    def plan_from_dict(self, inst: EdgeCloudInstance, data: Any, where: str = "plan") -> Plan:
         return plan_from_dict(inst, data, where)
 
-    def plan_to_dict(self, inst: Instance, plan: Plan) -> dict[str, Any]:
+    def plan_to_dict(self, inst: EdgeCloudInstance, plan: Plan) -> dict[str, Any]:
         return plan_to_dict(inst, plan)
 
     def plan_type(self) -> type:
         return Plan
 
-    def evaluate(self, inst: Instance, plan: Plan) -> Metrics:
+    def evaluate(self, inst: EdgeCloudInstance, plan: Plan) -> Metrics:
         self.prepare(inst)
         return evaluate(inst, plan)
 
-    def start_plan(self, inst: Instance) -> Plan | None:
+    def start_plan(self, inst: EdgeCloudInstance) -> Plan | None:
         """The better of cloud-only (where no layer is pinned to the edge) and the plan of
         the relaxation's minimum cut (``bound.py``) where it meets every limit
         (``start.py``)."""
         self.prepare(inst)
         return start_plan(inst)
 
-    def lower_bound(self, inst: Instance) -> float | None:
+    def lower_bound(self, inst: EdgeCloudInstance) -> float | None:
         """The relaxation's minimum cut: memory and error budget dropped, every edge layer
         at its fastest bit-widths and every sent tensor at its fewest bits (``bound.py``)."""
         self.prepare(inst)
         return edge_cloud_lower_bound(inst)
 
-    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+    def diagnose(self, inst: EdgeCloudInstance, resolve: Callable[[EdgeCloudInstance], bool]) -> str:
         return diagnose(inst, resolve)
 
-    def build_program(self, inst: Instance, kind: str, start: Plan | None) -> Program:
+    def build_program(self, inst: EdgeCloudInstance, kind: str, start: Plan | None) -> Program:
         if kind != "linear":
             raise NotApplicable(f"problem '{inst.problem}' builds a linear program, not '{kind}'")
         return build_milp(inst, start)
@@ -79,18 +78,18 @@ class EdgeCloudFamily(Family):
     def methods(self) -> Sequence[Method]:
         return METHODS
 
-    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Plan]:
+    def enumerate_plans(self, inst: EdgeCloudInstance, limit: int) -> Iterator[Plan]:
         return enumerate_plans(inst, limit)
 
-    def space(self, inst: Instance) -> SearchSpace:
+    def space(self, inst: EdgeCloudInstance) -> SearchSpace:
         return edge_cloud_space(inst)
 
-    def random_instance(self, seed: int) -> Instance:
+    def random_instance(self, seed: int) -> EdgeCloudInstance:
         from splitopt.families.edge_cloud.examples import small_random_data
 
         return self.instance_from_data(small_random_data(seed))
 
-    def report(self, console, inst: Instance, plan: Plan, metrics: Metrics, show_layers: bool = True) -> None:
+    def report(self, console, inst: EdgeCloudInstance, plan: Plan, metrics: Metrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
 
     # ===== what the generic layers ask (analysis, command line, suites, tests) =================
@@ -98,7 +97,7 @@ class EdgeCloudFamily(Family):
     affine_objectives = ("latency",)  # edge + cloud compute + link latency + bits sent / bandwidth
     front_measure = "error"
 
-    def pareto_front(self, inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str) -> Any:
+    def pareto_front(self, inst: EdgeCloudInstance, solve: Callable[[EdgeCloudInstance], Any], points: int, mode: str) -> Any:
         """The latency / quantization-error front (``pareto.py``), on problem split_bits."""
         from splitopt.families.edge_cloud.pareto import pareto_front
 
@@ -107,11 +106,11 @@ class EdgeCloudFamily(Family):
         self.prepare(inst)
         return pareto_front(inst, solve, points, mode)
 
-    def bandwidth_links(self, inst: Instance) -> tuple:
+    def bandwidth_links(self, inst: EdgeCloudInstance) -> tuple:
         """The uplink: the one link a plan sends over."""
         return (uplink(inst),)
 
-    def describe_plan(self, inst: Instance, plan: Plan) -> str:
+    def describe_plan(self, inst: EdgeCloudInstance, plan: Plan) -> str:
         """The edge layers' count and last layer (``cloud-only`` for none) and, for a
         split_bits plan, the first edge layers' bit-widths (weight/activation)."""
         edge = [layer.name for layer in inst.layers if plan.device[layer.name] == inst.settings.edge]
@@ -123,10 +122,10 @@ class EdgeCloudFamily(Family):
             text += f", w/a {bits}{' ...' if len(edge) > 3 else ''}"
         return text
 
-    def draws_plans(self, inst: Instance) -> bool:
+    def draws_plans(self, inst: EdgeCloudInstance) -> bool:
         return True  # as a timeline: edge compute, the uplink's transfer, cloud compute
 
-    def plan_drawing(self, inst: Instance, metrics: Metrics) -> Any:
+    def plan_drawing(self, inst: EdgeCloudInstance, metrics: Metrics) -> Any:
         """The plan as a timeline: the edge computes its layers, the uplink sends the
         cut's tensors (their sizes on the bar and under the chart), the cloud computes
         the rest."""
@@ -155,11 +154,12 @@ class EdgeCloudFamily(Family):
     topology = "edge-cloud"
     topology_devices = (2, 2)
 
-    def topology_settings(self, names, devices, bit_widths, quantized, reference_bits):
+    def topology_settings(self, names: Sequence[str], devices: Sequence[Mapping[str, Any]],
+                          bit_widths: Sequence[int], quantized: bool, reference_bits: int | None) -> dict[str, Any]:
         """The first device is the edge, the second the cloud; ``split_bits`` over the
         offered bit-widths the edge runs when error tables are measured, else the float
         ``split`` (the edge must then run the reference precision)."""
-        settings: dict = {"problem": "split", "edge": names[0], "cloud": names[1]}
+        settings: dict[str, Any] = {"problem": "split", "edge": names[0], "cloud": names[1]}
         edge_bits = [b for b in bit_widths if b in devices[0]["bit_widths"]]
         if quantized and edge_bits:
             settings.update(problem="split_bits", bit_widths=edge_bits)

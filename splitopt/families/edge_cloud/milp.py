@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import product
+from typing import Sequence
 
-from splitopt.core.instance import Instance
 from splitopt.core.latency import analytical, latency_table, layer_latency_ms
 from splitopt.core.live_spans import split_spans
 from splitopt.core.plan import Plan
@@ -30,6 +30,7 @@ from splitopt.families.edge_cloud.dominance import dominated_layers, without_dom
 from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, MEMORY_RTOL
 from splitopt.families.edge_cloud.data import candidate_bits, cloud_device, edge_device, required_on_edge, uplink
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 Form = dict[int, float]
 
@@ -61,7 +62,7 @@ def _least_error(layer, bits, cloud_bits: int) -> float:
     return werr + aerr
 
 
-def build_milp(inst: Instance, start: Plan | None, *, reductions: bool = True) -> Program:
+def build_milp(inst: EdgeCloudInstance, start: Plan | None, *, reductions: bool = True) -> Program:
     """The program of ``formulations/edge_cloud_split.md`` (objective in ms, memory rows in
     bits, the error row dimensionless), its rows in the formulation's order; ``start`` (a
     plan or None) is its hint, with its dominated frontier layers moved to the cloud (no
@@ -117,7 +118,7 @@ class SplitVariables:
     err: int | None = None
 
 
-def selector_variables(inst: Instance, lp: LinearProgram) -> SplitVariables:
+def selector_variables(inst: EdgeCloudInstance, lp: LinearProgram) -> SplitVariables:
     """Variables ``e`` and each layer's selectors (section "Selectors"), with row 1 (one
     bit choice per edge layer)."""
     pos = inst.position
@@ -181,7 +182,7 @@ def pair_selectors(lp: LinearProgram, v: SplitVariables, l) -> None:
     v.choice_vars[name] = {p: [x[p]] for p in x}
 
 
-def closure_rows(inst: Instance, lp: LinearProgram, v: SplitVariables, reductions: bool) -> None:
+def closure_rows(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables, reductions: bool) -> None:
     """Rows 2 (closure, and the layers pinned to the edge) and, with ``reductions``, 2c
     (a dominated layer is not the last edge layer of its branch,
     ``splitopt/families/edge_cloud/dominance.py``; with one reader, the two are
@@ -199,7 +200,7 @@ def closure_rows(inst: Instance, lp: LinearProgram, v: SplitVariables, reduction
             lp.add({e[u]: 1.0, **{e[j]: -1.0 for j in cons[u]}}, "<=", 0.0, "dominance", f"dominated[{u}]")
 
 
-def cut_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+def cut_rows(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables) -> None:
     """Row 3: the cut indicators ``s[t]`` (tensor t is produced on the edge and read on
     the cloud), exact from both sides."""
     e = v.e
@@ -220,7 +221,7 @@ def cut_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
         lp.add(row, "<=", float(len(readers)), name=f"cut_ub2[{t}]")
 
 
-def width_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+def width_rows(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables) -> None:
     """Row 4: ``q[t,b]``, layer tensor t is sent and was produced at activation bits b
     (``s[t]`` itself with one activation width)."""
     act_bits, q = v.bits, v.q
@@ -247,7 +248,7 @@ def width_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
             lp.add({**{q[t, b]: 1.0 for b in act_bits}, s: -1.0}, "==", 0.0, name=f"q_sum[{t}]")
 
 
-def edge_use_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+def edge_use_rows(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables) -> None:
     """Row 5: ``a``, the edge runs at least one layer; ``r[t]``, raw input t is held for
     sending."""
     e, layers = v.e, inst.layers
@@ -263,7 +264,7 @@ def edge_use_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
             lp.add({r: 1.0, v.sent[t]: -1.0}, "<=", 0.0, name=f"r_ub2[{t}]")
 
 
-def objective(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+def objective(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables) -> None:
     """Section "Objective (ms)": edge and cloud compute, one transfer of every tensor
     that crosses the cut, and row 6 (``y``: anything sent pays the link's fixed latency
     once)."""
@@ -290,7 +291,7 @@ def objective(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
         lp.add_objective(y, link.latency_ms)
 
 
-def weight_rows(inst: Instance, lp: LinearProgram, v: SplitVariables):
+def weight_rows(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables):
     """Row 7's ``W`` (edge weight bits) and row 7b (closure bounds: a layer on the edge
     brings all its ancestors, so ``W`` is at least their weights at the fewest bits;
     ``e[i] = 0`` when even that exceeds the limit). Returns the least error of each
@@ -322,13 +323,13 @@ def weight_rows(inst: Instance, lp: LinearProgram, v: SplitVariables):
     return closure_error
 
 
-def _total_bits(inst: Instance, v: SplitVariables) -> float:
+def _total_bits(inst: EdgeCloudInstance, v: SplitVariables) -> float:
     """The bits of every read tensor at its widest: the bound of the swept sums."""
     return sum(inst.tensor_elements(t) * (inst.input_by_name[t].bits if t in inst.input_by_name else max(v.bits))
                for t in inst.consumers)
 
 
-def held_sums(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+def held_sums(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables) -> None:
     """Row 7's ``H[k]``: the bits held for sending of the tensors whose readers all ran
     before step k (``H[k] = H[k-1]`` where no such tensor is added)."""
     n = len(inst.layers)
@@ -352,8 +353,9 @@ def held_sums(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
             continue
         hk = lp.var(f"H[{k}]", binary=False, lb=0.0, ub=total_bits)
         row = {hk: -1.0}
-        if held[k - 1] is not None:
-            row[held[k - 1]] = 1.0
+        before = held[k - 1]
+        if before is not None:
+            row[before] = 1.0
         for t in newly:
             _add_form(row, held_terms(t), 1.0)
         lp.add(row, "==", 0.0, "bits", f"held[{k}]")
@@ -361,7 +363,7 @@ def held_sums(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
     v.held = held
 
 
-def working_set_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> None:
+def working_set_rows(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables) -> None:
     """Row 7, the edge memory at every step: ``W`` + the short live tensors + ``L[k]`` +
     ``H[k]`` within the limit. Live by structure: tensor t is live at the steps
     [first(t), end(t)], a layer's output from its own step to its last reader, a raw input
@@ -395,13 +397,14 @@ def working_set_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> No
 
     live: list[int | None] = [None] * len(layers)
     for k, l in enumerate(layers):
-        came, went = long_from.get(k, []), long_ended.get(k - 1, [])
-        live[k] = live[k - 1] if k > 0 else None
+        came, went = long_from.get(k, ()), long_ended.get(k - 1, ())
+        before = live[k - 1] if k > 0 else None
+        live[k] = before
         if came or went:
             lk = lp.var(f"L[{k}]", binary=False, lb=0.0, ub=total_bits)
             row = {lk: -1.0}
-            if live[k] is not None:
-                row[live[k]] = 1.0
+            if before is not None:
+                row[before] = 1.0
             for t in came:
                 _add_form(row, live_terms(t), 1.0)
             for t in went:
@@ -409,17 +412,18 @@ def working_set_rows(inst: Instance, lp: LinearProgram, v: SplitVariables) -> No
             lp.add(row, "==", 0.0, "bits", f"live[{k}]")
             live[k] = lk
         row = {v.W: 1.0}
-        for t in short_at.get(k, []):
+        for t in short_at.get(k, ()):
             _add_form(row, live_terms(t), 1.0)
-        if live[k] is not None:
-            row[live[k]] = 1.0
-        if v.held[k] is not None:
-            row[v.held[k]] = 1.0
+        live_k, held_k = live[k], v.held[k]
+        if live_k is not None:
+            row[live_k] = 1.0
+        if held_k is not None:
+            row[held_k] = 1.0
         lp.add(row, "<=", limit_bits, "bits", f"memory[{l.name}]")
     v.live = live
 
 
-def error_rows(inst: Instance, lp: LinearProgram, v: SplitVariables, closure_error) -> None:
+def error_rows(inst: EdgeCloudInstance, lp: LinearProgram, v: SplitVariables, closure_error) -> None:
     """Rows 8 (the quantization error within the budget; a zero budget forbids every
     choice with positive error, exactly) and 8b (closure bounds: the least error of a
     layer's ancestors and itself), when the instance has an error budget."""
@@ -445,7 +449,7 @@ def error_rows(inst: Instance, lp: LinearProgram, v: SplitVariables, closure_err
                 lp.add({idx: 1.0}, "<=", 0.0, name="zero_error")
 
 
-def error_terms(inst: Instance, v: SplitVariables) -> Form:
+def error_terms(inst: EdgeCloudInstance, v: SplitVariables) -> Form:
     """Row 8's left-hand side: every selector's quantization error, and where
     ``transmit_bits`` is set the extra error of each tensor sent at it."""
     s = inst.settings
@@ -469,7 +473,7 @@ def error_terms(inst: Instance, v: SplitVariables) -> Form:
     return {k: c for k, c in row.items() if c != 0}
 
 
-def encode_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[float]:
+def encode_plan(inst: EdgeCloudInstance, lp: LinearProgram, plan: Plan) -> list[float]:
     """The program's variable values for ``plan`` (a warm start, and the check that the
     program and the evaluator agree on every plan). Weight bits of a layer whose
     encoding has no weight choice are ignored."""
@@ -512,7 +516,7 @@ def encode_plan(inst: Instance, lp: LinearProgram, plan: Plan) -> list[float]:
     return values
 
 
-def decode_plan(inst: Instance, lp: LinearProgram, values: list[float]) -> Plan:
+def decode_plan(inst: EdgeCloudInstance, lp: LinearProgram, values: Sequence[float]) -> Plan:
     """Plan from solver values (binaries rounded at 0.5)."""
     e, wsel, asel = lp.meta["e"], lp.meta["wsel"], lp.meta["asel"]
 

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from splitopt.core import progress
 from splitopt.core.front import Front, FrontPoint, Limit, least_latency
-from splitopt.core.instance import Instance
 from splitopt.families.edge_cloud.plan import edge_layers, plan_to_dict
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 #: relative step below the last point's error in the exact sweep; larger than every
 #: backend's error tolerance (1e-6) so the sweep always moves
@@ -26,7 +26,7 @@ STEP_RTOL = 1e-5
 TIE_SOLVES = 20
 
 
-def error_front(inst: Instance, solve: Callable[[Instance], Any], mode: str = "exact",
+def error_front(inst: EdgeCloudInstance, solve: Callable[[EdgeCloudInstance], Any], mode: str = "exact",
                 points: int = 50) -> list[FrontPoint]:
     """Pareto points (measure: the plan's summed error) sorted by increasing error
     (decreasing latency). Points whose solve stopped without proof keep their FEASIBLE
@@ -79,14 +79,15 @@ def _non_dominated(points: list[FrontPoint]) -> list[FrontPoint]:
     return front
 
 
-def pareto_front(inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str) -> Front:
+def pareto_front(inst: EdgeCloudInstance, solve: Callable[[EdgeCloudInstance], Any], points: int, mode: str) -> Front:
     """The front of ``inst`` run as problem ``split_bits`` (``inst`` prepared as such by
     the caller), with its table, JSON and plot marks: the instance's error budget, and
     the plan a solve returns (the least latency within it)."""
     found = error_front(inst, solve, mode, points)
     budget = inst.settings.error_budget
     chosen = least_latency(found, lambda e: budget is None or e <= budget * (1 + 1e-6))
-    rows, records = [], []
+    rows: list[tuple[str, ...]] = []
+    records: list[dict[str, Any]] = []
     for p in found:
         m, plan = p.result.metrics, p.result.plan
         rows.append((f"{p.measure:.6g}", f"{p.latency_ms:.4f}", str(m.edge_layer_count),

@@ -8,20 +8,22 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from splitopt.core.errors import InvalidPlan
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, shown
 from splitopt.core.plan import Plan, check_known_layers, check_plan_fields, plan_layers
 from splitopt.families.edge_cloud.data import candidate_bits
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 #: the fields of a layer's entry
 FIELDS = ("device", "weight_bits", "activation_bits")
 
 
-def edge_cloud_plan(inst: Instance, edge_bits: Mapping[str, tuple[int, int]]) -> Plan:
+def edge_cloud_plan(inst: EdgeCloudInstance, edge_bits: Mapping[str, tuple[int, int]]) -> Plan:
     """Layers in ``edge_bits`` run on the edge at (weight bits, activation bits); every
     other layer on the cloud at ``cloud_bits``."""
     s = inst.settings
-    device, wb, ab = {}, {}, {}
+    device: dict[str, str] = {}
+    wb: dict[str, int] = {}
+    ab: dict[str, int] = {}
     for layer in inst.layers:
         if layer.name in edge_bits:
             device[layer.name] = s.edge
@@ -32,27 +34,29 @@ def edge_cloud_plan(inst: Instance, edge_bits: Mapping[str, tuple[int, int]]) ->
     return Plan(device, wb, ab)
 
 
-def uniform_plan(inst: Instance, edge_layers: Iterable[str], bits: int | None = None) -> Plan:
+def uniform_plan(inst: EdgeCloudInstance, edge_layers: Iterable[str], bits: int | None = None) -> Plan:
     """Edge layers ``edge_layers`` all at ``bits`` (default: the reference precision)."""
     b = inst.settings.cloud_bits if bits is None else bits
     return edge_cloud_plan(inst, {name: (b, b) for name in edge_layers})
 
 
-def edge_layers(inst: Instance, plan: Plan) -> list[str]:
+def edge_layers(inst: EdgeCloudInstance, plan: Plan) -> list[str]:
     """The plan's edge layers, in execution order."""
     return plan.layers_on(inst, inst.settings.edge)
 
 
-def plan_to_dict(inst: Instance, plan: Plan) -> dict:
+def plan_to_dict(inst: EdgeCloudInstance, plan: Plan) -> dict:
     """The JSON form (``splitopt-plan/1``): the bit-widths of the edge layers written."""
     return plan.to_dict(inst, bits_on=inst.settings.edge)
 
 
-def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
+def plan_from_dict(inst: EdgeCloudInstance, data: Any, where: str = "plan") -> Plan:
     """Parse and check a plan against its instance; raises InvalidPlan naming the field."""
     layers = plan_layers(inst, data, where)
     s = inst.settings
-    device, wb, ab = {}, {}, {}
+    device: dict[str, str] = {}
+    wb: dict[str, int] = {}
+    ab: dict[str, int] = {}
     for layer in inst.layers:
         n = layer.name
         entry = layers[n]
@@ -74,7 +78,7 @@ def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> Plan:
     return plan
 
 
-def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
+def check_plan(inst: EdgeCloudInstance, plan: Plan, where: str = "plan") -> None:
     """Raise InvalidPlan unless the plan is well-formed for the instance: every layer on
     the edge or cloud device, edge bit-widths among the candidates, cloud layers at the
     cloud precision, and the edge set closed under predecessors (data flows edge -> cloud
@@ -94,17 +98,17 @@ def check_plan(inst: Instance, plan: Plan, where: str = "plan") -> None:
         n = layer.name
         dev = plan.device[n]
         if dev == s.edge:
-            for key, bits in (("weight_bits", plan.weight_bits[n]), ("activation_bits", plan.activation_bits[n])):
-                if bits not in allowed:
+            for key, width in (("weight_bits", plan.weight_bits[n]), ("activation_bits", plan.activation_bits[n])):
+                if width not in allowed:
                     raise InvalidPlan(
-                        f"{where}.layers.{n}.{key}: {bits} bits is not a candidate of problem "
+                        f"{where}.layers.{n}.{key}: {width} bits is not a candidate of problem "
                         f"'{inst.problem}' (candidates {list(allowed)})"
                     )
         elif dev == s.cloud:
-            for key, bits in (("weight_bits", plan.weight_bits[n]), ("activation_bits", plan.activation_bits[n])):
-                if bits != s.cloud_bits:
+            for key, width in (("weight_bits", plan.weight_bits[n]), ("activation_bits", plan.activation_bits[n])):
+                if width != s.cloud_bits:
                     raise InvalidPlan(
-                        f"{where}.layers.{n}.{key}: {bits} bits, but cloud layers run at cloud_bits={s.cloud_bits}"
+                        f"{where}.layers.{n}.{key}: {width} bits, but cloud layers run at cloud_bits={s.cloud_bits}"
                     )
         else:
             raise InvalidPlan(f"{where}.layers.{n}.device: unknown device '{dev}'")

@@ -3,20 +3,20 @@ breakdown, memory and error, and a table of the edge layers with their bit-width
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.evaluate import Metrics
 from splitopt.core.jsonfile import byte_count
 from splitopt.families.edge_cloud.data import edge_device
 from splitopt.families.edge_cloud.plan import edge_layers
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
 def _fmt_bytes(b: float) -> str:
     return f"{byte_count(b)} B"
 
 
-def report(console, inst: Instance, plan: Plan, m: Metrics, show_layers: bool = True) -> None:
+def report(console, inst: EdgeCloudInstance, plan: Plan, m: Metrics, show_layers: bool = True) -> None:
     from rich.markup import escape as esc
 
     s = inst.settings

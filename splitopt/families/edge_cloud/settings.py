@@ -75,6 +75,5 @@ class EdgeCloudSettings(FamilySettings):
         return (*super().bit_widths_named(), *self.bit_widths)
 
 
-def settings(inst: Instance) -> EdgeCloudSettings:
-    """The edge/cloud settings of ``inst`` (typed for the readers of this family)."""
-    return inst.settings
+#: an instance of the edge/cloud family, its settings typed (what the family's functions take)
+EdgeCloudInstance = Instance[EdgeCloudSettings]

@@ -21,10 +21,10 @@ every limit first).
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.evaluate import ERROR_RTOL, layer_error_terms, transfer_ms
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 from splitopt.search.space import ChoiceGene, Genome, SearchSpace
 from splitopt.families.edge_cloud.data import candidate_bits, edge_device, uplink
 from splitopt.families.edge_cloud.plan import edge_cloud_plan
@@ -32,7 +32,7 @@ from splitopt.families.edge_cloud.plan import edge_cloud_plan
 CLOUD = "cloud"
 
 
-def edge_cloud_space(inst: Instance) -> SearchSpace:
+def edge_cloud_space(inst: EdgeCloudInstance) -> SearchSpace:
     bits = candidate_bits(inst)
     options = (CLOUD,) + tuple((w, a) for w in bits for a in bits)
     genes = tuple(ChoiceGene(layer.name, options) for layer in inst.layers)
@@ -69,17 +69,17 @@ def edge_cloud_space(inst: Instance) -> SearchSpace:
                        meta={"represents_every_plan": not budgeted, "represents_every_feasible_plan": True})
 
 
-def _sent(inst: Instance, genome: Genome, n: str) -> bool:
+def _sent(inst: EdgeCloudInstance, genome: Genome, n: str) -> bool:
     """Whether edge layer ``n``'s output crosses the cut (a consumer on the cloud)."""
     return any(genome[r] == CLOUD for r in inst.consumers[n])
 
 
-def _layer_error(inst: Instance, n: str, wb: int, ab: int, sent: bool) -> float:
+def _layer_error(inst: EdgeCloudInstance, n: str, wb: int, ab: int, sent: bool) -> float:
     """The evaluator's error of edge layer ``n`` at (wb, ab) bits."""
     return sum(layer_error_terms(inst, n, wb, ab, sent))
 
 
-def _layer_ms(inst: Instance, n: str, wb: int, ab: int, sent: bool) -> float:
+def _layer_ms(inst: EdgeCloudInstance, n: str, wb: int, ab: int, sent: bool) -> float:
     """Edge compute of ``n`` at (wb, ab) plus, when its output crosses the cut, the
     uplink time of its bytes (ms; the link's fixed latency is paid once either way)."""
     ms = layer_latency_ms(inst, inst.layer_by_name[n], edge_device(inst), wb, ab)
@@ -87,19 +87,20 @@ def _layer_ms(inst: Instance, n: str, wb: int, ab: int, sent: bool) -> float:
     return ms + (transfer_ms(inst, sent_bytes) - uplink(inst).latency_ms if sent_bytes > 0 else 0.0)
 
 
-def _terms(inst: Instance) -> dict:
+def _terms(inst: EdgeCloudInstance) -> dict:
     """(layer, wb, ab, sent) -> (error, ms), filled as asked, kept with the instance."""
     return inst.derived(("edge_cloud", "raise-terms"), dict)
 
 
-def _term(inst: Instance, table: dict, n: str, wb: int, ab: int, sent: bool) -> tuple[float, float]:
+def _term(inst: EdgeCloudInstance, table: dict, n: str, bits: tuple[int, int], sent: bool) -> tuple[float, float]:
+    wb, ab = bits
     key = (n, wb, ab, sent)
     if key not in table:
         table[key] = (_layer_error(inst, n, wb, ab, sent), _layer_ms(inst, n, wb, ab, sent))
     return table[key]
 
 
-def within_error_budget(inst: Instance, genome: Genome, bits: tuple[int, ...], budget: float) -> None:
+def within_error_budget(inst: EdgeCloudInstance, genome: Genome, bits: tuple[int, ...], budget: float) -> None:
     """Raise edge layers' bits in ``genome`` (in place), best error removed per ms added
     first, until its quantization error is within ``budget`` or no raise is left. A heap
     holds each edge layer's best next raise (a layer's raises change only when it is
@@ -110,19 +111,20 @@ def within_error_budget(inst: Instance, genome: Genome, bits: tuple[int, ...], b
     higher = {b: min((c for c in bits if c > b), default=None) for b in bits}
     edge = [l.name for l in inst.layers if genome[l.name] != CLOUD]
     sent = {n: _sent(inst, genome, n) for n in edge}
-    error = sum(_term(inst, table, n, *genome[n], sent[n])[0] for n in edge)
+    error = sum(_term(inst, table, n, genome[n], sent[n])[0] for n in edge)
     limit = budget * (1 + ERROR_RTOL)
     if error <= limit:
         return
 
     def best_raise(i: int, n: str):
         wb, ab = genome[n]
-        now_error, now_ms = _term(inst, table, n, wb, ab, sent[n])
+        now_error, now_ms = _term(inst, table, n, (wb, ab), sent[n])
         best = None
-        for pair in ((higher[wb], ab), (wb, higher[ab])):
-            if pair[0] is None or pair[1] is None:
+        for w, a in ((higher[wb], ab), (wb, higher[ab])):
+            if w is None or a is None:
                 continue
-            new_error, new_ms = _term(inst, table, n, *pair, sent[n])
+            pair = (w, a)
+            new_error, new_ms = _term(inst, table, n, pair, sent[n])
             gain = now_error - new_error
             if gain <= 0:
                 continue

@@ -3,14 +3,14 @@ relaxation's minimum cut where it is better and meets every limit."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.families.edge_cloud.bound import relaxed_cut_plan
 from splitopt.families.edge_cloud.evaluate import evaluate
 from splitopt.families.edge_cloud.plan import uniform_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
-def start_plan(inst: Instance) -> Plan | None:
+def start_plan(inst: EdgeCloudInstance) -> Plan | None:
     """The better of cloud-only (:func:`cloud_only_plan`) and the plan of the relaxation's
     minimum cut (``bound.py``) where it meets every limit; None where neither is a plan
     that meets them and no cloud-only plan exists."""
@@ -21,7 +21,7 @@ def start_plan(inst: Instance) -> Plan | None:
     return cloud_only_plan(inst)
 
 
-def cloud_only_plan(inst: Instance) -> Plan | None:
+def cloud_only_plan(inst: EdgeCloudInstance) -> Plan | None:
     """A plan every instance without pinned edge layers admits: cloud-only (no edge
     memory, no error). Backends start from it, and return it when a time limit stops
     them before they find a better one."""

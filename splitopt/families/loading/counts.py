@@ -198,13 +198,8 @@ def plan_near(st: Staircase, theta: float) -> LoadingPlan | None:
     starts = u[: st.k]
     if starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] > st.d.last_start_max:
         return None
-    best = None
-    for layout in threads_for(st, starts):
-        plan = LoadingPlan(tuple(starts), layout)
-        value = first_response_ms(st.d, plan)
-        if best is None or value < best[0]:
-            best = (value, plan)
-    return best[1]
+    plans = [LoadingPlan(tuple(starts), layout) for layout in threads_for(st, starts)]
+    return min(plans, key=lambda plan: first_response_ms(st.d, plan))  # the first of equals
 
 
 @dataclass
@@ -417,6 +412,7 @@ def solve_counts(d: LoadingData, out_of_time: Callable[[], bool] = lambda: False
                 nodes += search.nodes
                 info[k]["nodes"] = info[k].get("nodes", 0) + search.nodes
             if found:  # a plan below theta: polish it too
+                assert best.plan is not None  # the search offered it to best before saying so
                 best.offer(d, polish(d, best.plan, out_of_time=out_of_time, pairs=hard))
             elif found is None:  # over its node budget: no information
                 if not seeking:  # a test closer to the bound next, with more nodes, after
@@ -425,7 +421,8 @@ def solve_counts(d: LoadingData, out_of_time: Callable[[], bool] = lambda: False
                     upper[k] = True
                     if not hard:  # a hard instance: the slower two-cut moves too, from now on
                         hard = True
-                        best.offer(d, polish(d, best.plan, out_of_time=out_of_time, pairs=True))
+                        if best.plan is not None:  # no plan yet: none to polish
+                            best.offer(d, polish(d, best.plan, out_of_time=out_of_time, pairs=True))
             elif not found:  # no plan of k children responds before theta (up to rounding)
                 low[k] = theta - sts[k].slack
                 split[k] = min(1.0, split[k] * 4)

@@ -38,11 +38,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import shown
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.ranges import MAX_MS, MAX_RATE, MAX_TOTAL_MS, MIN_RATE
-from splitopt.families.loading.settings import MAX_CHILDREN, MAX_THREADS, OPTION_KEYS, SETTINGS_KEY
+from splitopt.families.loading.settings import MAX_CHILDREN, MAX_THREADS, OPTION_KEYS, SETTINGS_KEY, LoadingInstance
 
 @dataclass(frozen=True)
 class LoadingData:
@@ -107,7 +106,7 @@ class LoadingData:
         return range(self.k_min, min(self.k_max, self.last_start_max + 1) + 1)
 
 
-def options(inst: Instance) -> Mapping[str, Any]:
+def options(inst: LoadingInstance) -> Mapping[str, Any]:
     return inst.settings.loading
 
 
@@ -119,12 +118,12 @@ def _number(value: Any, where: str, low: float, high: float, integer: bool = Fal
     return value
 
 
-def data(inst: Instance) -> LoadingData:
+def data(inst: LoadingInstance) -> LoadingData:
     """The derived data of ``inst`` (checked), once per instance."""
     return inst.derived(("loading", "data"), lambda: _build(inst))
 
 
-def _build(inst: Instance) -> LoadingData:
+def _build(inst: LoadingInstance) -> LoadingData:
     s = inst.settings
     o = options(inst)
     where = f"instance.settings.{SETTINGS_KEY}"

@@ -13,9 +13,9 @@ import math
 from typing import Iterator
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.families.loading.data import data
 from splitopt.families.loading.plan import LoadingPlan, canonical_threads, plan_from_starts
+from splitopt.families.loading.settings import LoadingInstance
 
 
 def lah(n: int, j: int) -> int:
@@ -55,7 +55,7 @@ def count_plans(n: int, k_max: int, threads: int, orders: bool, last_start: int 
     return total
 
 
-def enumerate_plans(inst: Instance, limit: int) -> Iterator[LoadingPlan]:
+def enumerate_plans(inst: LoadingInstance, limit: int) -> Iterator[LoadingPlan]:
     """Every plan (see the module docstring); NotApplicable when there are more than
     ``limit``."""
     d = data(inst)

@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from splitopt.core.instance import Instance
 from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
 from splitopt.families.loading.data import LoadingData, data
 from splitopt.families.loading.plan import LoadingPlan, check_plan
+from splitopt.families.loading.settings import LoadingInstance
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def _timeline(d: LoadingData, plan: LoadingPlan):
     return load, (load_start, load_end, thread_of, infer_start, infer_end), at
 
 
-def evaluate(inst: Instance, plan: LoadingPlan) -> LoadingMetrics:
+def evaluate(inst: LoadingInstance, plan: LoadingPlan) -> LoadingMetrics:
     """Evaluate a loading plan; InvalidPlan if malformed, the broken limits listed."""
     check_plan(inst, plan)
     d = data(inst)

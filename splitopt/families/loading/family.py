@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Sequence
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method, deferred
-from splitopt.families.loading.settings import PLAN_FORMAT, LoadingSettings
+from splitopt.families.loading.settings import PLAN_FORMAT, LoadingInstance, LoadingSettings
 from splitopt.search.space import SearchSpace
 
 # The family's modules need numpy; they are imported where used, so that listing the
@@ -51,12 +50,12 @@ class LoadingFamily(Family):
     default_backend = "cpsat"
     description = "child models loaded in parallel on T threads, inference overlapping the loads (RL modularization)"
 
-    def check(self, inst: Instance) -> None:
+    def check(self, inst: LoadingInstance) -> None:
         from splitopt.families.loading.checks import check_loading
 
         check_loading(inst)
 
-    def plan_from_dict(self, inst: Instance, raw: Any, where: str = "plan") -> Any:
+    def plan_from_dict(self, inst: LoadingInstance, raw: Any, where: str = "plan") -> Any:
         from splitopt.families.loading.plan import plan_from_dict
 
         self.prepare(inst)
@@ -67,32 +66,32 @@ class LoadingFamily(Family):
 
         return LoadingPlan
 
-    def evaluate(self, inst: Instance, plan: Any) -> Any:
+    def evaluate(self, inst: LoadingInstance, plan: Any) -> Any:
         from splitopt.families.loading.evaluate import evaluate
 
         self.prepare(inst)
         return evaluate(inst, plan)
 
-    def start_plan(self, inst: Instance) -> Any:
+    def start_plan(self, inst: LoadingInstance) -> Any:
         from splitopt.families.loading.start import start_plan
 
         self.prepare(inst)
         return start_plan(inst)
 
-    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+    def diagnose(self, inst: LoadingInstance, resolve: Callable[[LoadingInstance], bool]) -> str:
         from splitopt.families.loading.data import data
         from splitopt.families.loading.diagnose import diagnose
 
         return diagnose(data(inst))
 
-    def proven_infeasible(self, inst: Instance) -> str | None:
+    def proven_infeasible(self, inst: LoadingInstance) -> str | None:
         from splitopt.families.loading.data import data
         from splitopt.families.loading.diagnose import no_child_count_message
 
         d = data(inst)
         return None if d.child_counts() else no_child_count_message(d)
 
-    def build_program(self, inst: Instance, kind: str, start: Any) -> Program:
+    def build_program(self, inst: LoadingInstance, kind: str, start: Any) -> Program:
         self.prepare(inst)
         if kind == "cpsat":
             from splitopt.families.loading.cpsat import build_cpsat
@@ -107,19 +106,19 @@ class LoadingFamily(Family):
     def methods(self) -> Sequence[Method]:
         return METHODS
 
-    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Any]:
+    def enumerate_plans(self, inst: LoadingInstance, limit: int) -> Iterator[Any]:
         from splitopt.families.loading.enumerate import enumerate_plans
 
         self.prepare(inst)
         return enumerate_plans(inst, limit)
 
-    def space(self, inst: Instance) -> SearchSpace:
+    def space(self, inst: LoadingInstance) -> SearchSpace:
         from splitopt.families.loading.space import loading_space
 
         self.prepare(inst)
         return loading_space(inst)
 
-    def exact_method(self, inst: Instance) -> str | None:
+    def exact_method(self, inst: LoadingInstance) -> str | None:
         """``partition-search`` where it is exact (balance; latency with every allowed child
         count <= T): microseconds to a second where CP-SAT needs seconds to minutes; else
         (latency with a count above T) ``count-search`` (benchmarks/results/loading.md: it
@@ -133,19 +132,19 @@ class LoadingFamily(Family):
             return "partition-search"
         return "count-search"
 
-    def lower_bound(self, inst: Instance) -> float | None:
+    def lower_bound(self, inst: LoadingInstance) -> float | None:
         from splitopt.families.loading.bound import loading_lower_bound
         from splitopt.families.loading.data import data
 
         self.prepare(inst)
         return loading_lower_bound(data(inst), inst.objective)
 
-    def random_instance(self, seed: int) -> Instance:
+    def random_instance(self, seed: int) -> LoadingInstance:
         from splitopt.families.loading.examples import small_random_data
 
         return self.instance_from_data(small_random_data(seed))
 
-    def breakdown(self, inst: Instance, metrics: Any) -> list[tuple[str, float, float]]:
+    def breakdown(self, inst: LoadingInstance, metrics: Any) -> list[tuple[str, float, float]]:
         """Per thread its loading time (as 'communication': storage to memory), and the
         inference device's compute."""
         rows: dict[str, list[float]] = {}
@@ -154,7 +153,7 @@ class LoadingFamily(Family):
             row[0 if t.kind == "compute" else 1] += t.duration_ms
         return [(name, a, b) for name, (a, b) in rows.items()]
 
-    def summary(self, inst: Instance) -> str:
+    def summary(self, inst: LoadingInstance) -> str:
         from splitopt.families.loading.data import data
 
         d = data(inst)
@@ -162,7 +161,7 @@ class LoadingFamily(Family):
                 f"{d.threads} threads, {d.k_min}..{d.k_max} children, trainable tail {d.tail}, inference on "
                 f"'{d.device}'")
 
-    def report(self, console, inst: Instance, plan: Any, metrics: Any, show_layers: bool = True) -> None:
+    def report(self, console, inst: LoadingInstance, plan: Any, metrics: Any, show_layers: bool = True) -> None:
         from splitopt.families.loading.report import report
 
         report(console, inst, plan, metrics, show_layers)

@@ -25,7 +25,6 @@ from typing import Sequence
 import numpy as np
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.base import plan_output
@@ -34,9 +33,10 @@ from splitopt.families.loading.diagnose import no_child_count_message
 from splitopt.families.loading.evaluate import evaluate
 from splitopt.families.loading.partition import best_partition, counts_to_solve
 from splitopt.families.loading.plan import LoadingPlan, plan_from_starts
+from splitopt.families.loading.settings import LoadingInstance
 
 
-def partition_search(inst: Instance, options: SolveOptions) -> BackendOutput:
+def partition_search(inst: LoadingInstance, options: SolveOptions) -> BackendOutput:
     """Exact: the best partition of each child count, the best of them (see the module
     docstring); OPTIMAL within ``partition.RTOL``, with the proven bound."""
     d = data(inst)
@@ -56,7 +56,7 @@ def partition_search(inst: Instance, options: SolveOptions) -> BackendOutput:
     return BackendOutput(status, plan=plan_from_starts(d, best.starts), bound=best.bound)
 
 
-def count_search(inst: Instance, options: SolveOptions) -> BackendOutput:
+def count_search(inst: LoadingInstance, options: SolveOptions) -> BackendOutput:
     """Exact over every allowed child count (see the module docstring): OPTIMAL when every
     count is closed (the bound within ``counts.RTOL`` of the plan), else FEASIBLE with the
     least bound of the counts left open when the time limit came."""
@@ -78,7 +78,7 @@ def count_search(inst: Instance, options: SolveOptions) -> BackendOutput:
     return BackendOutput(status, plan=result.plan, bound=result.bound, extra=extra)
 
 
-def monolithic(inst: Instance, options: SolveOptions) -> BackendOutput:
+def monolithic(inst: LoadingInstance, options: SolveOptions) -> BackendOutput:
     """The whole model as one child model."""
     return plan_output(plan_from_starts(data(inst), [0]))
 
@@ -102,7 +102,7 @@ def even_starts(d: LoadingData, k: int, weights: np.ndarray) -> list[int]:
     return starts
 
 
-def _best_of(inst: Instance, plans: Sequence[LoadingPlan]) -> BackendOutput:
+def _best_of(inst: LoadingInstance, plans: Sequence[LoadingPlan]) -> BackendOutput:
     scored = []
     for plan in plans:
         m = evaluate(inst, plan)
@@ -110,38 +110,39 @@ def _best_of(inst: Instance, plans: Sequence[LoadingPlan]) -> BackendOutput:
     return plan_output(min(scored, key=lambda t: t[:3])[3])
 
 
-def _even(inst: Instance, weights: np.ndarray) -> BackendOutput:
+def _even(inst: LoadingInstance, weights: np.ndarray) -> BackendOutput:
     d = data(inst)
     counts = list(d.child_counts()) or [1]
     return _best_of(inst, [plan_from_starts(d, even_starts(d, k, weights)) for k in counts])
 
 
-def equal_count(inst: Instance, options: SolveOptions) -> BackendOutput:
+def equal_count(inst: LoadingInstance, options: SolveOptions) -> BackendOutput:
     """For each allowed k, k children of (nearly) equal block counts; the best k."""
     return _even(inst, np.ones(data(inst).n))
 
 
-def equal_bytes(inst: Instance, options: SolveOptions) -> BackendOutput:
+def equal_bytes(inst: LoadingInstance, options: SolveOptions) -> BackendOutput:
     """For each allowed k, k children of (nearly) equal bytes on disk; the best k."""
     return _even(inst, data(inst).block_bytes)
 
 
-def reference_plans(inst: Instance, options: SolveOptions) -> BackendOutput:
+def reference_plans(inst: LoadingInstance, options: SolveOptions) -> BackendOutput:
     """The best of the published cut positions the instance carries."""
     d = data(inst)
     if not d.reference_plans:
         raise NotApplicable("reference-plans: the instance carries no settings.loading.reference_plans")
     index = {b: i for i, b in enumerate(d.blocks)}
-    plans = []
-    for name, firsts in d.reference_plans.items():  # checked with the instance: block 0 first, increasing
-        plans.append(plan_from_starts(d, [index[b] for b in firsts]))
+    # checked with the instance: block 0 first, increasing
+    plans = [plan_from_starts(d, [index[b] for b in firsts]) for firsts in d.reference_plans.values()]
     out = _best_of(inst, plans)
-    names = [name for name, p in zip(d.reference_plans, plans) if p.key() == out.plan.key()]
+    chosen = out.plan
+    assert chosen is not None  # _best_of returns one of the plans
+    names = [name for name, p in zip(d.reference_plans, plans) if p.key() == chosen.key()]
     out.extra["reference"] = names[0]
     return out
 
 
-def paper_rlu(inst: Instance, options: SolveOptions) -> BackendOutput:
+def paper_rlu(inst: LoadingInstance, options: SolveOptions) -> BackendOutput:
     """The paper's tabular Q-learning unit (see :mod:`splitopt.families.loading.rlu`)."""
     from splitopt.families.loading.rlu import run_rlu
 

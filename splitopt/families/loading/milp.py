@@ -10,15 +10,18 @@ feasibility error of each of the 2 K + 1 rows counts even where every time is ti
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from splitopt.core.instance import Instance
 from splitopt.core.options import check_build_deadline
 from splitopt.core.program import LinearProgram, Program
 from splitopt.families.loading.cpsat import horizon_ms
 from splitopt.families.loading.data import LoadingData, data
 from splitopt.families.loading.evaluate import evaluate
 from splitopt.families.loading.plan import LoadingPlan, canonical_threads, plan_from_starts
+from splitopt.families.loading.settings import LoadingInstance
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: MILP: integrality / feasibility tolerance assumed for the objective tolerance
 MILP_EPS = 1e-6
@@ -26,7 +29,7 @@ MILP_EPS = 1e-6
 MILP_DUAL_TOL = 1e-7
 
 
-def build_milp(inst: Instance, start: LoadingPlan | None = None) -> Program:
+def build_milp(inst: LoadingInstance, start: LoadingPlan | None = None) -> Program:
     """The program of the formulation's "MILP", its parts in order: the staircase, the
     loads, and the balance or latency objective with its rows; ``start`` (a plan of at
     most ``K`` children, or None) is its hint."""
@@ -61,7 +64,8 @@ def build_milp(inst: Instance, start: LoadingPlan | None = None) -> Program:
 @dataclass
 class LoadingVariables:
     """The program's variables as the steps add them: the staircase ``u[i][b]`` (block b in
-    a slot >= i; ``u[0]`` is all ones, ``u[K]`` all zeros: constants, None), the load of each
+    a slot >= i; ``u[0]`` is all ones, ``u[K]`` all zeros: constants without variables, so
+    ``u[0]`` is empty and there is no ``u[K]``), the load of each
     slot, and the objective's (``heaviest``, or ``begin``, ``done``, threads ``w`` and
     orders). ``N`` blocks, ``K`` slots (the most children), ``T`` threads; ``H`` the
     horizon and ``H_load`` every load one after another (ms, the big-M of the order rows)."""
@@ -72,7 +76,7 @@ class LoadingVariables:
     H: float
     H_load: float
     latency: bool
-    u: list[list[int | None]]
+    u: list[list[int]]
     load: list[int] = field(default_factory=list)
     heaviest: int | None = None
     begin: list[int] = field(default_factory=list)
@@ -85,7 +89,7 @@ class LoadingVariables:
         """A time variable's bounds: [0, H_load] ms."""
         return dict(binary=False, lb=0.0, ub=self.H_load, implied_integer=False, unit="ms")
 
-    def slot_sum(self, i: int, weights: Sequence[float]) -> tuple[dict[int, float], float]:
+    def slot_sum(self, i: int, weights: Sequence[float] | np.ndarray) -> tuple[dict[int, float], float]:
         """``sum_b weights[b] * (u[i][b] - u[i+1][b])`` as (coefficients, constant)."""
         u = self.u
         coeffs: dict[int, float] = {}
@@ -107,12 +111,12 @@ class LoadingVariables:
         return ({}, 1.0) if i == 0 else ({self.u[i][self.N - 1]: 1.0}, 0.0)
 
 
-def staircase_variables(inst: Instance, d: LoadingData, lp: LinearProgram, counts: list[int]) -> LoadingVariables:
+def staircase_variables(inst: LoadingInstance, d: LoadingData, lp: LinearProgram, counts: list[int]) -> LoadingVariables:
     """The staircase ``u[i][b]`` of slots 1 .. K-1."""
     N, K = d.n, max(counts)
     # every load one after another: no load starts or lasts longer (the big-M of the order rows)
     H_load = K * d.fixed_ms + max(d.slowdown(k) for k in counts) * float(d.read_prefix[-1])
-    u: list[list[int | None]] = [[None] * N] + [[lp.var(f"u[{i},{b}]") for b in range(N)] for i in range(1, K)]
+    u: list[list[int]] = [[]] + [[lp.var(f"u[{i},{b}]") for b in range(N)] for i in range(1, K)]
     return LoadingVariables(N, K, d.threads, horizon_ms(d, counts), H_load, inst.objective == "latency", u)
 
 
@@ -263,7 +267,7 @@ def decode_plan(d: LoadingData, lp: LinearProgram, v: LoadingVariables, values) 
     return LoadingPlan(tuple(starts), canonical_threads(lists))
 
 
-def encode_plan(inst: Instance, lp: LinearProgram, v: LoadingVariables, plan: LoadingPlan) -> list[float]:
+def encode_plan(inst: LoadingInstance, lp: LinearProgram, v: LoadingVariables, plan: LoadingPlan) -> list[float]:
     """The program's variable values for ``plan``: the staircase, and the times of its
     evaluation."""
     u, N, K = v.u, v.N, v.K
@@ -293,7 +297,7 @@ def encode_plan(inst: Instance, lp: LinearProgram, v: LoadingVariables, plan: Lo
     return values
 
 
-def exactly_k(u, k: int, K: int, N: int) -> tuple[dict[int, float], float]:
+def exactly_k(u: list[list[int]], k: int, K: int, N: int) -> tuple[dict[int, float], float]:
     """y_k = active_{k-1} - active_k (exactly k children) as (coefficients, constant)."""
     coeffs: dict[int, float] = {}
     const = 0.0

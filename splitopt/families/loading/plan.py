@@ -24,11 +24,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from splitopt.core.errors import InvalidPlan
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import shown
 from splitopt.core.plan import check_plan_header
 from splitopt.families.loading.data import LoadingData, data
-from splitopt.families.loading.settings import PLAN_FORMAT
+from splitopt.families.loading.settings import PLAN_FORMAT, LoadingInstance
 FIELDS = ("format", "instance", "children", "threads", "objective_ms", "note")
 
 
@@ -52,7 +51,7 @@ class LoadingPlan:
     def key(self) -> tuple:
         return (self.starts, self.threads)
 
-    def to_dict(self, inst: Instance) -> dict[str, Any]:
+    def to_dict(self, inst: LoadingInstance) -> dict[str, Any]:
         d = data(inst)
         return {"format": PLAN_FORMAT, "instance": inst.name, "children": [d.blocks[s] for s in self.starts],
                 "threads": [list(t) for t in self.threads]}
@@ -85,7 +84,7 @@ def plan_from_starts(d: LoadingData, starts: Sequence[int], threads: Sequence[Se
     return LoadingPlan(starts, paper_threads(d, starts) if threads is None else canonical_threads(threads))
 
 
-def plan_from_dict(inst: Instance, raw: Any, where: str = "plan") -> LoadingPlan:
+def plan_from_dict(inst: LoadingInstance, raw: Any, where: str = "plan") -> LoadingPlan:
     """Parse and check a loading plan; InvalidPlan names the field."""
     d = data(inst)
     check_plan_header(raw, inst.name, where, PLAN_FORMAT, FIELDS)
@@ -114,7 +113,7 @@ def _starts_ok(starts: Sequence[int], d: LoadingData) -> bool:
     return bool(starts) and starts[0] == 0 and all(a < b for a, b in zip(starts, starts[1:])) and starts[-1] < d.n
 
 
-def check_plan(inst: Instance, plan: LoadingPlan, where: str = "plan", check_threads: bool = True) -> None:
+def check_plan(inst: LoadingInstance, plan: LoadingPlan, where: str = "plan", check_threads: bool = True) -> None:
     """Raise InvalidPlan unless the plan is well-formed: children start at increasing
     blocks from the first, and the threads (at most ``T``) load every child exactly once.
     Limits (bounds on k, the trainable tail) are not checked here: the evaluator reports

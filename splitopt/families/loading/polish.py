@@ -57,6 +57,9 @@ def polish(d: LoadingData, plan: LoadingPlan, max_evals: int = 10_000,
     def valid(s: list[int]) -> bool:
         return all(a < b for a, b in zip(s, s[1:])) and s[k - 1] <= last
 
+    best = score(s, th)
+    evals = 0
+
     def pair_move() -> bool:
         """Shift two cuts at once (each by up to ``PAIR_REACH`` blocks), first improvement."""
         nonlocal best, evals
@@ -81,8 +84,6 @@ def polish(d: LoadingData, plan: LoadingPlan, max_evals: int = 10_000,
                     return False
         return False
 
-    best = score(s, th)
-    evals = 0
     improved = True
     while improved and evals < max_evals and not out_of_time():
         improved = False

@@ -4,12 +4,12 @@ monolithic model, and the broken limits."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.loading.evaluate import LoadingMetrics
 from splitopt.families.loading.plan import LoadingPlan
+from splitopt.families.loading.settings import LoadingInstance
 
 
-def report(console, inst: Instance, plan: LoadingPlan, m: LoadingMetrics, show_layers: bool = True) -> None:
+def report(console, inst: LoadingInstance, plan: LoadingPlan, m: LoadingMetrics, show_layers: bool = True) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
+from splitopt.core.instance import Instance
 from splitopt.core.ranges import MAX_MS, MAX_RATE, MIN_RATE
 from splitopt.core.settings import FamilySettings
 from splitopt.families.settings_fields import device_name, schema_of, unused_schema
@@ -76,3 +77,7 @@ class LoadingSettings(FamilySettings):
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], devices: Mapping[str, Any]) -> "LoadingSettings":
         return cls(edge=device_name(raw, "edge", devices, "loading"), loading=dict(raw.get(SETTINGS_KEY, {})))
+
+
+#: an instance of the loading family, its settings typed (what the family's functions take)
+LoadingInstance = Instance[LoadingSettings]

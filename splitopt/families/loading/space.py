@@ -6,9 +6,9 @@ limits (bounds on k, the trainable tail) are left to the evaluator."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.loading.data import data
 from splitopt.families.loading.plan import LoadingPlan, canonical_threads
+from splitopt.families.loading.settings import LoadingInstance
 from splitopt.search.space import ChoiceGene, Genome, IntegerGene, PermutationGene, SearchSpace
 
 K = "children"
@@ -23,7 +23,7 @@ def thread_gene(i: int) -> str:
     return f"thread[{i}]"
 
 
-def loading_space(inst: Instance) -> SearchSpace:
+def loading_space(inst: LoadingInstance) -> SearchSpace:
     d = data(inst)
     k_high = min(d.k_max, d.n)
     counts = list(d.child_counts())

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from splitopt.core.instance import Instance
 from splitopt.families.loading.data import data
 from splitopt.families.loading.methods import even_starts
 from splitopt.families.loading.partition import best_partition, counts_to_solve
 from splitopt.families.loading.plan import LoadingPlan, plan_from_starts
+from splitopt.families.loading.settings import LoadingInstance
 
 
-def start_plan(inst: Instance) -> LoadingPlan:
+def start_plan(inst: LoadingInstance) -> LoadingPlan:
     d = data(inst)
     counts = list(d.child_counts())
     with_inference = inst.objective == "latency"

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 
-from splitopt.core.instance import Instance
 from splitopt.families.mesh.data import mesh_data
+from splitopt.families.mesh.settings import MeshInstance
 
 
-def mesh_lower_bound(inst: Instance) -> float | None:
+def mesh_lower_bound(inst: MeshInstance) -> float | None:
     """A lower bound (ms) on every mesh plan's makespan; None without layers."""
     data = mesh_data(inst)
     if not data.layers or not data.devices:

@@ -4,12 +4,12 @@ defined, every layer's weights fitting some device."""
 from __future__ import annotations
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Instance
 from splitopt.families.mesh.data import MEMORY_RTOL, mesh_data, mesh_options
 from splitopt.core.jsonfile import byte_count
+from splitopt.families.mesh.settings import MeshInstance
 
 
-def check_mesh(inst: Instance) -> None:
+def check_mesh(inst: MeshInstance) -> None:
     """Mesh consistency: options, resource names, a connected topology (every device
     reachable from the source and reaching the sink), latencies defined, and every
     layer's weights fitting some device. One-line InvalidInstance naming the element."""

@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from splitopt.core.errors import SolverFailure
-from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.mesh.data import MeshData, mesh_data, transfer_id
 from splitopt.families.mesh.plan import MeshPlan
+from splitopt.families.mesh.settings import MeshInstance
 from splitopt.families.mesh.structure import (Structure, bool_or, identical_device_classes, last_hops,
                                               memory_rows_cpsat, order_from_times, start_horizon)
 from splitopt.families.mesh.tasks import build_tasks, schedule_makespan, semi_active_times
+
+if TYPE_CHECKING:
+    from ortools.sat.python.cp_model import CpModel
 
 #: CP-SAT time units in the horizon (at most; fewer for many devices)
 TIME_UNITS = 2**24
@@ -42,7 +45,7 @@ def scale_units(data: MeshData) -> int:
     return 2 ** (30 - math.ceil(math.log2(n + 2)))
 
 
-def build_cpsat(inst: Instance, start: MeshPlan | None) -> Program:
+def build_cpsat(inst: MeshInstance, start: MeshPlan | None) -> Program:
     """The CP-SAT model of the mesh schedule (optional intervals per device and per link
     or serial bus, store-and-forward hops, memory, makespan), time in integer units, its
     constraints in the formulation's order; ``start`` (a feasible plan or None) sets the
@@ -64,7 +67,7 @@ def build_cpsat(inst: Instance, start: MeshPlan | None) -> Program:
     data_rows(data, model, v)
     for ivs in [*v.device_intervals.values(), *v.resource_intervals.values()]:  # constraint 5
         if len(ivs) > 1:
-            model.AddNoOverlap(ivs)
+            model.add_no_overlap(ivs)
     big_memory = memory_rows_cpsat(model, data, v.st, v.x)
     symmetry_cpsat(model, data, v.st, v.x, classes)
     cmax = makespan(data, model, v)
@@ -103,7 +106,7 @@ class CpSatVariables:
 def integer_durations(data: MeshData, start: MeshPlan | None, unit: float) -> CpSatVariables:
     """Section "Scaling": every duration rounded up to whole units, and the horizon in
     units (the start plan's makespan on them, or the sum of the slowest)."""
-    dur = {}
+    dur: dict[tuple[str, str, str | tuple[str, str]], int] = {}
     for (n, d), ms in data.compute_ms.items():
         dur[("c", n, d)] = 0 if ms <= 0 else max(1, math.ceil(ms / unit - 1e-9))
     for (t, pair), ms in data.transfer_ms.items():
@@ -117,121 +120,122 @@ def integer_durations(data: MeshData, start: MeshPlan | None, unit: float) -> Cp
     return CpSatVariables(dur, H, st, device_intervals={d: [] for d in data.devices})
 
 
-def assignment_variables(data: MeshData, model: Any, v: CpSatVariables) -> None:
+def assignment_variables(data: MeshData, model: CpModel, v: CpSatVariables) -> None:
     """``S_i``, ``E_i``, ``x[i,d]`` with each layer's optional interval per device, and
     constraints 1 (assignment) and 2 (routes)."""
     st, x, S, E, dur, H = v.st, v.x, v.S, v.E, v.dur, v.H
     for n in data.layers:
-        S[n] = model.NewIntVar(0, H, f"S[{n}]")
-        E[n] = model.NewIntVar(0, H, f"E[{n}]")
+        S[n] = model.new_int_var(0, H, f"S[{n}]")
+        E[n] = model.new_int_var(0, H, f"E[{n}]")
         if not st.allowed[n]:
-            model.AddBoolOr([])  # no device can hold this layer: infeasible
+            model.add_bool_or([])  # no device can hold this layer: infeasible
             continue
         for d in st.allowed[n]:
-            x[(n, d)] = model.NewBoolVar(f"x[{n},{d}]")
+            x[(n, d)] = model.new_bool_var(f"x[{n},{d}]")
             c = dur[("c", n, d)]
             if c > 0:
-                v.device_intervals[d].append(model.NewOptionalFixedSizeIntervalVar(S[n], c, x[(n, d)], f"I[{n},{d}]"))
-        model.AddExactlyOne(x[(n, d)] for d in st.allowed[n])
-        model.Add(E[n] == S[n] + sum(dur[("c", n, d)] * x[(n, d)] for d in st.allowed[n] if dur[("c", n, d)]))
+                v.device_intervals[d].append(model.new_optional_fixed_size_interval_var(S[n], c, x[(n, d)], f"I[{n},{d}]"))
+        model.add_exactly_one(x[(n, d)] for d in st.allowed[n])
+        model.add(E[n] == S[n] + sum(dur[("c", n, d)] * x[(n, d)] for d in st.allowed[n] if dur[("c", n, d)]))
     for t, a, n, b in st.forbidden:
         if (t, a) in x and (n, b) in x:
-            model.AddBoolOr([x[(t, a)].Not(), x[(n, b)].Not()])
+            model.add_bool_or([x[(t, a)].negated(), x[(n, b)].negated()])
 
 
-def need_variables(data: MeshData, model: Any, v: CpSatVariables) -> None:
+def need_variables(data: MeshData, model: CpModel, v: CpSatVariables) -> None:
     """Constraint 3 as exact Boolean equivalences: ``w[t,b]`` (t needed on b) and
     ``g[t,a,v]`` (t made on a must cross into v)."""
     st, x, w, g = v.st, v.x, v.w, v.g
     for t in data.tensors:
         for b in st.needs[t]:
             if b in st.fixed_need[t]:
-                var = model.NewBoolVar(f"w[{t},{b}]")
-                model.Add(var == 1)
+                var = model.new_bool_var(f"w[{t},{b}]")
+                model.add(var == 1)
                 w[(t, b)] = var
                 continue
             lits = [x[(c, b)] for c in data.readers[t] if (c, b) in x]
-            var = model.NewBoolVar(f"w[{t},{b}]")
+            var = model.new_bool_var(f"w[{t},{b}]")
             bool_or(model, var, lits)
             w[(t, b)] = var
     for t, a, u in st.g:
         need = [w[(t, b)] for b in sorted(data.subtree[a][u], key=data.dev_index.__getitem__) if (t, b) in w]
-        var = model.NewBoolVar(f"g[{t},{a},{u}]")
+        var = model.new_bool_var(f"g[{t},{a},{u}]")
         if data.is_raw[t]:
             bool_or(model, var, need)
         else:
-            any_need = model.NewBoolVar(f"n[{t},{a},{u}]")
+            any_need = model.new_bool_var(f"n[{t},{a},{u}]")
             bool_or(model, any_need, need)
             # var == x[t,a] and any_need
-            model.AddImplication(var, x[(t, a)])
-            model.AddImplication(var, any_need)
-            model.AddBoolOr([x[(t, a)].Not(), any_need.Not(), var])
+            model.add_implication(var, x[(t, a)])
+            model.add_implication(var, any_need)
+            model.add_bool_or([x[(t, a)].negated(), any_need.negated(), var])
         g[(t, a, u)] = var
 
 
-def transfer_variables(data: MeshData, model: Any, v: CpSatVariables) -> None:
+def transfer_variables(data: MeshData, model: CpModel, v: CpSatVariables) -> None:
     """Constraint 3's ``z`` (the OR of its ``g``) and the hops ``T[t,e]`` with their optional
     intervals per resource: constraint 4's ``T[t,e] >= E_t`` if ``z`` and store-and-forward,
     constraint 7's horizon."""
     st, z, T, dur, H = v.st, v.z, v.T, v.dur, v.H
     for key in st.z:
         t, pair = key
-        var = model.NewBoolVar(f"z[{t},{pair[0]}->{pair[1]}]")
+        var = model.new_bool_var(f"z[{t},{pair[0]}->{pair[1]}]")
         bool_or(model, var, [v.g[k] for k in st.z_of[key]])
         z[key] = var
-        T[key] = model.NewIntVar(0, H, f"T[{t},{pair[0]}->{pair[1]}]")
+        T[key] = model.new_int_var(0, H, f"T[{t},{pair[0]}->{pair[1]}]")
         d_t = dur[("t", t, pair)]
         if d_t > 0:
             v.resource_intervals.setdefault(data.resource_of[pair], []).append(
-                model.NewOptionalFixedSizeIntervalVar(T[key], d_t, var, f"J[{t},{pair[0]}->{pair[1]}]"))
-            model.Add(T[key] + d_t <= H).OnlyEnforceIf(var)
+                model.new_optional_fixed_size_interval_var(T[key], d_t, var, f"J[{t},{pair[0]}->{pair[1]}]"))
+            model.add(T[key] + d_t <= H).only_enforce_if(var)
         if d_t > H:
-            model.Add(var == 0)
+            model.add(var == 0)
         if not data.is_raw[t]:
-            model.Add(T[key] >= v.E[t]).OnlyEnforceIf(var)
+            model.add(T[key] >= v.E[t]).only_enforce_if(var)
     # hop chains: a hop into u leaves its parent p after t arrived on p (p not the producer)
     for t, a, u in st.g:
         p = data.parent[a][u]
         if p == a:
             continue
         prev = (t, (data.parent[a][p], p))
-        model.Add(T[(t, (p, u))] >= T[prev] + dur[("t", t, prev[1])]).OnlyEnforceIf(v.g[(t, a, u)])
+        model.add(T[(t, (p, u))] >= T[prev] + dur[("t", t, prev[1])]).only_enforce_if(v.g[(t, a, u)])
 
 
-def data_rows(data: MeshData, model: Any, v: CpSatVariables) -> None:
+def data_rows(data: MeshData, model: CpModel, v: CpSatVariables) -> None:
     """Constraint 4, the layers: a layer starts after its inputs are on its device."""
     for n in data.layers:
         for t in data.layer_inputs[n]:
             if not data.is_raw[t]:
-                model.Add(v.S[n] >= v.E[t])
+                model.add(v.S[n] >= v.E[t])
     for n, t, d, a, key in last_hops(data, v.st, v.T):
         cond = [v.x[(n, d)]] if data.is_raw[t] else [v.x[(n, d)], v.x[(t, a)]]
-        model.Add(v.S[n] >= v.T[key] + v.dur[("t", t, key[1])]).OnlyEnforceIf(cond)
+        model.add(v.S[n] >= v.T[key] + v.dur[("t", t, key[1])]).only_enforce_if(cond)
 
 
-def makespan(data: MeshData, model: Any, v: CpSatVariables) -> Any:
+def makespan(data: MeshData, model: CpModel, v: CpSatVariables) -> Any:
     """Constraint 7 and the objective: the makespan after every layer and every hop sent;
     minimise it. Returns it."""
-    cmax = model.NewIntVar(0, v.H, "makespan")
+    cmax = model.new_int_var(0, v.H, "makespan")
     for n in data.layers:
-        model.Add(cmax >= v.E[n])
+        model.add(cmax >= v.E[n])
     for key, var in v.z.items():
-        model.Add(cmax >= v.T[key] + v.dur[("t", key[0], key[1])]).OnlyEnforceIf(var)
-    model.Minimize(cmax)
+        model.add(cmax >= v.T[key] + v.dur[("t", key[0], key[1])]).only_enforce_if(var)
+    model.minimize(cmax)
     return cmax
 
 
-def hint(data: MeshData, model: Any, v: CpSatVariables, start: MeshPlan) -> None:
+def hint(data: MeshData, model: CpModel, v: CpSatVariables, start: MeshPlan) -> None:
     """The start plan's integer schedule as the model's hint."""
     times = semi_active_times(build_tasks(data, start.device, v.dur), start.order)
+    assert times is not None  # integer_durations scheduled these orders (a deadlock raised there)
     for (n, d), var in v.x.items():
-        model.AddHint(var, start.device[n] == d)
+        model.add_hint(var, start.device[n] == d)
     for n in data.layers:
-        model.AddHint(v.S[n], int(times[n][0]))
+        model.add_hint(v.S[n], int(times[n][0]))
     for key in v.st.z:
         tid = transfer_id(*key)
         if tid in times:
-            model.AddHint(v.T[key], int(times[tid][0]))
+            model.add_hint(v.T[key], int(times[tid][0]))
 
 
 def decode_plan(data: MeshData, v: CpSatVariables, cmax: Any, values) -> MeshPlan:
@@ -240,26 +244,26 @@ def decode_plan(data: MeshData, v: CpSatVariables, cmax: Any, values) -> MeshPla
     value = values.__getitem__
 
     def is_true(var) -> bool:
-        return value(var.Index()) > 0.5
+        return value(var.index) > 0.5
 
     device_map = {n: next(d for d in v.st.allowed[n] if is_true(v.x[(n, d)])) for n in data.layers}
     starts, ends = {}, {}
     for n in data.layers:
-        starts[n], ends[n] = value(v.S[n].Index()), value(v.E[n].Index())
+        starts[n], ends[n] = value(v.S[n].index), value(v.E[n].index)
     for key, var in v.z.items():
         if is_true(var):
             tid = transfer_id(*key)
-            starts[tid] = value(v.T[key].Index())
+            starts[tid] = value(v.T[key].index)
             ends[tid] = starts[tid] + v.dur[("t", key[0], key[1])]
     plan = MeshPlan(device_map, order_from_times(data, device_map, starts, ends))
     rounded = schedule_makespan(data, device_map, plan.order, durations=v.dur)
-    if rounded > value(cmax.Index()) + 1e-9:
+    if rounded > value(cmax.index) + 1e-9:
         raise SolverFailure(f"cpsat: the decoded schedule ({rounded} units) is longer than CP-SAT's "
-                            f"({value(cmax.Index())})")
+                            f"({value(cmax.index)})")
     return plan
 
 
-def symmetry_cpsat(model, data: MeshData, st: Structure, x, classes) -> None:
+def symmetry_cpsat(model: CpModel, data: MeshData, st: Structure, x, classes) -> None:
     """Within a class of interchangeable devices d1 < d2 < ...: a layer may run on
     d(k+1) only if an earlier layer runs on d(k)."""
     for cls in classes:
@@ -269,6 +273,6 @@ def symmetry_cpsat(model, data: MeshData, st: Structure, x, classes) -> None:
                     continue
                 before = [x[(m, dk)] for m in data.layers[:j] if (m, dk) in x]
                 if not before:
-                    model.Add(x[(n, dn)] == 0)
+                    model.add(x[(n, dn)] == 0)
                 else:
-                    model.AddBoolOr(before).OnlyEnforceIf(x[(n, dn)])
+                    model.add_bool_or(before).only_enforce_if(x[(n, dn)])

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
+from splitopt.families.mesh.settings import MeshInstance
 
 ROUTINGS = ("shortest", "direct")
 #: relative tolerance of the memory check (floating-point noise, not slack)
@@ -65,7 +65,7 @@ class MeshOptions:
     deliver_outputs: bool = True
 
 
-def mesh_options(inst: Instance) -> MeshOptions:
+def mesh_options(inst: MeshInstance) -> MeshOptions:
     """Parse ``settings.mesh``; raises InvalidInstance naming the field."""
     raw = dict(inst.settings.mesh)
     known = ("routing", "deliver_outputs")
@@ -90,7 +90,7 @@ class MeshData:
     """Everything the evaluator and the programs read, computed once per instance:
     durations (ms), sizes (bytes), resources, and the routing trees."""
 
-    def __init__(self, inst: Instance):
+    def __init__(self, inst: MeshInstance):
         import networkx as nx
 
         self.inst = inst
@@ -154,7 +154,7 @@ class MeshData:
         for a in self.devices:
             sub: dict[str, set[str]] = {v: set() for v in self.parent[a]}
             for b in self.parent[a]:
-                for u, v in self.route(a, b):
+                for _, v in self.route(a, b):
                     sub[v].add(b)
             self.subtree[a] = {v: frozenset(bs) for v, bs in sub.items()}
         # ancestors in the layer DAG (for pruning orders)
@@ -200,6 +200,6 @@ class MeshData:
         return sorted(hops.items(), key=lambda item: (item[1], self.link_index[item[0]]))
 
 
-def mesh_data(inst: Instance) -> MeshData:
+def mesh_data(inst: MeshInstance) -> MeshData:
     """The instance's MeshData, built once and kept with the instance."""
     return inst.derived(("mesh", "data"), lambda: MeshData(inst))

@@ -3,13 +3,13 @@ meets, or the memory limits that bind (lifting which one would allow a plan)."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import byte_count
 from splitopt.families.mesh.data import MEMORY_RTOL, mesh_data
+from splitopt.families.mesh.settings import MeshInstance
 from splitopt.families.mesh.structure import assignment_feasible
 
 
-def diagnose(inst: Instance) -> str:
+def diagnose(inst: MeshInstance) -> str:
     """Name the binding limit of an instance no plan can satisfy (memory is the only
     limit; routes restrict where layers may go)."""
     data = mesh_data(inst)
@@ -26,13 +26,13 @@ def diagnose(inst: Instance) -> str:
             )
     if assignment_feasible(data):
         return "feasible: a plan meets every memory limit"
-    if not assignment_feasible(data, lifted=set(data.devices)):
+    if not assignment_feasible(data, lifted=frozenset(data.devices)):
         return (
             f"infeasible: even without memory limits no placement lets every tensor reach its readers"
             f"{' and the final outputs reach sink ' + repr(data.sink) if data.options.deliver_outputs else ''} "
             f"with routing '{data.options.routing}' (settings.mesh.routing)"
         )
-    alone = [d for d in data.devices if assignment_feasible(data, lifted={d})]
+    alone = [d for d in data.devices if assignment_feasible(data, lifted=frozenset({d}))]
     total = sum(data.weight_bytes.values())
     if alone:
         names = ", ".join(f"'{d}' ({byte_count(data.limit[d])} B)" for d in alone)

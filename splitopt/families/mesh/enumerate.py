@@ -11,10 +11,10 @@ import itertools
 from typing import Iterator
 
 from splitopt.core.errors import InvalidPlan, NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.families.mesh.data import MeshData, mesh_data
 from splitopt.families.mesh.evaluate import memory_violations
 from splitopt.families.mesh.plan import MeshPlan, check_routes
+from splitopt.families.mesh.settings import MeshInstance
 from splitopt.families.mesh.tasks import build_tasks
 
 #: brute force refuses instances with more layers than this
@@ -32,7 +32,7 @@ def _assignments(data: MeshData):
         yield device_map
 
 
-def _resource_orders(tasks) -> list[list[tuple[str, ...]]]:
+def _resource_orders(tasks) -> list[list[tuple[str, tuple[str, ...]]]]:
     """Per resource with two or more positive-duration tasks: every order of them that
     keeps each task after its own data ancestors on that resource."""
     ancestors: dict[str, set[str]] = {}
@@ -75,7 +75,7 @@ def count_schedules(data: MeshData, stop_above: int | None = None) -> int:
     return total
 
 
-def enumerate_plans(inst: Instance, limit: int) -> Iterator[MeshPlan]:
+def enumerate_plans(inst: MeshInstance, limit: int) -> Iterator[MeshPlan]:
     """The plans of the module docstring; NotApplicable above ``limit`` schedules."""
     data = mesh_data(inst)
     if len(data.devices) ** len(data.layers) > 50 * limit or len(data.layers) > MAX_LAYERS:

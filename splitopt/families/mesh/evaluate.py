@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from splitopt.core.instance import Instance
 from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
 from splitopt.families.mesh.data import MEMORY_RTOL, MeshData, mesh_data
 from splitopt.families.mesh.plan import MeshPlan, check_plan
+from splitopt.families.mesh.settings import MeshInstance
 from splitopt.families.mesh.tasks import build_tasks, deadlock_error, semi_active_times
 from splitopt.core.jsonfile import byte_count
 
@@ -102,13 +102,14 @@ class MeshMetrics(FamilyMetrics):
 
 def memory_use(data: MeshData, device_map: Mapping[str, str]) -> dict[str, tuple[float, float, str | None]]:
     """Device -> (weight bytes, largest working set bytes, layer of that working set)."""
-    out = {d: [0.0, 0.0, None] for d in data.devices}
+    weights = dict.fromkeys(data.devices, 0.0)
+    peak: dict[str, tuple[float, str | None]] = dict.fromkeys(data.devices, (0.0, None))
     for n in data.layers:
-        entry = out[device_map[n]]
-        entry[0] += data.weight_bytes[n]
-        if entry[2] is None or data.working_bytes[n] > entry[1]:
-            entry[1], entry[2] = data.working_bytes[n], n
-    return {d: (w, p, l) for d, (w, p, l) in out.items()}
+        d = device_map[n]
+        weights[d] += data.weight_bytes[n]
+        if peak[d][1] is None or data.working_bytes[n] > peak[d][0]:
+            peak[d] = (data.working_bytes[n], n)
+    return {d: (weights[d], *peak[d]) for d in data.devices}
 
 
 def memory_violations(data: MeshData, device_map: Mapping[str, str]) -> list[str]:
@@ -123,7 +124,7 @@ def memory_violations(data: MeshData, device_map: Mapping[str, str]) -> list[str
     return out
 
 
-def evaluate(inst: Instance, plan: MeshPlan, data: MeshData | None = None) -> MeshMetrics:
+def evaluate(inst: MeshInstance, plan: MeshPlan, data: MeshData | None = None) -> MeshMetrics:
     """The independent evaluator: simulate the plan's semi-active schedule (see the
     module docstring); raises InvalidPlan if the plan is malformed or its orders
     deadlock, and lists memory violations in ``violations``."""
@@ -136,7 +137,7 @@ def evaluate(inst: Instance, plan: MeshPlan, data: MeshData | None = None) -> Me
     schedule = []
     for tid, task in sorted(tasks.items(), key=lambda kv: (times[kv[0]][0], kv[1].key)):
         start, end = times[tid]
-        label = task.label if task.kind == "compute" else f"{task.tensor} {task.pair[0]}->{task.pair[1]}"
+        label = task.label if task.kind == "compute" else f"{task.tensor} {task.hop()}"
         schedule.append(Task(task.resource, task.kind, label, start, end))
     makespan = max((e for _, e in times.values()), default=0.0)
     mem = memory_use(data, plan.device)

@@ -41,7 +41,8 @@ def random_mesh_data(seed: int, n_layers: int, n_devices: int) -> dict[str, Any]
         for pair in rng.sample(sorted(links), 2):
             links[pair]["bus"] = "bus0"
             del links[pair]["bandwidth_bits_per_s"]
-    tensors, layers = ["input"], []
+    tensors = ["input"]
+    layers: list[dict[str, Any]] = []
     for i in range(n_layers):
         inputs = sorted({rng.choice(tensors) for _ in range(1 if rng.random() < 0.6 else 2)}, key=tensors.index)
         latency = {d: (rng.choice([0.0, 0.1, 0.3, 0.5, 1.0, 2.0]) if rng.random() < 0.9 else 0.0) for d in devs}

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Sequence
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.mesh import methods
@@ -23,7 +22,7 @@ from splitopt.families.mesh.milp import build_milp
 from splitopt.families.mesh.plan import PLAN_FORMAT, MeshPlan, plan_from_dict
 from splitopt.families.mesh.report import report
 from splitopt.families.mesh.space import mesh_space
-from splitopt.families.mesh.settings import MeshSettings
+from splitopt.families.mesh.settings import MeshInstance, MeshSettings
 from splitopt.families.mesh.start import start_plan
 from splitopt.search.space import SearchSpace
 
@@ -43,30 +42,30 @@ class MeshFamily(Family):
     default_backend = "cpsat"
     description = "layers over a device graph; latency is the makespan of the schedule (JMSNAS Eq. 2)"
 
-    def check(self, inst: Instance) -> None:
+    def check(self, inst: MeshInstance) -> None:
         check_mesh(inst)
 
-    def build_data(self, inst: Instance) -> Any:
+    def build_data(self, inst: MeshInstance) -> Any:
         return mesh_data(inst)
 
-    def plan_from_dict(self, inst: Instance, data: Any, where: str = "plan") -> MeshPlan:
+    def plan_from_dict(self, inst: MeshInstance, data: Any, where: str = "plan") -> MeshPlan:
         self.prepare(inst)
         return plan_from_dict(inst, data, where)
 
     def plan_type(self) -> type:
         return MeshPlan
 
-    def evaluate(self, inst: Instance, plan: MeshPlan) -> MeshMetrics:
+    def evaluate(self, inst: MeshInstance, plan: MeshPlan) -> MeshMetrics:
         return evaluate(inst, plan, self.prepare(inst))
 
-    def start_plan(self, inst: Instance) -> MeshPlan | None:
+    def start_plan(self, inst: MeshInstance) -> MeshPlan | None:
         return start_plan(inst, self.prepare(inst))
 
-    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+    def diagnose(self, inst: MeshInstance, resolve: Callable[[MeshInstance], bool]) -> str:
         self.prepare(inst)
         return diagnose(inst)
 
-    def build_program(self, inst: Instance, kind: str, start: MeshPlan | None) -> Program:
+    def build_program(self, inst: MeshInstance, kind: str, start: MeshPlan | None) -> Program:
         self.prepare(inst)
         if kind == "cpsat":
             return build_cpsat(inst, start)
@@ -77,30 +76,30 @@ class MeshFamily(Family):
     def methods(self) -> Sequence[Method]:
         return METHODS
 
-    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[MeshPlan]:
+    def enumerate_plans(self, inst: MeshInstance, limit: int) -> Iterator[MeshPlan]:
         self.prepare(inst)
         return enumerate_plans(inst, limit)
 
-    def space(self, inst: Instance) -> SearchSpace:
+    def space(self, inst: MeshInstance) -> SearchSpace:
         self.prepare(inst)
         return mesh_space(inst)
 
-    def lower_bound(self, inst: Instance) -> float | None:
+    def lower_bound(self, inst: MeshInstance) -> float | None:
         self.prepare(inst)
         return mesh_lower_bound(inst)
 
-    def random_instance(self, seed: int) -> Instance:
+    def random_instance(self, seed: int) -> MeshInstance:
         from splitopt.families.mesh.examples import small_random_data
 
         return self.instance_from_data(small_random_data(seed))
 
-    def report(self, console, inst: Instance, plan: MeshPlan, metrics: MeshMetrics, show_layers: bool = True) -> None:
+    def report(self, console, inst: MeshInstance, plan: MeshPlan, metrics: MeshMetrics, show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
 
     # ===== what the generic layers ask (analysis, command line, suites, tests) =================
     contract_examples = 100
 
-    def not_affine_reason(self, inst: Instance) -> str:
+    def not_affine_reason(self, inst: MeshInstance) -> str:
         return ("a schedule's makespan is a max over paths of affine functions of 1/bandwidth, so the optimum is not "
                 "concave in it")
     # ----- the torch bridge and hardware presets ------------------------------------------------

@@ -18,12 +18,12 @@ from __future__ import annotations
 import time
 
 from splitopt.core.errors import InvalidPlan
-from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.mesh.data import MEMORY_RTOL, MeshData, mesh_data, transfer_id
 from splitopt.families.mesh.evaluate import evaluate
 from splitopt.families.mesh.plan import MeshPlan, check_routes, single_device_plan
+from splitopt.families.mesh.settings import MeshInstance
 
 
 # ----- HEFT -------------------------------------------------------------------------------
@@ -85,7 +85,8 @@ class HeftState:
 
     def try_place(self, n: str, d: str):
         data = self.data
-        res_free, avail, log = dict(self.res_free), dict(self.avail), []
+        res_free, avail = dict(self.res_free), dict(self.avail)
+        log: list[tuple[str, str]] = []
         ready = 0.0
         for t in data.layer_inputs[n]:
             ready = max(ready, self.bring(t, d, res_free, avail, log))
@@ -112,7 +113,7 @@ class HeftState:
         self.peak[d] = max(self.peak[d], data.working_bytes[n])
 
 
-def heft_plan(inst: Instance, data: MeshData | None = None) -> MeshPlan | None:
+def heft_plan(inst: MeshInstance, data: MeshData | None = None) -> MeshPlan | None:
     """The HEFT plan (device map and committed orders); None if some layer has no
     device its inputs can reach. When no device has memory left for a layer, the
     earliest-finishing device is taken anyway (the plan then breaks a memory limit)."""
@@ -134,14 +135,14 @@ def heft_plan(inst: Instance, data: MeshData | None = None) -> MeshPlan | None:
         state.commit(n, d, finish, res_free, avail, log)
     if data.options.deliver_outputs:
         for n in sorted(data.final, key=data.position.__getitem__):
-            log: list = []
-            state.bring(n, data.sink, state.res_free, state.avail, log)
-            for r, tid in log:
+            hops: list[tuple[str, str]] = []
+            state.bring(n, data.sink, state.res_free, state.avail, hops)
+            for r, tid in hops:
                 state.order.setdefault(r, []).append(tid)
     return MeshPlan(dict(state.device_map), {r: tuple(ids) for r, ids in state.order.items()})
 
 
-def heft(inst: Instance, options: SolveOptions) -> BackendOutput:
+def heft(inst: MeshInstance, options: SolveOptions) -> BackendOutput:
     """HEFT-style list scheduling: earliest finish time per layer."""
     t0 = time.perf_counter()
     plan = heft_plan(inst)
@@ -152,7 +153,7 @@ def heft(inst: Instance, options: SolveOptions) -> BackendOutput:
     return BackendOutput(Status.FEASIBLE, plan=plan, extra=extra)
 
 
-def best_single_device(inst: Instance, options: SolveOptions) -> BackendOutput:
+def best_single_device(inst: MeshInstance, options: SolveOptions) -> BackendOutput:
     """All layers on one device, the device of least makespan that fits."""
     t0 = time.perf_counter()
     data = mesh_data(inst)

@@ -23,11 +23,11 @@ import math
 from dataclasses import dataclass, field
 
 from splitopt.core.errors import SolverFailure
-from splitopt.core.instance import Instance
 from splitopt.core.program import LinearProgram, Program
 from splitopt.families.mesh.data import MEMORY_RTOL, MeshData, mesh_data, transfer_id
 from splitopt.families.mesh.evaluate import evaluate
 from splitopt.families.mesh.plan import MeshPlan
+from splitopt.families.mesh.settings import MeshInstance
 from splitopt.families.mesh.structure import Structure, identical_device_classes, last_hops, order_from_times, start_horizon
 
 #: the MILP solvers' feasibility tolerance, relative to the horizon
@@ -38,8 +38,11 @@ MILP_DUAL_TOL = 1e-7
 BIG_M = 2.0
 
 Form = dict  # variable index -> coefficient; key None holds a constant
-#: a time variable: in [0, 1] units of the horizon
-_CONTINUOUS = dict(binary=False, lb=0.0, ub=1.0, implied_integer=False)
+
+
+def _time_var(lp: LinearProgram, name: str) -> int:
+    """A time variable: in [0, 1] units of the horizon."""
+    return lp.var(name, binary=False, lb=0.0, ub=1.0, implied_integer=False)
 
 
 def _add(target: Form, form: Form, scale: float = 1.0) -> None:
@@ -47,7 +50,7 @@ def _add(target: Form, form: Form, scale: float = 1.0) -> None:
         target[k] = target.get(k, 0.0) + scale * v
 
 
-def build_milp(inst: Instance, start: MeshPlan | None) -> Program:
+def build_milp(inst: MeshInstance, start: MeshPlan | None) -> Program:
     """The MILP, its constraints in the formulation's order; ``start`` (a feasible plan or
     None) sets the horizon ``H``."""
     data = mesh_data(inst)
@@ -108,7 +111,7 @@ def assignment_variables(data: MeshData, lp: LinearProgram, H: float) -> MeshVar
     v = MeshVariables(Structure(data, max_compute={k: val <= 1 + 1e-12 for k, val in c.items()}), c, tr)
     st, x, S = v.st, v.x, v.S
     for n in data.layers:
-        S[n] = lp.var(f"S[{n}]", **_CONTINUOUS)
+        S[n] = _time_var(lp, f"S[{n}]")
         for d in st.allowed[n]:
             x[(n, d)] = lp.var(f"x[{n},{d}]")
         lp.add({x[(n, d)]: 1.0 for d in st.allowed[n]}, "==", 1.0, name=f"assign[{n}]")
@@ -161,7 +164,7 @@ def transfer_variables(data: MeshData, lp: LinearProgram, v: MeshVariables) -> N
         if tr[key] > 1 + 1e-12:  # longer than the horizon: no plan within it sends t over this link
             lp.add({z[key]: 1.0}, "<=", 0.0, name=f"too_long[{t},{pair[0]}->{pair[1]}]")
             continue
-        T[key] = lp.var(f"T[{t},{pair[0]}->{pair[1]}]", **_CONTINUOUS)
+        T[key] = _time_var(lp, f"T[{t},{pair[0]}->{pair[1]}]")
         if not data.is_raw[t]:
             form = {T[key]: 1.0}
             _add(form, v.E[t], -1.0)
@@ -272,7 +275,7 @@ def symmetry_rows(data: MeshData, lp: LinearProgram, v: MeshVariables, classes: 
 def makespan(data: MeshData, lp: LinearProgram, v: MeshVariables) -> int:
     """Constraint 7 and the objective: ``C >= E_i``, ``C >= T[t,e] + tr`` if ``z``; minimise
     ``C``. Returns ``C``."""
-    cmax = lp.var("C", **_CONTINUOUS)
+    cmax = _time_var(lp, "C")
     for n in data.layers:
         form = {cmax: 1.0}
         _add(form, v.E[n], -1.0)
@@ -284,7 +287,7 @@ def makespan(data: MeshData, lp: LinearProgram, v: MeshVariables) -> int:
     return cmax
 
 
-def decode_plan(inst: Instance, data: MeshData, v: MeshVariables, cmax: int, H: float, tol: float,
+def decode_plan(inst: MeshInstance, data: MeshData, v: MeshVariables, cmax: int, H: float, tol: float,
                 values) -> MeshPlan:
     """The device per layer and the solver's order on every resource; SolverFailure where
     the plan's schedule is longer than the program's makespan (beyond ``tol`` ms)."""

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidPlan
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, json_type, shown
 from splitopt.core.plan import check_known_layers, check_plan_fields, plan_layers
 from splitopt.families.mesh.data import MeshData, mesh_data
+from splitopt.families.mesh.settings import MeshInstance
 from splitopt.families.mesh.tasks import build_tasks
 
 PLAN_FORMAT = "splitopt-mesh-plan/1"
@@ -33,10 +33,10 @@ class MeshPlan:
         """Hashable identity, for comparing plans."""
         return (tuple(sorted(self.device.items())), tuple(sorted((r, tuple(v)) for r, v in self.order.items())))
 
-    def layers_on(self, inst: Instance, device: str) -> list[str]:
+    def layers_on(self, inst: MeshInstance, device: str) -> list[str]:
         return [l.name for l in inst.layers if self.device[l.name] == device]
 
-    def to_dict(self, inst: Instance) -> dict[str, Any]:
+    def to_dict(self, inst: MeshInstance) -> dict[str, Any]:
         return {
             "format": PLAN_FORMAT,
             "instance": inst.name,
@@ -45,12 +45,12 @@ class MeshPlan:
         }
 
 
-def single_device_plan(inst: Instance, device: str) -> MeshPlan:
+def single_device_plan(inst: MeshInstance, device: str) -> MeshPlan:
     """Every layer on ``device``, default order."""
     return MeshPlan({l.name: device for l in inst.layers})
 
 
-def plan_from_dict(inst: Instance, data: Any, where: str = "plan") -> MeshPlan:
+def plan_from_dict(inst: MeshInstance, data: Any, where: str = "plan") -> MeshPlan:
     """Parse and check a mesh plan; raises InvalidPlan naming the field."""
     layers = plan_layers(inst, data, where, fmt=PLAN_FORMAT, fields=FIELDS)
     device = {}
@@ -89,7 +89,7 @@ def check_routes(data: MeshData, device_map: Mapping[str, str], where: str) -> N
             )
 
 
-def check_plan(inst: Instance, plan: MeshPlan, where: str = "plan", data: MeshData | None = None) -> None:
+def check_plan(inst: MeshInstance, plan: MeshPlan, where: str = "plan", data: MeshData | None = None) -> None:
     """Raise InvalidPlan unless every layer is on a known device, every tensor can reach
     its readers (and final outputs the sink) over existing links, and the orders name
     known resources and existing tasks, each once. Memory is not checked here: the

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.mesh.data import mesh_data
 from splitopt.families.mesh.evaluate import MeshMetrics
 from splitopt.families.mesh.plan import MeshPlan
+from splitopt.families.mesh.settings import MeshInstance
 
 
-def report(console, inst: Instance, plan: MeshPlan, metrics: MeshMetrics, show_layers: bool = True) -> None:
+def report(console, inst: MeshInstance, plan: MeshPlan, metrics: MeshMetrics, show_layers: bool = True) -> None:
     """Per-device table, per-link table and (``show_layers``) the schedule."""
     from rich.markup import escape as esc
     from rich.table import Table

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from splitopt.core.errors import InvalidInstance
+from splitopt.core.instance import Instance
 from splitopt.core.settings import FamilySettings
 from splitopt.families.settings_fields import device_name, memory_limit, schema_of, unused_schema
 
@@ -70,3 +71,7 @@ class MeshSettings(FamilySettings):
     @property
     def reference_bits(self) -> int:
         return self.cloud_bits
+
+
+#: an instance of the mesh family, its settings typed (what the family's functions take)
+MeshInstance = Instance[MeshSettings]

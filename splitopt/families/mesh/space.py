@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import heapq
 
-from splitopt.core.instance import Instance
 from splitopt.families.mesh.data import mesh_data
 from splitopt.families.mesh.plan import MeshPlan
+from splitopt.families.mesh.settings import MeshInstance
 from splitopt.families.mesh.tasks import build_tasks
 from splitopt.search.space import ChoiceGene, Genome, PermutationGene, SearchSpace
 
 PRIORITY = "priority"
 
 
-def mesh_space(inst: Instance) -> SearchSpace:
+def mesh_space(inst: MeshInstance) -> SearchSpace:
     data = mesh_data(inst)
     genes = tuple(ChoiceGene(n, data.devices) for n in data.layers) + (PermutationGene(PRIORITY, data.layers),)
     preds = {n: [t for t in data.layer_inputs[n] if not data.is_raw[t]] for n in data.layers}

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from splitopt.core.errors import InvalidPlan
-from splitopt.core.instance import Instance
 from splitopt.families.mesh.data import MeshData, mesh_data
 from splitopt.families.mesh.evaluate import evaluate
 from splitopt.families.mesh.methods import heft_plan
 from splitopt.families.mesh.plan import MeshPlan, check_routes, single_device_plan
+from splitopt.families.mesh.settings import MeshInstance
 
 
-def start_plan(inst: Instance, data: MeshData | None = None) -> MeshPlan | None:
+def start_plan(inst: MeshInstance, data: MeshData | None = None) -> MeshPlan | None:
     """The best memory-feasible plan among every single-device plan and the HEFT
     heuristic's plan (None if none is feasible)."""
     data = data or mesh_data(inst)

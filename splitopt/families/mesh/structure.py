@@ -15,7 +15,7 @@ assignment-only feasibility model the infeasibility diagnosis uses.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from splitopt.core.errors import SolverFailure
 from splitopt.core.interrupts import solve_cpsat
@@ -23,6 +23,9 @@ from splitopt.families.mesh.data import MEMORY_RTOL, MeshData
 from splitopt.families.mesh.evaluate import evaluate
 from splitopt.families.mesh.plan import MeshPlan
 from splitopt.families.mesh.tasks import build_tasks
+
+if TYPE_CHECKING:
+    from ortools.sat.python.cp_model import CpModel
 
 
 class Structure:
@@ -239,10 +242,10 @@ def assignment_feasible(data: MeshData, lifted: frozenset = frozenset(), time_li
         if not st.allowed[n]:
             return False
         for d in st.allowed[n]:
-            x[(n, d)] = model.NewBoolVar(f"x[{n},{d}]")
-        model.AddExactlyOne(x[(n, d)] for d in st.allowed[n])
+            x[(n, d)] = model.new_bool_var(f"x[{n},{d}]")
+        model.add_exactly_one(x[(n, d)] for d in st.allowed[n])
     for t, a, n, b in st.forbidden:
-        model.AddBoolOr([x[(t, a)].Not(), x[(n, b)].Not()])
+        model.add_bool_or([x[(t, a)].negated(), x[(n, b)].negated()])
     memory_rows_cpsat(model, data, st, x, lifted=lifted)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
@@ -270,7 +273,7 @@ def last_hops(data: MeshData, st: Structure, transfers):
                         yield n, t, d, a, key
 
 
-def memory_rows_cpsat(model, data: MeshData, st: Structure, x, lifted: frozenset = frozenset()) -> bool:
+def memory_rows_cpsat(model: CpModel, data: MeshData, st: Structure, x, lifted: frozenset = frozenset()) -> bool:
     """Memory rows in bits (sizes rounded up, limits down), none for ``lifted`` devices;
     returns True if a row could sum past 2**31 (then presolve must stay off, or-tools
     #5293)."""
@@ -286,19 +289,19 @@ def memory_rows_cpsat(model, data: MeshData, st: Structure, x, lifted: frozenset
         if activity <= cap:
             continue
         big = big or activity >= 2**31
-        peak = model.NewIntVar(0, max(sbits.values(), default=0), f"peak[{d}]")
+        peak = model.new_int_var(0, max(sbits.values(), default=0), f"peak[{d}]")
         for n in on:
             if sbits[n] > 0:
-                model.Add(peak >= sbits[n]).OnlyEnforceIf(x[(n, d)])
-        model.Add(sum(wbits[n] * x[(n, d)] for n in on if wbits[n]) + peak <= cap)
+                model.add(peak >= sbits[n]).only_enforce_if(x[(n, d)])
+        model.add(sum(wbits[n] * x[(n, d)] for n in on if wbits[n]) + peak <= cap)
     return big
 
 
-def bool_or(model, var, lits) -> None:
+def bool_or(model: CpModel, var, lits) -> None:
     """``var == OR(lits)`` (0/1 literals; constants allowed)."""
     if not lits:
-        model.Add(var == 0)
+        model.add(var == 0)
         return
     for lit in lits:
-        model.AddImplication(lit, var) if not isinstance(lit, int) else model.Add(var >= lit)
-    model.AddBoolOr(list(lits)).OnlyEnforceIf(var)
+        model.add_implication(lit, var) if not isinstance(lit, int) else model.add(var >= lit)
+    model.add_bool_or(list(lits)).only_enforce_if(var)

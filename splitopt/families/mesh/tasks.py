@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Literal, Mapping, Sequence, overload
 
 from splitopt.core.errors import InvalidPlan
 from splitopt.families.mesh.data import MeshData, transfer_id
@@ -22,6 +22,11 @@ class TaskSpec:
     label: str
     tensor: str = ""
     pair: tuple[str, str] | None = None
+
+    def hop(self) -> str:
+        """A transfer's hop, ``source->target`` (:func:`build_tasks` gives every transfer its pair)."""
+        assert self.pair is not None, f"task {self.id} is not a transfer"
+        return f"{self.pair[0]}->{self.pair[1]}"
 
 
 def build_tasks(data: MeshData, device_map: Mapping[str, str], durations: Mapping | None = None) -> dict[str, TaskSpec]:
@@ -51,6 +56,16 @@ def build_tasks(data: MeshData, device_map: Mapping[str, str], durations: Mappin
         dur = data.compute_ms[(n, d)] if durations is None else durations[("c", n, d)]
         tasks[n] = TaskSpec(n, "compute", d, dur, preds, (data.tensor_pos[n], 0, -1), n, n)
     return tasks
+
+
+@overload
+def semi_active_times(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequence[str]],
+                      partial: Literal[False] = False) -> dict[str, tuple[float, float]] | None: ...
+
+
+@overload
+def semi_active_times(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequence[str]],
+                      partial: Literal[True]) -> dict[str, tuple[float, float]]: ...
 
 
 def semi_active_times(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequence[str]],
@@ -132,7 +147,7 @@ def deadlock_error(tasks: Mapping[str, TaskSpec], order: Mapping[str, Sequence[s
         t = tasks[tid]
         if t.kind == "compute":
             return f"layer '{t.label}' on '{t.resource}'"
-        return f"tensor '{t.tensor}' {t.pair[0]}->{t.pair[1]}"
+        return f"tensor '{t.tensor}' {t.hop()}"
 
     walk: list[str] = [next(tid for tid in tasks if tid not in scheduled)]
     seen = {walk[0]: 0}

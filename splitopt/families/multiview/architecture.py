@@ -8,11 +8,12 @@ from dataclasses import replace
 
 from splitopt.core.instance import Instance, Layer, Link
 from splitopt.core.latency import layer_latency_ms
-from splitopt.families.edge_cloud.settings import EdgeCloudSettings
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance, EdgeCloudSettings
 from splitopt.families.multiview.data import FUSE, REDUCE, data, derived
+from splitopt.families.multiview.settings import MultiviewInstance
 
 
-def arch_layers(inst: Instance, fusion: str, width: int | None) -> tuple[Layer, ...]:
+def arch_layers(inst: MultiviewInstance, fusion: str, width: int | None) -> tuple[Layer, ...]:
     """One view's network for (fusion, width): the pre-fusion backbone layers, then
     ``mv.reduce`` (with a width), then ``mv.fuse`` (when V > 1 or a width is set), then the
     post-fusion layers, which read ``mv.fuse`` where they read ``fusion``."""
@@ -43,17 +44,17 @@ def arch_layers(inst: Instance, fusion: str, width: int | None) -> tuple[Layer, 
     return derived(inst, ("arch", fusion, width), build)
 
 
-def _shape(inst: Instance, tensor: str) -> tuple[int, ...]:
+def _shape(inst: MultiviewInstance, tensor: str) -> tuple[int, ...]:
     if tensor in inst.input_by_name:
         return tuple(inst.input_by_name[tensor].shape)
     return tuple(inst.layer_by_name[tensor].output_shape)
 
 
-def _ndim(inst: Instance, tensor: str) -> int:
+def _ndim(inst: MultiviewInstance, tensor: str) -> int:
     return len(_shape(inst, tensor))
 
 
-def edge_cloud_view(inst: Instance, fusion: str, width: int | None, sensor: str) -> Instance:
+def edge_cloud_view(inst: MultiviewInstance, fusion: str, width: int | None, sensor: str) -> EdgeCloudInstance:
     """The single-view network of (fusion, width) as a edge/cloud ``split`` instance between
     ``sensor`` and the aggregator, over a private link at the rate the sensor's transfers
     get on the bus (``Instance.link_rate_bits_per_s``). Used for the sensor memory walk
@@ -73,7 +74,7 @@ def edge_cloud_view(inst: Instance, fusion: str, width: int | None, sensor: str)
     return derived(inst, ("view", fusion, width, sensor), build)
 
 
-def layer_ms(inst: Instance, fusion: str, width: int | None, name: str, device: str) -> float:
+def layer_ms(inst: MultiviewInstance, fusion: str, width: int | None, name: str, device: str) -> float:
     """Latency (ms) of layer ``name`` on ``device`` at ``cloud_bits``. A backbone layer is
     timed on the backbone graph (``splitopt.core.latency``, as in the edge/cloud family), so its
     latency does not depend on the fusion point; ``mv.reduce``/``mv.fuse`` on the

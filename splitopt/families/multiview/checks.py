@@ -4,11 +4,11 @@ them (``data.py``: one pass that names the first field out of place)."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.multiview.data import data
+from splitopt.families.multiview.settings import MultiviewInstance
 
 
-def check_multiview(inst: Instance) -> None:
+def check_multiview(inst: MultiviewInstance) -> None:
     """Raise InvalidInstance (one line naming the field and value) unless ``inst`` is a
     consistent multiview instance."""
     data(inst)

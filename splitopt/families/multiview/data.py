@@ -62,7 +62,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Bus, Instance, Link
+from splitopt.core.instance import Bus, Link
+from splitopt.families.multiview.settings import MultiviewInstance
 
 REDUCE = "mv.reduce"
 FUSE = "mv.fuse"
@@ -73,7 +74,7 @@ OPTION_KEYS = ("sensors", "views", "fusion_candidates", "cut_candidates", "compr
 ACCURACY_KEYS = ("fusion", "width", "accuracy", "note")
 
 
-def derived(inst: Instance, key: Any, build):
+def derived(inst: MultiviewInstance, key: Any, build):
     """``build()`` once per instance, kept with it (``Instance.derived``)."""
     return inst.derived(("multiview", key), build)
 
@@ -163,7 +164,7 @@ class MultiviewData:
         return tuple(a for a in self.archs if self.accuracy_problem(*a) is None)
 
 
-def _single_tensor_cuts(inst: Instance) -> tuple[list[str], dict[str, tuple[str, ...]], dict[str, str]]:
+def _single_tensor_cuts(inst: MultiviewInstance) -> tuple[list[str], dict[str, tuple[str, ...]], dict[str, str]]:
     """Layer outputs ``t`` such that running ``t`` and its ancestors on the sensor sends
     exactly ``t``: no other layer reads any tensor of that part except ``t``, nor the raw
     input. Returns (cut names in execution order, prefix per layer, reason per non-cut)."""
@@ -192,12 +193,12 @@ def _single_tensor_cuts(inst: Instance) -> tuple[list[str], dict[str, tuple[str,
     return cuts, prefix, why
 
 
-def data(inst: Instance) -> MultiviewData:
+def data(inst: MultiviewInstance) -> MultiviewData:
     """The checked multiview data of ``inst`` (cached per instance object)."""
     return derived(inst, "data", lambda: _build_data(inst))
 
 
-def _build_data(inst: Instance) -> MultiviewData:
+def _build_data(inst: MultiviewInstance) -> MultiviewData:
     """Check ``settings.multiview`` and the graph in this order (the first field out of
     place is the one named): the options and sensors, the links and their one bus, the
     precision, the graph, the cut and fusion candidates, the widths, the required layers,
@@ -238,7 +239,7 @@ def _build_data(inst: Instance) -> MultiviewData:
     )
 
 
-def _sensors(inst: Instance, mv: Mapping[str, Any], where: str) -> list[str]:
+def _sensors(inst: MultiviewInstance, mv: Mapping[str, Any], where: str) -> list[str]:
     """The options' names, the sensors (one per view, none the aggregator, the edge one
     of them), and the settings the problem does not use."""
     s = inst.settings
@@ -269,7 +270,7 @@ def _sensors(inst: Instance, mv: Mapping[str, Any], where: str) -> list[str]:
     return sensors
 
 
-def _bus_links(inst: Instance, sensors: Sequence[str]) -> tuple[Bus, dict[str, Link]]:
+def _bus_links(inst: MultiviewInstance, sensors: Sequence[str]) -> tuple[Bus, dict[str, Link]]:
     """Each sensor's link to the aggregator, all on one shared bus."""
     s = inst.settings
     links: dict[str, Link] = {}
@@ -287,10 +288,11 @@ def _bus_links(inst: Instance, sensors: Sequence[str]) -> tuple[Bus, dict[str, L
                                   f"'{bus_name}'; problem 'multiview' needs one shared bus")
         bus_name = link.bus
         links[name] = link
+    assert bus_name is not None  # sensors is never empty (_sensors refuses an empty list)
     return inst.bus_by_name[bus_name], links
 
 
-def _graph_input(inst: Instance) -> str:
+def _graph_input(inst: MultiviewInstance) -> str:
     """The graph's one input (the view); no layer with a reserved name, and every layer's
     latency entries at the reference precision."""
     s = inst.settings
@@ -310,7 +312,7 @@ def _graph_input(inst: Instance) -> str:
     return inst.inputs[0].name
 
 
-def _tensor_list(inst: Instance, mv: Mapping[str, Any], where: str, key: str, inp: str, cut_layers: list[str],
+def _tensor_list(inst: MultiviewInstance, mv: Mapping[str, Any], where: str, key: str, inp: str, cut_layers: list[str],
                  why: Mapping[str, str]) -> list[str]:
     """The candidates ``mv[key]`` (every single-tensor cut where not given), each the input
     or a single-tensor cut, none twice."""
@@ -347,7 +349,7 @@ def _widths(mv: Mapping[str, Any], where: str, channels: Mapping[str, int], fusi
     return tuple(sorted(widths_raw))
 
 
-def _required_layers(inst: Instance, prefix: Mapping[str, tuple[str, ...]], fusions: Sequence[str]) -> set[str]:
+def _required_layers(inst: MultiviewInstance, prefix: Mapping[str, tuple[str, ...]], fusions: Sequence[str]) -> set[str]:
     """The layers every sensor must run: ``settings.edge_required`` with their ancestors,
     all before some fusion candidate."""
     import networkx as nx
@@ -397,11 +399,13 @@ def _accuracy_table(mv: Mapping[str, Any], where: str, fusions: Sequence[str], w
         if fusion is not None and fusion not in fusions:
             raise InvalidInstance(f"{at}.fusion: {fusion!r} is not a fusion candidate ({', '.join(fusions)})")
         value = _fraction(rec["accuracy"], f"{at}.accuracy")
-        table, key = (general, width) if fusion is None else (specific, (fusion, width))
-        if key in table:
+        if width in general if fusion is None else (fusion, width) in specific:
             raise InvalidInstance(f"{at}: a second record for width {width} at "
                                   f"{'every fusion point' if fusion is None else repr(fusion)}")
-        table[key] = value
+        if fusion is None:
+            general[width] = value
+        else:
+            specific[(fusion, width)] = value
     minimum = mv.get("min_accuracy")
     if minimum is not None:
         minimum = _fraction(minimum, f"{where}.min_accuracy")

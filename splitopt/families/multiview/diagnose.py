@@ -3,38 +3,39 @@ sensor whose memory limit is below what every cut point it may use needs."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import byte_count
 from splitopt.families.multiview.data import MEMORY_RTOL, data
 from splitopt.families.multiview.evaluate import view_costs
+from splitopt.families.multiview.settings import MultiviewInstance
 
 
-def diagnose(inst: Instance) -> str:
+def diagnose(inst: MultiviewInstance) -> str:
     """Name the limit no plan meets: the sensor whose memory limit is below what every
     cut point it may use (running the required layers) needs."""
     d = data(inst)
     if not d.allowed_archs:
-        best = max((a for a in d.archs if d.accuracy.get(a) is not None), key=lambda a: d.accuracy[a], default=None)
+        measured = {a: acc for a in d.archs if (acc := d.accuracy.get(a)) is not None}
+        best = max(measured, key=measured.__getitem__, default=None)
         found = "no architecture has a measured accuracy" if best is None else (
-            f"the best measured is {d.accuracy[best]:.4f} "
+            f"the best measured is {measured[best]:.4f} "
             f"({'no compression' if best[1] is None else f'width d={best[1]}'} at '{best[0]}')")
         return (f"infeasible: settings.multiview.min_accuracy {d.min_accuracy:g} is met by no fusion point and "
                 f"width: {found}")
     required = ", ".join(inst.settings.edge_required) or "none"
     for s in d.sensors:
-        best = None
+        smallest = None
         for f, w in d.allowed_archs:
             for cut in d.points(f, w):
                 c = view_costs(inst, f, w, s, cut)
                 if c.missing_required:
                     continue
-                if best is None or c.memory_bytes < best.memory_bytes:
-                    best = c
-        if best is None:
+                if smallest is None or c.memory_bytes < smallest.memory_bytes:
+                    smallest = c
+        if smallest is None:
             return f"infeasible: no cut point of sensor '{s}' runs the required layers ({required})"
-        if best.memory_bytes > best.memory_limit * (1 + MEMORY_RTOL):
-            return (f"infeasible: sensor memory limit {byte_count(best.memory_limit)} B of sensor '{s}' "
+        if smallest.memory_bytes > smallest.memory_limit * (1 + MEMORY_RTOL):
+            return (f"infeasible: sensor memory limit {byte_count(smallest.memory_limit)} B of sensor '{s}' "
                     "(settings.edge_memory_bytes / device memory_bytes) is below the "
-                    f"{byte_count(best.memory_bytes)} B "
-                    f"that the smallest allowed sensor part needs (cut '{best.cut}', required layers: {required})")
+                    f"{byte_count(smallest.memory_bytes)} B "
+                    f"that the smallest allowed sensor part needs (cut '{smallest.cut}', required layers: {required})")
     return "infeasible: no plan meets the sensor memory limits and required layers together"

@@ -10,20 +10,20 @@ import math
 from typing import Iterator
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.families.multiview.data import data
 from splitopt.families.multiview.plan import MultiviewPlan
+from splitopt.families.multiview.settings import MultiviewInstance
 from splitopt.families.multiview.start import allowed_cut
 
 
-def count_plans(inst: Instance) -> int:
+def count_plans(inst: MultiviewInstance) -> int:
     """An upper bound on the number of plans enumerated."""
     d = data(inst)
     orders = math.factorial(d.views) ** (2 if d.serial else 1)
     return sum(len(d.points(f, w)) ** d.views for f, w in d.archs) * orders
 
 
-def enumerate_plans(inst: Instance, limit: int) -> Iterator[MultiviewPlan]:
+def enumerate_plans(inst: MultiviewInstance, limit: int) -> Iterator[MultiviewPlan]:
     """The plans of the module docstring; NotApplicable above ``limit``."""
     count = count_plans(inst)
     if count > limit:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from splitopt.core.instance import Instance
 from splitopt.core.memory import edge_set_use
 from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
@@ -15,6 +14,7 @@ from splitopt.families.multiview.architecture import arch_layers, layer_ms, edge
 from splitopt.families.multiview.data import MEMORY_RTOL, data, derived
 from splitopt.families.multiview.plan import MultiviewPlan, check_plan
 from splitopt.core.jsonfile import byte_count
+from splitopt.families.multiview.settings import MultiviewInstance
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class ViewCosts:
                 "peak_layer": self.peak_layer}
 
 
-def view_costs(inst: Instance, fusion: str, width: int | None, sensor: str, cut: str) -> ViewCosts:
+def view_costs(inst: MultiviewInstance, fusion: str, width: int | None, sensor: str, cut: str) -> ViewCosts:
     """Costs of one view (cached): compute as sums of ``layer_ms``; memory and the sent
     tensor from the live-range sweep (``splitopt.core.memory``) on the view's network."""
     def build():
@@ -76,7 +76,7 @@ def view_costs(inst: Instance, fusion: str, width: int | None, sensor: str, cut:
     return derived(inst, ("costs", fusion, width, sensor, cut), build)
 
 
-def fusion_ms(inst: Instance, fusion: str, width: int | None) -> float:
+def fusion_ms(inst: MultiviewInstance, fusion: str, width: int | None) -> float:
     """Aggregator time (ms) of the fusion layer plus every post-fusion layer (run once)."""
     d = data(inst)
     pre = set(d.pipeline(fusion, width))
@@ -112,7 +112,7 @@ class MultiviewMetrics(FamilyMetrics):
                 **self.verdict()}
 
 
-def simulate(inst: Instance, costs: Sequence[ViewCosts], final_ms: float, bus_order: Sequence[str] | None,
+def simulate(inst: MultiviewInstance, costs: Sequence[ViewCosts], final_ms: float, bus_order: Sequence[str] | None,
              aggregator_order: Sequence[str]) -> tuple[float, list[Task]]:
     """The semi-active schedule: every task starts as soon as its predecessor in its view
     has ended and its resource is free, resources serving tasks in the plan's orders.
@@ -131,6 +131,7 @@ def simulate(inst: Instance, costs: Sequence[ViewCosts], final_ms: float, bus_or
         if c.sensor_ms > 0:
             tasks.append(Task(c.sensor, "compute", f"view {c.sensor}: up to {c.cut}", 0.0, c.sensor_ms))
     if d.serial:
+        assert bus_order is not None  # a plan of a serial bus orders its transfers (check_plan, by evaluate)
         free = 0.0
         for s in bus_order:
             c = by[s]
@@ -166,7 +167,7 @@ def simulate(inst: Instance, costs: Sequence[ViewCosts], final_ms: float, bus_or
     return end, tasks
 
 
-def evaluate(inst: Instance, plan: MultiviewPlan) -> MultiviewMetrics:
+def evaluate(inst: MultiviewInstance, plan: MultiviewPlan) -> MultiviewMetrics:
     """Evaluate a multiview plan; raises InvalidPlan if malformed, lists broken limits
     (sensor memory, required sensor layers, ``min_accuracy``) in ``violations``;
     ``accuracy`` is the measured accuracy of the plan's (fusion, width), if recorded."""

@@ -88,8 +88,9 @@ def random_multiview_data(seed: int, parse: Callable[[dict], Any]) -> dict[str, 
     accuracy: dict[str, Any] = {}
     if rng.random() < 0.5:  # measured accuracy per width (some fusion-specific, some missing) and a limit
         levels = [0.5, 0.7, 0.9]
-        records = [{"width": w, "accuracy": float(rng.choice(levels if w is not None else [0.7, 0.9, 1.0]))}
-                   for w in [None] + widths if rng.random() < 0.8]
+        records: list[dict[str, Any]] = [
+            {"width": w, "accuracy": float(rng.choice(levels if w is not None else [0.7, 0.9, 1.0]))}
+            for w in [None] + widths if rng.random() < 0.8]
         for w in widths:
             if rng.random() < 0.3:
                 records.append({"fusion": str(rng.choice(fusions or list(d.fusions))), "width": w,

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Sequence
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method
 from splitopt.families.multiview import methods
@@ -24,7 +23,7 @@ from splitopt.families.multiview.plan import PLAN_FORMAT, MultiviewPlan, plan_fr
 from splitopt.families.multiview.report import report
 from splitopt.families.multiview.space import multiview_space
 from splitopt.families.multiview.start import start_plan
-from splitopt.families.multiview.settings import MultiviewSettings
+from splitopt.families.multiview.settings import MultiviewInstance, MultiviewSettings
 from splitopt.families.multiview.tables import build_tables
 from splitopt.search.space import SearchSpace
 
@@ -46,35 +45,35 @@ class MultiviewFamily(Family):
     default_backend = "cpsat"
     description = "V sensors send over a shared bus; fusion point, Conv-Reduce width and cut per view (SplitNets)"
 
-    def check(self, inst: Instance) -> None:
+    def check(self, inst: MultiviewInstance) -> None:
         check_multiview(inst)
 
-    def build_data(self, inst: Instance) -> Any:
+    def build_data(self, inst: MultiviewInstance) -> Any:
         return data(inst)
 
-    def plan_from_dict(self, inst: Instance, raw: Any, where: str = "plan") -> MultiviewPlan:
+    def plan_from_dict(self, inst: MultiviewInstance, raw: Any, where: str = "plan") -> MultiviewPlan:
         self.prepare(inst)
         return plan_from_dict(inst, raw, where)
 
     def plan_type(self) -> type:
         return MultiviewPlan
 
-    def evaluate(self, inst: Instance, plan: MultiviewPlan) -> MultiviewMetrics:
+    def evaluate(self, inst: MultiviewInstance, plan: MultiviewPlan) -> MultiviewMetrics:
         self.prepare(inst)
         return evaluate(inst, plan)
 
-    def start_plan(self, inst: Instance) -> MultiviewPlan | None:
+    def start_plan(self, inst: MultiviewInstance) -> MultiviewPlan | None:
         """The best plan with one common cut point for every view (the programs' incumbent),
         else the earliest allowed common cut."""
         self.prepare(inst)
         best = build_tables(inst).incumbent
         return best if best is not None else start_plan(inst)
 
-    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+    def diagnose(self, inst: MultiviewInstance, resolve: Callable[[MultiviewInstance], bool]) -> str:
         self.prepare(inst)
         return diagnose(inst)
 
-    def build_program(self, inst: Instance, kind: str, start: MultiviewPlan | None) -> Program:
+    def build_program(self, inst: MultiviewInstance, kind: str, start: MultiviewPlan | None) -> Program:
         self.prepare(inst)
         if kind == "cpsat":
             return build_cpsat(inst, start)
@@ -85,20 +84,20 @@ class MultiviewFamily(Family):
     def methods(self) -> Sequence[Method]:
         return METHODS
 
-    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[MultiviewPlan]:
+    def enumerate_plans(self, inst: MultiviewInstance, limit: int) -> Iterator[MultiviewPlan]:
         self.prepare(inst)
         return enumerate_plans(inst, limit)
 
-    def space(self, inst: Instance) -> SearchSpace:
+    def space(self, inst: MultiviewInstance) -> SearchSpace:
         self.prepare(inst)
         return multiview_space(inst)
 
-    def random_instance(self, seed: int) -> Instance:
+    def random_instance(self, seed: int) -> MultiviewInstance:
         from splitopt.families.multiview.examples import random_multiview_data
 
         return self.instance_from_data(random_multiview_data(seed, self.instance_from_data))
 
-    def report(self, console, inst: Instance, plan: MultiviewPlan, metrics: MultiviewMetrics,
+    def report(self, console, inst: MultiviewInstance, plan: MultiviewPlan, metrics: MultiviewMetrics,
                show_layers: bool = True) -> None:
         report(console, inst, plan, metrics, show_layers)
 
@@ -106,7 +105,7 @@ class MultiviewFamily(Family):
     contract_examples = 80
     front_measure = "accuracy"
 
-    def pareto_front(self, inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str) -> Any:
+    def pareto_front(self, inst: MultiviewInstance, solve: Callable[[MultiviewInstance], Any], points: int, mode: str) -> Any:
         """The latency / accuracy front over the measured widths (``pareto.py``); one
         sweep only (every measured level), so ``mode`` is not used."""
         from splitopt.families.multiview.pareto import pareto_front

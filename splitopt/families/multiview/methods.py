@@ -17,16 +17,16 @@ Orders of the baselines: transfers by sensor finish time, aggregator tasks by ar
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.multiview.data import data
 from splitopt.families.multiview.evaluate import evaluate
 from splitopt.families.multiview.plan import MultiviewPlan
+from splitopt.families.multiview.settings import MultiviewInstance
 from splitopt.families.multiview.start import best_orders
 
 
-def uniform_with_orders(inst: Instance, fusion: str, cut: str) -> MultiviewPlan:
+def uniform_with_orders(inst: MultiviewInstance, fusion: str, cut: str) -> MultiviewPlan:
     """Every view at ``cut`` under ``fusion``, no compression, the simple orders."""
     d = data(inst)
     cuts = {s: cut for s in d.sensors}
@@ -34,19 +34,19 @@ def uniform_with_orders(inst: Instance, fusion: str, cut: str) -> MultiviewPlan:
     return MultiviewPlan(fusion, None, cuts, bus, agg)
 
 
-def all_on_aggregator(inst: Instance, options: SolveOptions) -> BackendOutput:
+def all_on_aggregator(inst: MultiviewInstance, options: SolveOptions) -> BackendOutput:
     """Raw views sent, fusion at the last candidate, all compute on the aggregator."""
     d = data(inst)
     return BackendOutput(Status.FEASIBLE, plan=uniform_with_orders(inst, d.fusions[-1], d.input))
 
 
-def all_on_sensor(inst: Instance, options: SolveOptions) -> BackendOutput:
+def all_on_sensor(inst: MultiviewInstance, options: SolveOptions) -> BackendOutput:
     """Each sensor runs everything before the last fusion candidate."""
     d = data(inst)
     return BackendOutput(Status.FEASIBLE, plan=uniform_with_orders(inst, d.fusions[-1], d.fusions[-1]))
 
 
-def common_split(inst: Instance, options: SolveOptions) -> BackendOutput:
+def common_split(inst: MultiviewInstance, options: SolveOptions) -> BackendOutput:
     """The best common cut at the fusion point, no compression."""
     d = data(inst)
     rows = []

@@ -6,10 +6,11 @@ feasibility tolerance (1e-6), hence the stated tolerance
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
-from splitopt.core.instance import Instance
 from splitopt.core.program import LinearProgram, Program
 from splitopt.families.multiview.plan import MultiviewPlan
+from splitopt.families.multiview.settings import MultiviewInstance
 from splitopt.families.multiview.tables import Tables, build_tables, decode, no_plan_possible
 
 #: MILP: integrality / feasibility tolerance assumed for the objective tolerance
@@ -19,7 +20,7 @@ MILP_EPS = 1e-6
 MILP_DUAL_TOL = 1e-7
 
 
-def build_milp(inst: Instance, start: MultiviewPlan | None) -> Program:
+def build_milp(inst: MultiviewInstance, start: MultiviewPlan | None) -> Program:
     """The MILP program, its constraints in the formulation's order, with its decoder
     (``start`` is not used: CBC and HiGHS get no MIP start)."""
     t = build_tables(inst)
@@ -76,10 +77,10 @@ def choice_variables(lp: LinearProgram, t: Tables) -> ViewVariables:
     x = [lp.var(f"x[{a}]") for a in range(nA)]
     lp.add({i: 1.0 for i in x}, "==", 1.0, name="one_arch")
     y = [{p: lp.var(f"y[{v},{p}]") for p in t.A[v]} for v in range(V)]
-    cont = dict(binary=False, lb=0.0, ub=H, implied_integer=False)
-    sb = [lp.var(f"sb[{v}]", **cont) for v in range(V)]
-    sa = [lp.var(f"sa[{v}]", **cont) for v in range(V)]
-    fs = lp.var("fusion_start", **cont)
+    time_var = partial(lp.var, binary=False, lb=0.0, ub=H, implied_integer=False)
+    sb = [time_var(f"sb[{v}]") for v in range(V)]
+    sa = [time_var(f"sa[{v}]") for v in range(V)]
+    fs = time_var("fusion_start")
     mk = lp.var("makespan", binary=False, lb=0.0, ub=H + max(t.F), implied_integer=False)
     A = [{y[v][p]: t.A[v][p] for p in y[v]} for v in range(V)]
     C = [{y[v][p]: t.C[v][p] for p in y[v]} for v in range(V)]
@@ -156,7 +157,7 @@ def symmetry_rows(lp: LinearProgram, t: Tables, v: ViewVariables) -> None:
             lp.add(_comb((1, {v.order[(a, b)]: 1.0}), (1, idx[b]), (-1, idx[a])), ">=", 1.0, name=f"sym_order[{a},{b}]")
 
 
-def decode_plan(inst: Instance, t: Tables, v: ViewVariables, values) -> MultiviewPlan:
+def decode_plan(inst: MultiviewInstance, t: Tables, v: ViewVariables, values) -> MultiviewPlan:
     """The chosen architecture, each view's point, the orders by start time."""
     arch = max(range(len(t.archs)), key=lambda a: values[v.x[a]])
     pts = [max(v.y[w], key=lambda p: values[v.y[w][p]]) for w in range(t.V)]

@@ -13,16 +13,16 @@ from typing import Any, Callable
 from splitopt.core import progress
 from splitopt.core.errors import NotApplicable
 from splitopt.core.front import Front, FrontPoint, Limit, least_latency
-from splitopt.core.instance import Instance
 from splitopt.families.multiview.data import data
+from splitopt.families.multiview.settings import MultiviewInstance
 
 
-def accuracy_levels(inst: Instance) -> list[float]:
+def accuracy_levels(inst: MultiviewInstance) -> list[float]:
     """The distinct measured accuracies of the instance's architectures, ascending."""
     return sorted({a for a in data(inst).accuracy.values() if a is not None})
 
 
-def accuracy_front(inst: Instance, solve: Callable[[Instance], Any], points: int = 50) -> list[FrontPoint]:
+def accuracy_front(inst: MultiviewInstance, solve: Callable[[MultiviewInstance], Any], points: int = 50) -> list[FrontPoint]:
     """Latency-optimal plans for increasing ``min_accuracy`` (budget) with their accuracy
     (measure), sorted by increasing accuracy (and latency); dominated points dropped. The
     sweep starts at the least measured accuracy (so every compressed width needs a
@@ -51,12 +51,13 @@ def accuracy_front(inst: Instance, solve: Callable[[Instance], Any], points: int
     return front[::-1]
 
 
-def pareto_front(inst: Instance, solve: Callable[[Instance], Any], points: int) -> Front:
+def pareto_front(inst: MultiviewInstance, solve: Callable[[MultiviewInstance], Any], points: int) -> Front:
     """The front with its table, JSON and plot marks: the instance's least accuracy
     (``min_accuracy``), and the plan a solve returns (the least latency meeting it)."""
     found = accuracy_front(inst, solve, points)
     least = data(inst).min_accuracy
-    rows, records = [], []
+    rows: list[tuple[str, ...]] = []
+    records: list[dict[str, Any]] = []
     for p in found:
         plan, m = p.result.plan, p.result.metrics
         rows.append(("-" if p.measure is None else f"{p.measure:.4f}", f"{p.latency_ms:.4f}", plan.fusion,

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from splitopt.core.errors import InvalidPlan
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import cut, shown
 from splitopt.core.plan import check_plan_header
 from splitopt.families.multiview.data import data
+from splitopt.families.multiview.settings import MultiviewInstance
 
 PLAN_FORMAT = "splitopt-multiview-plan/1"
 #: the fields of a plan document
@@ -35,7 +35,7 @@ class MultiviewPlan:
     def key(self) -> tuple:
         return (self.fusion, self.width, tuple(sorted(self.cuts.items())), self.bus_order, self.aggregator_order)
 
-    def to_dict(self, inst: Instance) -> dict[str, Any]:
+    def to_dict(self, inst: MultiviewInstance) -> dict[str, Any]:
         d = data(inst)
         return {"format": PLAN_FORMAT, "instance": inst.name, "fusion": self.fusion, "width": self.width,
                 "cuts": {s: self.cuts[s] for s in d.sensors},
@@ -43,13 +43,13 @@ class MultiviewPlan:
                 "aggregator_order": list(self.aggregator_order)}
 
 
-def uniform_plan(inst: Instance, fusion: str, width: int | None, cut: str) -> MultiviewPlan:
+def uniform_plan(inst: MultiviewInstance, fusion: str, width: int | None, cut: str) -> MultiviewPlan:
     """Every view at cut point ``cut``; orders by sensor index."""
     d = data(inst)
     return MultiviewPlan(fusion, width, {s: cut for s in d.sensors}, d.sensors if d.serial else None, d.sensors)
 
 
-def plan_from_dict(inst: Instance, raw: Any, where: str = "plan") -> MultiviewPlan:
+def plan_from_dict(inst: MultiviewInstance, raw: Any, where: str = "plan") -> MultiviewPlan:
     """Parse and check a multiview plan; raises InvalidPlan naming the field."""
     d = data(inst)
     check_plan_header(raw, inst.name, where, PLAN_FORMAT, FIELDS)
@@ -84,7 +84,7 @@ def plan_from_dict(inst: Instance, raw: Any, where: str = "plan") -> MultiviewPl
     return plan
 
 
-def check_plan(inst: Instance, plan: MultiviewPlan, where: str = "plan") -> None:
+def check_plan(inst: MultiviewInstance, plan: MultiviewPlan, where: str = "plan") -> None:
     """Raise InvalidPlan unless the plan is well-formed: a fusion candidate, a width offered
     there, every sensor's cut point valid for (fusion, width), and orders that are
     permutations of the sensors (a bus order only on a serial bus). Limits (memory,

@@ -3,13 +3,13 @@ schedule."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.multiview.data import MEMORY_RTOL, data
 from splitopt.families.multiview.evaluate import MultiviewMetrics
 from splitopt.families.multiview.plan import MultiviewPlan
+from splitopt.families.multiview.settings import MultiviewInstance
 
 
-def report(console, inst: Instance, plan: MultiviewPlan, metrics: MultiviewMetrics,
+def report(console, inst: MultiviewInstance, plan: MultiviewPlan, metrics: MultiviewMetrics,
                   show_layers: bool = True) -> None:
     """Per-device table (compute, bytes sent, memory), the schedule, violations."""
     from rich.markup import escape as esc

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
+from splitopt.core.instance import Instance
 from splitopt.core.settings import FamilySettings
 from splitopt.families.settings_fields import (device_name, memory_limit, optional_float, schema_of,
                                                unused_schema)
@@ -71,3 +72,7 @@ class MultiviewSettings(FamilySettings):
     @property
     def reference_bits(self) -> int:
         return self.cloud_bits
+
+
+#: an instance of the multiview family, its settings typed (what the family's functions take)
+MultiviewInstance = Instance[MultiviewSettings]

@@ -6,20 +6,20 @@ and ``min_accuracy`` are left to the evaluator."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.multiview.data import REDUCE, data
 from splitopt.families.multiview.plan import MultiviewPlan
-from splitopt.search.space import ChoiceGene, Genome, PermutationGene, SearchSpace
+from splitopt.families.multiview.settings import MultiviewInstance
+from splitopt.search.space import ChoiceGene, Gene, Genome, PermutationGene, SearchSpace
 
 ARCH = "architecture"
 BUS = "bus_order"
 AGGREGATOR = "aggregator_order"
 
 
-def multiview_space(inst: Instance) -> SearchSpace:
+def multiview_space(inst: MultiviewInstance) -> SearchSpace:
     d = data(inst)
     cut_options = tuple(dict.fromkeys(tuple(d.cuts) + (REDUCE,)))
-    genes = [ChoiceGene(ARCH, tuple(d.archs))]
+    genes: list[Gene] = [ChoiceGene(ARCH, tuple(d.archs))]
     genes += [ChoiceGene(f"cut[{s}]", cut_options) for s in d.sensors]
     if d.serial:
         genes.append(PermutationGene(BUS, d.sensors))
@@ -43,6 +43,7 @@ def multiview_space(inst: Instance) -> SearchSpace:
         genome: Genome = {ARCH: (plan.fusion, plan.width)}
         genome.update({f"cut[{s}]": plan.cuts[s] for s in d.sensors})
         if d.serial:
+            assert plan.bus_order is not None  # a plan of a serial bus orders its transfers (check_plan)
             genome[BUS] = tuple(plan.bus_order)
         genome[AGGREGATOR] = tuple(plan.aggregator_order)
         return genome

@@ -6,12 +6,13 @@ and the horizon. Units: ms. The evaluator does not use these tables."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
-from splitopt.core.instance import Instance
 from splitopt.families.multiview.architecture import layer_ms
 from splitopt.families.multiview.data import REDUCE, data
 from splitopt.families.multiview.evaluate import evaluate
 from splitopt.families.multiview.plan import MultiviewPlan
+from splitopt.families.multiview.settings import MultiviewInstance
 from splitopt.families.multiview.start import allowed_cut
 
 
@@ -60,7 +61,7 @@ class Tables:
         return xs, ys
 
 
-def build_tables(inst: Instance) -> Tables:
+def build_tables(inst: MultiviewInstance) -> Tables:
     """The parameter tables, computed from the instance (layer latencies from
     ``splitopt.families.multiview.architecture.layer_ms``, transfer times from ``Instance.link_transfer_ms``,
     memory feasibility from the evaluator's App. G walk via ``allowed_cut``)."""
@@ -87,10 +88,10 @@ def build_tables(inst: Instance) -> Tables:
         if ok:
             compat[len(points)] = ok
             points.append((t, None))
-    for a, (f, w) in enumerate(archs):
+    for arch, (_, w) in enumerate(archs):
         if w is not None:
-            compat[len(points)] = [a]
-            points.append((REDUCE, a))
+            compat[len(points)] = [arch]
+            points.append((REDUCE, arch))
     Ag = {p: sum_ms(d.prefix[t], agg) for p, (t, a) in enumerate(points) if a is None}
     P, F = [], []
     for f, w in archs:
@@ -103,8 +104,8 @@ def build_tables(inst: Instance) -> Tables:
         link = d.links[s]
         a_row, c_row = {}, {}
         for p, (t, a) in enumerate(points):
-            f, w = archs[a] if a is not None else archs[compat[p][0]]
-            if not allowed_cut(inst, f, w, s, t):
+            fusion, width = archs[a] if a is not None else archs[compat[p][0]]
+            if not allowed_cut(inst, fusion, width, s, t):
                 continue
             if a is None:
                 a_row[p] = sum_ms(d.prefix[t], s)
@@ -113,8 +114,9 @@ def build_tables(inst: Instance) -> Tables:
                 a_row[p] = sum_ms(d.prefix[t], s)
                 nbytes = 0.0
             else:
-                a_row[p] = sum_ms(d.prefix[f], s) + layer_ms(inst, f, w, REDUCE, s)
-                nbytes = w * d.spatial[f] * bits_out / 8.0
+                assert width is not None  # a mv.reduce point belongs to an arch with a width (above)
+                a_row[p] = sum_ms(d.prefix[fusion], s) + layer_ms(inst, fusion, width, REDUCE, s)
+                nbytes = width * d.spatial[fusion] * bits_out / 8.0
             c_row[p] = inst.link_transfer_ms(link, nbytes)
         A.append(a_row)
         C.append(c_row)
@@ -142,7 +144,7 @@ def build_tables(inst: Instance) -> Tables:
     return tables
 
 
-def best_uniform_plan(inst: Instance, t: Tables) -> MultiviewPlan | None:
+def best_uniform_plan(inst: MultiviewInstance, t: Tables) -> MultiviewPlan | None:
     """The best plan in which every view uses the same point, by the tables' recursion
     (the evaluator's schedule with orders by sensor index); None if no point is allowed
     on every sensor."""
@@ -174,8 +176,8 @@ def no_plan_possible(t: Tables) -> bool:
     return any(not row for row in t.A)
 
 
-def decode(inst: Instance, t: Tables, arch: int, point_of: list[int], bus_start: list[float] | None,
-           agg_start: list[float]) -> MultiviewPlan:
+def decode(inst: MultiviewInstance, t: Tables, arch: int, point_of: list[int], bus_start: Sequence[float],
+           agg_start: Sequence[float]) -> MultiviewPlan:
     """Plan from the chosen arch, each view's point and the tasks' start times (orders:
     by start time, ties by sensor index)."""
     f, w = t.archs[arch]

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import math
 
-from splitopt.core.instance import Instance
 from splitopt.families.separable.data import data
 from splitopt.families.separable.evaluate import evaluate
 from splitopt.families.separable.gossip import bytes_lower_bound, latency_lower_bound
 from splitopt.families.separable.plan import silent_plan
+from splitopt.families.separable.settings import SeparableInstance
 
 
-def separable_lower_bound(inst: Instance) -> float:
+def separable_lower_bound(inst: SeparableInstance) -> float:
     """``latency`` (ms): the silent policy's latency (every message only delays its
     receiver, and the ring plan synchronises every block), raised by the transfers that
     mixing and intensive steps force (:func:`gossip.latency_lower_bound`); ``bytes``: the

@@ -4,12 +4,12 @@ instance carries, each checked as a plan (``plan.reference_plans``)."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.separable.data import data
 from splitopt.families.separable.plan import reference_plans
+from splitopt.families.separable.settings import SeparableInstance
 
 
-def check_separable(inst: Instance) -> None:
+def check_separable(inst: SeparableInstance) -> None:
     """Raise InvalidInstance (one line naming the field and value) unless ``inst`` is a
     consistent separable instance, its reference policies included."""
     data(inst)

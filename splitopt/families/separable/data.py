@@ -40,12 +40,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from splitopt.core.errors import InvalidInstance
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import shown
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.ranges import MAX_TOTAL_MS
 from splitopt.families.separable.settings import (DTYPE_BYTES, MAX_GROUP_DEVICES, MAX_LEVELS, OPTION_KEYS,
-                                                  REQUIREMENT_KEYS, SETTINGS_KEY, channels_sent, level_percents)
+                                                  REQUIREMENT_KEYS, SETTINGS_KEY, SeparableInstance, channels_sent,
+                                                  level_percents)
 
 
 @dataclass(frozen=True)
@@ -161,11 +161,11 @@ class SeparableData:
         return float(self.compute_ms[g, first]), float(self.compute_ms[g, first + 1:last + 1].sum())
 
 
-def options(inst: Instance) -> Mapping[str, Any]:
+def options(inst: SeparableInstance) -> Mapping[str, Any]:
     return inst.settings.separable
 
 
-def data(inst: Instance) -> SeparableData:
+def data(inst: SeparableInstance) -> SeparableData:
     """The derived data of ``inst`` (checked), once per instance."""
     return inst.derived(("separable", "data"), lambda: _build(inst))
 
@@ -215,7 +215,7 @@ def _records(raw: Any, where: str, levels: int) -> tuple[AccuracyRecord, ...]:
     return tuple(out)
 
 
-def _build(inst: Instance) -> SeparableData:
+def _build(inst: SeparableInstance) -> SeparableData:
     o = options(inst)
     where = f"instance.settings.{SETTINGS_KEY}"
     if not isinstance(o, Mapping):

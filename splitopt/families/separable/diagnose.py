@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from typing import Callable
 
-from splitopt.core.instance import Instance
 from splitopt.families.separable.data import data, options
+from splitopt.families.separable.settings import SeparableInstance
 
 #: the limits, in the order they are tried, with the value that lifts each
 LIFTS = (("min_accuracy", None), ("latency_budget_ms", None), ("byte_budget_bytes", None),
          ("min_intensive_steps", 0), ("mixing", False))
 
 
-def without(inst: Instance, key: str, value) -> Instance:
+def without(inst: SeparableInstance, key: str, value) -> SeparableInstance:
     return inst.with_settings(separable={**options(inst), key: value})
 
 
-def diagnose(inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+def diagnose(inst: SeparableInstance, resolve: Callable[[SeparableInstance], bool]) -> str:
     d = data(inst)
     ring_ok = d.ring_available and d.ring_accuracy is not None and d.ring_accuracy >= (d.min_accuracy or 0) - 1e-12
     if d.min_accuracy is not None and not ring_ok and not any(r.accuracy >= d.min_accuracy - 1e-12

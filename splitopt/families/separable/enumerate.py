@@ -10,9 +10,9 @@ import math
 from typing import Iterator
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.families.separable.data import SeparableData, data
 from splitopt.families.separable.plan import SeparablePlan, Step, TooManyPermutations, make_step, permutations
+from splitopt.families.separable.settings import SeparableInstance
 
 
 def step_options(d: SeparableData, perms: list[tuple[int, ...]]) -> list[Step]:
@@ -27,7 +27,7 @@ def step_options(d: SeparableData, perms: list[tuple[int, ...]]) -> list[Step]:
     return out
 
 
-def enumerate_plans(inst: Instance, limit: int) -> Iterator[SeparablePlan]:
+def enumerate_plans(inst: SeparableInstance, limit: int) -> Iterator[SeparablePlan]:
     """Every policy (see the module docstring); NotApplicable when there are more than
     ``limit`` (decided before any list longer than ``limit`` is built)."""
     d = data(inst)

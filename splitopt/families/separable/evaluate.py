@@ -30,12 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from splitopt.core.instance import Instance
 from splitopt.core.metrics import FamilyMetrics
 from splitopt.core.schedule import Task
 from splitopt.families.separable.data import AccuracyRecord, SeparableData, data
 from splitopt.families.separable.plan import SeparablePlan, Step, check_plan
 from splitopt.core.jsonfile import byte_count
+from splitopt.families.separable.settings import SeparableInstance
 
 
 @dataclass(frozen=True)
@@ -195,13 +195,13 @@ def timeline(d: SeparableData, plan: SeparablePlan) -> tuple[float, list[StepCos
                 arrive[h] = nic[g]
                 tasks.append(Task(f"{d.devices[g]}->{d.devices[h]}", "transfer", f"step {j}: {size:,} B", start,
                                   nic[g]))
-        ready = [max(done[g], arrive[g]) if arrive[g] is not None else done[g] for g in range(d.g)]
+        ready = [finished if came is None else max(finished, came) for finished, came in zip(done, arrive)]
         steps.append(StepCost(j, (d.blocks[first], d.blocks[last]), s.send_to, s.level, d.percents[s.level], s.dtype,
                               size, size * s.senders, s.intensive, tuple(ready)))
     return ready[d.head], steps, tasks
 
 
-def evaluate(inst: Instance, plan: SeparablePlan) -> SeparableMetrics:
+def evaluate(inst: SeparableInstance, plan: SeparablePlan) -> SeparableMetrics:
     """Evaluate a policy (or the ring reference); InvalidPlan if malformed, the broken
     limits listed."""
     check_plan(inst, plan)

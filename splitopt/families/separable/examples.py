@@ -89,8 +89,9 @@ def random_separable_data(seed: int, g: int, blocks: int, alpha: int = 1, levels
     rng = np.random.default_rng([seed, g, blocks, 613])
     channels = int(rng.choice([1, 2, 4, 8])) * g
     side = int(rng.integers(2, 9))
-    layers = [{"name": "stem", "op": "conv", "inputs": ["x"], "macs": float(loguniform(rng, 1e4, 1e7)), "weights": 10,
-               "output_shape": [channels, side, side]}]
+    layers: list[dict[str, Any]] = [{"name": "stem", "op": "conv", "inputs": ["x"],
+                                     "macs": float(loguniform(rng, 1e4, 1e7)), "weights": 10,
+                                     "output_shape": [channels, side, side]}]
     for b in range(blocks):
         layers.append({"name": f"b{b}", "op": "sep_block", "inputs": [layers[-1]["name"]],
                        "macs": float(loguniform(rng, 1e5, 1e8)), "weights": 100,

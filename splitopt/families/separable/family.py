@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Sequence
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.base import Family, Method, deferred
-from splitopt.families.separable.settings import PLAN_FORMAT, SeparableSettings
+from splitopt.families.separable.settings import PLAN_FORMAT, SeparableInstance, SeparableSettings
 from splitopt.search.space import SearchSpace
 
 # The family's modules need numpy; they are imported where used, so that listing the
@@ -44,12 +43,12 @@ class SeparableFamily(Family):
     description = "a grouped network over G devices: per step who sends to whom, how much, at what precision " \
                   "(Separable NN)"
 
-    def check(self, inst: Instance) -> None:
+    def check(self, inst: SeparableInstance) -> None:
         from splitopt.families.separable.checks import check_separable
 
         check_separable(inst)
 
-    def plan_from_dict(self, inst: Instance, raw: Any, where: str = "plan") -> Any:
+    def plan_from_dict(self, inst: SeparableInstance, raw: Any, where: str = "plan") -> Any:
         from splitopt.families.separable.plan import plan_from_dict
 
         self.prepare(inst)
@@ -60,13 +59,13 @@ class SeparableFamily(Family):
 
         return SeparablePlan
 
-    def evaluate(self, inst: Instance, plan: Any) -> Any:
+    def evaluate(self, inst: SeparableInstance, plan: Any) -> Any:
         from splitopt.families.separable.evaluate import evaluate
 
         self.prepare(inst)
         return evaluate(inst, plan)
 
-    def start_plan(self, inst: Instance) -> Any:
+    def start_plan(self, inst: SeparableInstance) -> Any:
         """The best of ``start.start_plan`` and the gossip constructions: through the head
         (:func:`gossip.star_spread_plans`: mixing with a single transfer's delay at the
         head) and with a 3-cycle (:func:`gossip.cycle_gossip_plans`: mixing in ``4 G - 9``
@@ -80,13 +79,13 @@ class SeparableFamily(Family):
         d = data(inst)
         return best_of(inst, [start_plan(inst), *star_spread_plans(d), *cycle_gossip_plans(d)])[1]
 
-    def diagnose(self, inst: Instance, resolve: Callable[[Instance], bool]) -> str:
+    def diagnose(self, inst: SeparableInstance, resolve: Callable[[SeparableInstance], bool]) -> str:
         from splitopt.families.separable.diagnose import diagnose
 
         self.prepare(inst)
         return diagnose(inst, resolve)
 
-    def build_program(self, inst: Instance, kind: str, start: Any) -> Program:
+    def build_program(self, inst: SeparableInstance, kind: str, start: Any) -> Program:
         self.prepare(inst)
         if kind == "linear":
             from splitopt.families.separable.milp import build_milp
@@ -97,19 +96,19 @@ class SeparableFamily(Family):
     def methods(self) -> Sequence[Method]:
         return METHODS
 
-    def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Any]:
+    def enumerate_plans(self, inst: SeparableInstance, limit: int) -> Iterator[Any]:
         from splitopt.families.separable.enumerate import enumerate_plans
 
         self.prepare(inst)
         return enumerate_plans(inst, limit)
 
-    def space(self, inst: Instance) -> SearchSpace:
+    def space(self, inst: SeparableInstance) -> SearchSpace:
         from splitopt.families.separable.space import separable_space
 
         self.prepare(inst)
         return separable_space(inst)
 
-    def lower_bound(self, inst: Instance) -> float | None:
+    def lower_bound(self, inst: SeparableInstance) -> float | None:
         """From the counting arguments of the gossip constructions (``bound.py``):
         ``latency`` the silent policy's latency raised by the transfers mixing and
         intensive steps force; ``bytes`` the cheapest messages they force."""
@@ -118,22 +117,22 @@ class SeparableFamily(Family):
         self.prepare(inst)
         return separable_lower_bound(inst)
 
-    def random_instance(self, seed: int) -> Instance:
+    def random_instance(self, seed: int) -> SeparableInstance:
         from splitopt.families.separable.examples import small_random_data
 
         return self.instance_from_data(small_random_data(seed))
 
-    def objective_unit(self, inst: Instance) -> str:
+    def objective_unit(self, inst: SeparableInstance) -> str:
         return "bytes" if inst.objective == "bytes" else "ms"
 
-    def summary(self, inst: Instance) -> str:
+    def summary(self, inst: SeparableInstance) -> str:
         from splitopt.families.separable.data import data
 
         d = data(inst)
         return (f"{inst.name}: {len(d.blocks)} separable blocks over {d.g} devices, alpha = {d.alpha}: {d.steps} "
                 f"transmission steps, {d.levels} sparsity levels, dtypes {', '.join(d.dtypes)}, problem separable")
 
-    def report(self, console, inst: Instance, plan: Any, metrics: Any, show_layers: bool = True) -> None:
+    def report(self, console, inst: SeparableInstance, plan: Any, metrics: Any, show_layers: bool = True) -> None:
         from splitopt.families.separable.report import report
 
         report(console, inst, plan, metrics, show_layers)
@@ -142,7 +141,7 @@ class SeparableFamily(Family):
     contract_examples = 100
     front_measure = "bytes"
 
-    def pareto_front(self, inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str) -> Any:
+    def pareto_front(self, inst: SeparableInstance, solve: Callable[[SeparableInstance], Any], points: int, mode: str) -> Any:
         """The latency / bytes front (``pareto.py``); one sweep only (every corner, each
         lexicographic), so ``mode`` is not used."""
         from splitopt.families.separable.pareto import pareto_front

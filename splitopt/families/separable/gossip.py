@@ -219,7 +219,7 @@ def star_spread_plans(d: SeparableData) -> list[SeparablePlan]:
     level, dtype = min(((lv, t) for lv in range(d.levels) for t in d.dtypes),
                        key=lambda o: (d.message_bytes(0, o[0], o[1]), o))
     rounds: list[list[tuple[int, int]]] = [[(head, g)] for g in others]
-    knows = {g: set() for g in others}
+    knows: dict[int, set[int]] = {g: set() for g in others}
     told: set[int] = set()
     for g in others:  # what each knows after the star phase: the head's and the earlier ones'
         told.add(g)

@@ -18,19 +18,19 @@ import random
 from typing import Sequence
 
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput
 from splitopt.families.base import plan_output
 from splitopt.families.separable.data import data
 from splitopt.families.separable.evaluate import evaluate
 from splitopt.families.separable.plan import SeparablePlan, make_step, reference_plans, silent_plan
+from splitopt.families.separable.settings import SeparableInstance
 
 #: how many random policies ``random-sampling`` draws (the paper samples 100 per stage)
 RANDOM_SAMPLES = 1000
 
 
-def best_of(inst: Instance, plans: Sequence[SeparablePlan]) -> tuple[int, SeparablePlan]:
+def best_of(inst: SeparableInstance, plans: Sequence[SeparablePlan]) -> tuple[int, SeparablePlan]:
     """The index and plan of the best of ``plans``: meeting every limit first, then the
     fewest broken limits, then the objective."""
     scored = []
@@ -41,7 +41,7 @@ def best_of(inst: Instance, plans: Sequence[SeparablePlan]) -> tuple[int, Separa
     return best[3], best[4]
 
 
-def shift_plan(inst: Instance) -> SeparablePlan | None:
+def shift_plan(inst: SeparableInstance) -> SeparablePlan | None:
     """Every device sends everything to the next one at every step (None: a ring link is missing)."""
     d = data(inst)
     if not d.ring_available:
@@ -50,19 +50,19 @@ def shift_plan(inst: Instance) -> SeparablePlan | None:
     return SeparablePlan(tuple(make_step(d, shift) for _ in range(d.steps)))
 
 
-def ring_allreduce(inst: Instance, options: SolveOptions) -> BackendOutput:
+def ring_allreduce(inst: SeparableInstance, options: SolveOptions) -> BackendOutput:
     """The unseparated model with ring all-reduce after every block."""
     if not data(inst).ring_available:
         raise NotApplicable("ring-allreduce: needs G > 1 devices and a link from each device to the next")
     return plan_output(SeparablePlan((), ring=True))
 
 
-def no_communication(inst: Instance, options: SolveOptions) -> BackendOutput:
+def no_communication(inst: SeparableInstance, options: SolveOptions) -> BackendOutput:
     """Every step silent."""
     return plan_output(silent_plan(data(inst)))
 
 
-def all_intensive(inst: Instance, options: SolveOptions) -> BackendOutput:
+def all_intensive(inst: SeparableInstance, options: SolveOptions) -> BackendOutput:
     """Every device sends everything to the next at every step."""
     plan = shift_plan(inst)
     if plan is None:
@@ -70,7 +70,7 @@ def all_intensive(inst: Instance, options: SolveOptions) -> BackendOutput:
     return plan_output(plan)
 
 
-def reference_policies(inst: Instance, options: SolveOptions) -> BackendOutput:
+def reference_policies(inst: SeparableInstance, options: SolveOptions) -> BackendOutput:
     """The best of the published policies the instance carries."""
     d = data(inst)
     if not d.reference_policies:
@@ -83,13 +83,13 @@ def reference_policies(inst: Instance, options: SolveOptions) -> BackendOutput:
     return out
 
 
-def random_sampling(inst: Instance, options: SolveOptions) -> BackendOutput:
+def random_sampling(inst: SeparableInstance, options: SolveOptions) -> BackendOutput:
     """The best of ``RANDOM_SAMPLES`` uniform random policies (seeded; stops at the time limit)."""
     from splitopt.families.separable.space import separable_space
 
     space = separable_space(inst)
     rng = random.Random(options.seed)
-    plans = []
+    plans: list[SeparablePlan] = []
     for _ in range(RANDOM_SAMPLES):
         if plans and options.out_of_time():
             break

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Sequence
 
-from splitopt.core.instance import Instance
 from splitopt.core.options import check_build_deadline
 from splitopt.core.program import LinearProgram, Program
 from splitopt.families.separable.data import SeparableData, data, worst_case_ms
 from splitopt.families.separable.evaluate import evaluate, meets_record
 from splitopt.families.separable.gossip import latency_lower_bound, min_mixing_messages, policy_bytes_bound
 from splitopt.families.separable.plan import SeparablePlan, identity, make_step, silent_plan
+from splitopt.families.separable.settings import SeparableInstance
 
 #: MILP: integrality / feasibility tolerance assumed for the objective tolerance
 MILP_EPS = 1e-6
@@ -42,7 +43,7 @@ def options_of(d: SeparableData) -> list[tuple[int, str]]:
     return [(level, dtype) for level in range(d.levels) for dtype in d.dtypes]
 
 
-def build_milp(inst: Instance, start: SeparablePlan | None) -> Program:
+def build_milp(inst: SeparableInstance, start: SeparablePlan | None) -> Program:
     """The program of ``formulations/separable_policies.md``, "Program", its parts in the
     section's order; ``start`` (a plan or None) is its hint."""
     lp = LinearProgram()
@@ -118,7 +119,7 @@ class PolicyVariables:
     rec_vars: list[int] = field(default_factory=list)
 
 
-def policy_variables(inst: Instance, lp: LinearProgram) -> PolicyVariables:
+def policy_variables(inst: SeparableInstance, lp: LinearProgram) -> PolicyVariables:
     """``x[j,g,h]``, ``z[j,o]`` and ``ring``, with their rows: one option per step, each
     device sends at most once, sends iff it receives (a permutation), and the ring plan
     replaces every step."""
@@ -229,7 +230,7 @@ def symmetry_rows(lp: LinearProgram, v: PolicyVariables) -> None:
                 lp.add({sent_by[(j, a)]: 1.0, sent_by[(j, b)]: -1.0}, ">=", 0.0, name=f"symmetry[{j},{a},{b}]")
 
 
-def time_rows(inst: Instance, lp: LinearProgram, v: PolicyVariables) -> None:
+def time_rows(inst: SeparableInstance, lp: LinearProgram, v: PolicyVariables) -> None:
     """The horizon ``H`` (= ``M``: the slowest conceivable policy, or the ring's latency)
     and, where the latency objective or budget reads them, the times ``ready[j,g]``,
     ``nic[j,g]`` and ``L`` with their rows: each step's compute, sends and merges
@@ -242,10 +243,10 @@ def time_rows(inst: Instance, lp: LinearProgram, v: PolicyVariables) -> None:
     v.horizon = v.big = H = max(H, ring_ms)
     if not v.need_time:
         return
-    cont = dict(binary=False, lb=0.0, ub=H, implied_integer=False, unit="ms")
-    v.ready = [[lp.var(f"ready[{j},{g}]", **cont) for g in range(G)] for j in range(J)]
-    v.nic = [[lp.var(f"nic[{j},{g}]", **cont) for g in range(G)] for j in range(J)]
-    resp = v.resp = lp.var("latency", **cont)
+    time_var = partial(lp.var, binary=False, lb=0.0, ub=H, implied_integer=False, unit="ms")
+    v.ready = [[time_var(f"ready[{j},{g}]") for g in range(G)] for j in range(J)]
+    v.nic = [[time_var(f"nic[{j},{g}]") for g in range(G)] for j in range(J)]
+    resp = v.resp = time_var("latency")
     for j in range(J):
         check_build_deadline()
         step_time_rows(lp, v, j)
@@ -325,7 +326,7 @@ def mixing_rows(lp: LinearProgram, v: PolicyVariables) -> None:
             row = {var: 1.0}
             if j:
                 row[info[j - 1][(a, h)]] = -1.0
-            for (a2, g, h2), yv in y[j].items():
+            for (a2, _, h2), yv in y[j].items():
                 if a2 == a and h2 == h:
                     row[yv] = -1.0
             lp.add(row, "<=", 0.0, name=f"reach[{j},{a},{h}]")
@@ -361,7 +362,7 @@ def float16_rows(lp: LinearProgram, v: PolicyVariables) -> None:
     for j in range(v.d.steps):
         var = lp.var(f"float16[{j}]")
         v.f16.append(var)
-        for o, (level, dtype) in enumerate(v.opts):
+        for o, (_, dtype) in enumerate(v.opts):
             if dtype == "float16":
                 lp.add({var: 1.0, v.z[j][o]: -1.0, v.sends[j]: -1.0}, ">=", -1.0, name=f"float16[{j},{o}]")
 
@@ -393,13 +394,13 @@ def record_rows(lp: LinearProgram, v: PolicyVariables) -> None:
             lp.add({**{f: 1.0 for f in v.f16}, var: float(J)}, "<=", float(r.max_float16_steps + J),
                    name=f"record_float16[{r.name}]")
         for j in range(J):
-            for o, (level, dtype) in enumerate(v.opts):
+            for o, (level, _) in enumerate(v.opts):
                 if level < r.min_level or (r.max_level is not None and level > r.max_level):
                     lp.add({var: 1.0, v.z[j][o]: 1.0, v.sends[j]: 1.0}, "<=", 2.0,
                            name=f"record_level[{r.name},{j},{o}]")
 
 
-def objective(inst: Instance, lp: LinearProgram, v: PolicyVariables) -> float:
+def objective(inst: SeparableInstance, lp: LinearProgram, v: PolicyVariables) -> float:
     """The objective: ``L``, or the bytes divided by ``bytes_unit`` (so that its magnitude
     is the horizon's, see the module docstring); returns ``bytes_unit``."""
     if inst.objective == "latency":
@@ -428,7 +429,7 @@ def decode_plan(v: PolicyVariables, values: Sequence[float]) -> SeparablePlan:
     return SeparablePlan(tuple(steps))
 
 
-def encode_plan(inst: Instance, lp: LinearProgram, v: PolicyVariables, plan: SeparablePlan) -> list[float]:
+def encode_plan(inst: SeparableInstance, lp: LinearProgram, v: PolicyVariables, plan: SeparablePlan) -> list[float]:
     """The program's variable values for ``plan`` (its interchangeable devices relabeled to
     the symmetry rows' form): the decisions, then the times and the mixing as the rows
     read them."""
@@ -439,6 +440,7 @@ def encode_plan(inst: Instance, lp: LinearProgram, v: PolicyVariables, plan: Sep
         values[i] = 1.0 if any(s.send_to[g] != g for s in plan.steps[:j + 1]) else 0.0
     m = evaluate(inst, plan)
     if plan.ring:
+        assert v.ring is not None  # the evaluator's check_plan accepts a ring plan only where the ring exists
         values[v.ring] = 1.0
         for j in range(J):
             values[v.z[j][len(opts) - 1]] = 1.0
@@ -465,10 +467,11 @@ def encode_plan(inst: Instance, lp: LinearProgram, v: PolicyVariables, plan: Sep
     return values
 
 
-def _encode_times(inst: Instance, v: PolicyVariables, plan: SeparablePlan, m, values: list[float]) -> None:
+def _encode_times(inst: SeparableInstance, v: PolicyVariables, plan: SeparablePlan, m, values: list[float]) -> None:
     """``L``, ``ready`` and ``nic`` of ``plan`` (evaluated: ``m``) as the time rows read
     them; the ring plan's policy part is silent, at its own earliest times."""
     d, ready, nic, G = v.d, v.ready, v.nic, v.d.g
+    assert v.resp is not None  # time_rows adds it wherever the times are encoded (need_time)
     values[v.resp] = m.latency_ms
     if not plan.ring:
         nic_at = [0.0] * G  # as the send rows read it: at least the last snapshot
@@ -520,7 +523,7 @@ def interchangeable(d: SeparableData, with_time: bool) -> list[list[int]]:
             a = parent[a]
         return a
 
-    def link(a: int, b: int) -> tuple:  # without time, only whether the link exists matters
+    def link(a: int, b: int) -> tuple[float | None, float] | bool:  # without time, only whether it exists
         return (d.rate[a][b], d.link_ms[a][b]) if with_time else d.has_link(a, b)
 
     for a in range(G):

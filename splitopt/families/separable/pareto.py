@@ -12,15 +12,14 @@ from typing import Any, Callable
 from splitopt.core import progress
 from splitopt.core.drawing import human_bytes
 from splitopt.core.front import Front, FrontPoint, Limit
-from splitopt.core.instance import Instance
-from splitopt.families.separable.settings import SETTINGS_KEY
+from splitopt.families.separable.settings import SETTINGS_KEY, SeparableInstance
 
 #: relative slack of the latency limit of a corner's second solve (fewest bytes at the
 #: corner's latency); larger than every backend's tolerance (1e-6)
 STEP_RTOL = 1e-5
 
 
-def bytes_front(inst: Instance, solve: Callable[[Instance], Any], points: int = 50) -> list[FrontPoint]:
+def bytes_front(inst: SeparableInstance, solve: Callable[[SeparableInstance], Any], points: int = 50) -> list[FrontPoint]:
     """The corners (budget: the byte budget solved under, None: the instance's own;
     measure: the plan's bytes), fastest first. Each corner's result is a bytes-optimal
     plan among the plans of the least latency within the budget."""
@@ -46,7 +45,7 @@ def bytes_front(inst: Instance, solve: Callable[[Instance], Any], points: int = 
     return out
 
 
-def pareto_front(inst: Instance, solve: Callable[[Instance], Any], points: int) -> Front:
+def pareto_front(inst: SeparableInstance, solve: Callable[[SeparableInstance], Any], points: int) -> Front:
     """The front with its table, JSON and plot marks: the instance's byte and latency
     budgets, and the plan a solve returns (the least of its objective within both)."""
     found = bytes_front(inst, solve, points)
@@ -61,7 +60,8 @@ def pareto_front(inst: Instance, solve: Callable[[Instance], Any], points: int) 
           and (latency_budget is None or p.latency_ms <= latency_budget * (1 + 1e-9))]
     objective = inst.objective
     key = (lambda p: (p.measure, p.latency_ms)) if objective == "bytes" else (lambda p: (p.latency_ms, p.measure))
-    rows, records = [], []
+    rows: list[tuple[str, ...]] = []
+    records: list[dict[str, Any]] = []
     for p in found:
         m = p.result.metrics
         rows.append((f"{p.measure:,.0f}", f"{100 * m.ratio_to_ring:.3f}", f"{p.latency_ms:.4f}", str(m.intensive_steps),

@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from splitopt.core.errors import InvalidInstance, InvalidPlan
-from splitopt.core.instance import Instance
 from splitopt.core.jsonfile import shown
 from splitopt.core.plan import check_plan_header
 from splitopt.families.separable.data import SeparableData, data
-from splitopt.families.separable.settings import DTYPE_BYTES, PLAN_FORMAT
+from splitopt.families.separable.settings import DTYPE_BYTES, PLAN_FORMAT, SeparableInstance
 
 FIELDS = ("format", "instance", "steps", "ring_allreduce", "objective_ms", "note")
 STEP_FIELDS = ("send_to", "choice", "level", "dtype")
@@ -62,7 +61,7 @@ class SeparablePlan:
     def key(self) -> tuple:
         return (self.ring, self.steps)
 
-    def to_dict(self, inst: Instance) -> dict[str, Any]:
+    def to_dict(self, inst: SeparableInstance) -> dict[str, Any]:
         if self.ring:
             return {"format": PLAN_FORMAT, "instance": inst.name, "ring_allreduce": True}
         return {"format": PLAN_FORMAT, "instance": inst.name,
@@ -157,7 +156,7 @@ def permutations(d: SeparableData, cap: int | None = None) -> list[tuple[int, ..
     return out
 
 
-def plan_from_dict(inst: Instance, raw: Any, where: str = "plan") -> SeparablePlan:
+def plan_from_dict(inst: SeparableInstance, raw: Any, where: str = "plan") -> SeparablePlan:
     """Parse and check a separable plan; InvalidPlan names the field."""
     d = data(inst)
     check_plan_header(raw, inst.name, where, PLAN_FORMAT, FIELDS)
@@ -205,17 +204,18 @@ def step_from_dict(d: SeparableData, raw: Any, where: str) -> Step:
             raise InvalidPlan(f"{where}.send_to: must list the receiver of each of the {d.g} devices, "
                               f"got {shown(raw_to)}")
         index = {n: i for i, n in enumerate(d.devices)}
-        send_to = []
+        receivers: list[int] = []
         for g, h in enumerate(raw_to):
             if isinstance(h, str) and h in index:
                 h = index[h]
             if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < d.g:
                 raise InvalidPlan(f"{where}.send_to[{g}]: must be a device index in [0, {d.g - 1}] or a device "
                                   f"name, got {shown(h)}")
-            send_to.append(h)
-        if sorted(send_to) != list(range(d.g)):
+            receivers.append(h)
+        if sorted(receivers) != list(range(d.g)):
             raise InvalidPlan(f"{where}.send_to: {shown(raw_to)} is not a permutation of the {d.g} devices (each "
                               f"device receives from one device at most)")
+        send_to = tuple(receivers)
     level = raw.get("level")
     if level is not None and (isinstance(level, bool) or not isinstance(level, int) or not 0 <= level < d.levels):
         raise InvalidPlan(f"{where}.level: must be a sparsity level in [0, {d.levels - 1}], got {shown(level)}")
@@ -226,7 +226,7 @@ def step_from_dict(d: SeparableData, raw: Any, where: str) -> Step:
     return make_step(d, send_to, level, dtype)
 
 
-def reference_plans(inst: Instance) -> dict[str, SeparablePlan]:
+def reference_plans(inst: SeparableInstance) -> dict[str, SeparablePlan]:
     """The published policies the instance carries (``settings.separable.reference_policies``),
     each parsed and checked as a plan: InvalidInstance naming the policy's field otherwise
     (a wrong step count, a choice out of range, a level or dtype not allowed, a missing
@@ -247,15 +247,18 @@ def reference_plans(inst: Instance) -> dict[str, SeparablePlan]:
     return out
 
 
-def check_plan(inst: Instance, plan: SeparablePlan, where: str = "plan") -> None:
+def check_plan(inst: SeparableInstance, plan: SeparablePlan, where: str = "plan") -> None:
     """Raise InvalidPlan unless the plan is well-formed: one step per transmission step,
     each a permutation over existing links with an allowed level and dtype; a ring plan
-    needs the ring's links. Limits (mixing, budgets, accuracy) are the evaluator's."""
+    needs two devices or more and the ring's links. Limits (mixing, budgets, accuracy) are the evaluator's."""
     d = data(inst)
     if plan.ring:
+        if d.g == 1:
+            raise InvalidPlan(f"{where}.ring_allreduce: the ring all-reduce needs G > 1 devices; the group is "
+                              f"'{d.devices[0]}' alone")
         for g in range(d.g):
             h = (g + 1) % d.g
-            if d.g > 1 and not d.has_link(g, h):
+            if not d.has_link(g, h):
                 raise InvalidPlan(f"{where}.ring_allreduce: the ring needs a link {d.devices[g]} -> {d.devices[h]}")
         return
     if len(plan.steps) != d.steps:

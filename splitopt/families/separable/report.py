@@ -4,13 +4,13 @@ broken limits."""
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.separable.data import data
 from splitopt.families.separable.evaluate import SeparableMetrics
 from splitopt.families.separable.plan import SeparablePlan, choice_of_permutation
+from splitopt.families.separable.settings import SeparableInstance
 
 
-def report(console, inst: Instance, plan: SeparablePlan, m: SeparableMetrics, show_layers: bool = True) -> None:
+def report(console, inst: SeparableInstance, plan: SeparablePlan, m: SeparableMetrics, show_layers: bool = True) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
 

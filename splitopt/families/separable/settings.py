@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
+from splitopt.core.instance import Instance
 from splitopt.core.ranges import MAX_MS
 from splitopt.core.settings import FamilySettings
 from splitopt.families.settings_fields import unused_schema
@@ -109,3 +110,7 @@ class SeparableSettings(FamilySettings):
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], devices: Mapping[str, Any]) -> "SeparableSettings":
         return cls(separable=dict(raw.get(SETTINGS_KEY, {})))
+
+
+#: an instance of the separable family, its settings typed (what the family's functions take)
+SeparableInstance = Instance[SeparableSettings]

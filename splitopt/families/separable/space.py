@@ -9,9 +9,9 @@ list of permutations is built. Every genome decodes to a well-formed plan; the l
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.separable.data import SeparableData, data
 from splitopt.families.separable.plan import SeparablePlan, TooManyPermutations, make_step, permutations, widest_dtype
+from splitopt.families.separable.settings import SeparableInstance
 from splitopt.search.space import ChoiceGene, Genome, PermutationGene, SearchSpace
 
 
@@ -51,7 +51,7 @@ def over_links(d: SeparableData, order: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def separable_space(inst: Instance) -> SearchSpace:
+def separable_space(inst: SeparableInstance) -> SearchSpace:
     d = data(inst)
     try:
         perms: list[tuple[int, ...]] | None = permutations(d, cap=MAX_LISTED_PERMUTATIONS)

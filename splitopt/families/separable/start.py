@@ -12,11 +12,10 @@ best, by the evaluator, of a few constructions that meet every limit where they 
 
 from __future__ import annotations
 
-from splitopt.core.instance import Instance
 from splitopt.families.separable.data import SeparableData, data
 from splitopt.families.separable.methods import best_of, shift_plan
 from splitopt.families.separable.plan import SeparablePlan, Step, identity, make_step, silent_plan, widest_dtype
-from splitopt.families.separable.settings import DTYPE_BYTES
+from splitopt.families.separable.settings import DTYPE_BYTES, SeparableInstance
 
 
 def dissemination_rounds(d: SeparableData) -> list[tuple[int, ...]] | None:
@@ -50,7 +49,7 @@ def dissemination_plans(d: SeparableData) -> list[SeparablePlan]:
     return out
 
 
-def start_plan(inst: Instance) -> SeparablePlan:
+def start_plan(inst: SeparableInstance) -> SeparablePlan:
     d = data(inst)
     plans = [silent_plan(d)]
     shift = shift_plan(inst)

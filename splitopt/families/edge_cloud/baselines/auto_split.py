@@ -40,30 +40,31 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from splitopt.families.edge_cloud.baselines.common import finish, fits
 from splitopt.families.edge_cloud.evaluate import Metrics, evaluate
-from splitopt.core.instance import Instance, Layer
+from splitopt.core.instance import Layer
 from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput, Status
 from splitopt.core.options import SolveOptions
 from splitopt.families.edge_cloud.plan import edge_cloud_plan, uniform_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 #: an option of one layer in Eq. 8: (bytes, error, bits)
 Option = tuple[float, float, int]
 
 
-def weight_error(inst: Instance, layer: Layer, bits: int) -> float:
+def weight_error(inst: EdgeCloudInstance, layer: Layer, bits: int) -> float:
     if layer.weights == 0 or bits >= inst.settings.cloud_bits:
         return 0.0
     return layer.weight_error[bits]
 
 
-def activation_error(inst: Instance, layer: Layer, bits: int) -> float:
+def activation_error(inst: EdgeCloudInstance, layer: Layer, bits: int) -> float:
     if bits >= inst.settings.cloud_bits:
         return 0.0
     return layer.activation_error[bits]
 
 
 # ----- Eq. 6 ------------------------------------------------------------------------------
-def cut_bytes(inst: Instance, n: int, layer_bits: int) -> float:
+def cut_bytes(inst: EdgeCloudInstance, n: int, layer_bits: int) -> float:
     """T_n (bytes): tensors crossing the cut after the first n layers, layer outputs at
     ``layer_bits`` and raw inputs at their own bits."""
     edge = {layer.name for layer in inst.layers[:n]}
@@ -77,7 +78,7 @@ def cut_bytes(inst: Instance, n: int, layer_bits: int) -> float:
     return total
 
 
-def cut_bytes_all(inst: Instance, layer_bits: int) -> list[float]:
+def cut_bytes_all(inst: EdgeCloudInstance, layer_bits: int) -> list[float]:
     """``[cut_bytes(inst, n, layer_bits) for n in 0..N]`` in one sweep, O(N + edges): a
     tensor made at position p (a raw input: -1) crosses cut n exactly for p < n <= its
     last reader's position, so its size enters a difference array at p + 1 and leaves it
@@ -104,7 +105,7 @@ def cut_bytes_all(inst: Instance, layer_bits: int) -> list[float]:
     return out
 
 
-def potential_splits(inst: Instance) -> list[int]:
+def potential_splits(inst: EdgeCloudInstance) -> list[int]:
     """Eq. 6: the split points n in 0..N worth exploring."""
     s = inst.settings
     b_min = min(s.bit_widths)
@@ -156,7 +157,7 @@ def lagrangian_choice(options: Mapping[str, Sequence[Option]], budget: float) ->
     return {n: o[2] for n, o in pick(lams[lo]).items()}
 
 
-def weight_bits(inst: Instance, names: Sequence[str], budget: float) -> dict[str, int]:
+def weight_bits(inst: EdgeCloudInstance, names: Sequence[str], budget: float) -> dict[str, int]:
     """Eq. 8 for edge layers ``names`` under a weight budget (bytes)."""
     options = {
         n: [
@@ -168,7 +169,7 @@ def weight_bits(inst: Instance, names: Sequence[str], budget: float) -> dict[str
     return lagrangian_choice(options, budget)
 
 
-def activation_bits(inst: Instance, names: Sequence[str], budget: float) -> dict[str, int]:
+def activation_bits(inst: EdgeCloudInstance, names: Sequence[str], budget: float) -> dict[str, int]:
     """Eq. 9 for edge layers ``names`` under a per-layer activation budget (bytes)."""
     out = {}
     for n in names:
@@ -191,12 +192,12 @@ class Candidate:
     metrics: Metrics
 
 
-def candidates(inst: Instance) -> list[Candidate]:
+def candidates(inst: EdgeCloudInstance) -> list[Candidate]:
     """Algorithm 1's list S (cloud-only first), each plan evaluated; duplicates dropped."""
     return list(iter_candidates(inst))
 
 
-def iter_candidates(inst: Instance, splits: Sequence[int] | None = None) -> Iterator[Candidate]:
+def iter_candidates(inst: EdgeCloudInstance, splits: Sequence[int] | None = None) -> Iterator[Candidate]:
     """Algorithm 1's list S, one candidate at a time (cloud-only first, then the
     potential splits in order, each over the grid of budgets); ``splits``: the potential
     splits if the caller has them (else computed here)."""
@@ -240,7 +241,7 @@ def select(cands: Sequence[Candidate]) -> Candidate:
     return min(cands, key=lambda c: (len(c.metrics.violations), c.metrics.total_ms, c.n))
 
 
-def run(inst: Instance, options: SolveOptions) -> BackendOutput:
+def run(inst: EdgeCloudInstance, options: SolveOptions) -> BackendOutput:
     """AUTO-SPLIT Algorithm 1: potential splits (Eq. 6) x grid of memory budgets (Eq. 8, 9).
     The list is built (and each candidate evaluated) while the time limit lasts; past it,
     the best candidate so far (cloud-only at least) is chosen, and ``extra`` says so (the

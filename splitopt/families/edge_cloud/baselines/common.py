@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from splitopt.core.instance import Instance
 from splitopt.core.latency import layer_latency_ms
 from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.edge_cloud.evaluate import evaluate
 from splitopt.families.edge_cloud.data import cloud_device, edge_device
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 #: relative slack of the methods' own budget checks (floating-point noise, not slack)
 RTOL = 1e-9
@@ -26,7 +26,7 @@ def fits(total: float, budget: float) -> bool:
     return total <= budget * (1 + RTOL)
 
 
-def float_latencies(inst: Instance) -> dict[str, tuple[float, float]]:
+def float_latencies(inst: EdgeCloudInstance) -> dict[str, tuple[float, float]]:
     """Layer name -> (edge ms, cloud ms), both at the reference precision ``cloud_bits``."""
     b = inst.settings.cloud_bits
     edge, cloud = edge_device(inst), cloud_device(inst)
@@ -36,25 +36,25 @@ def float_latencies(inst: Instance) -> dict[str, tuple[float, float]]:
     }
 
 
-def raw_input_bytes(inst: Instance) -> float:
+def raw_input_bytes(inst: EdgeCloudInstance) -> float:
     """Bytes of all raw graph inputs at their own bits (what a cloud-only plan sends)."""
     return sum(t.elements * t.bits / 8.0 for t in inst.inputs)
 
 
-def sent_bytes(inst: Instance, tensor: str, activation_bits: int) -> float:
+def sent_bytes(inst: EdgeCloudInstance, tensor: str, activation_bits: int) -> float:
     """Bytes sent when ``tensor`` crosses the cut: a raw input at its own bits, a layer
     output at ``settings.transmit_bits`` if set, else at ``activation_bits``."""
     return inst.tensor_elements(tensor) * inst.sent_bits(tensor, activation_bits) / 8.0
 
 
-def edge_ms(inst: Instance, edge_bits: dict[str, tuple[int, int]]) -> float:
+def edge_ms(inst: EdgeCloudInstance, edge_bits: dict[str, tuple[int, int]]) -> float:
     """Summed edge latency (ms) of layers ``name -> (weight bits, activation bits)``."""
     edge = edge_device(inst)
     return sum(layer_latency_ms(inst, inst.layer_by_name[n], edge, wb, ab) for n, (wb, ab) in edge_bits.items())
 
 
 def finish(
-    inst: Instance,
+    inst: EdgeCloudInstance,
     plan: Plan,
     method: str,
     objective: float | None = None,

@@ -11,24 +11,24 @@ from __future__ import annotations
 
 from splitopt.families.edge_cloud.baselines.common import edge_ms, finish
 from splitopt.families.edge_cloud.evaluate import evaluate
-from splitopt.core.instance import Instance
 from splitopt.core.plan import Plan
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
 from splitopt.families.edge_cloud.plan import uniform_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
-def uniform_edge_plan(inst: Instance, bits: int) -> Plan:
+def uniform_edge_plan(inst: EdgeCloudInstance, bits: int) -> Plan:
     """All layers on the edge at ``bits`` for weights and activations."""
     return uniform_plan(inst, [layer.name for layer in inst.layers], bits)
 
 
-def uniform_edge_ms(inst: Instance, bits: int) -> float:
+def uniform_edge_ms(inst: EdgeCloudInstance, bits: int) -> float:
     """Latency (ms) of the all-edge plan at uniform ``bits``: edge compute only."""
     return edge_ms(inst, {layer.name: (bits, bits) for layer in inst.layers})
 
 
-def run(inst: Instance, options: SolveOptions) -> BackendOutput:
+def run(inst: EdgeCloudInstance, options: SolveOptions) -> BackendOutput:
     """EDGE-ONLY: all layers on the edge (split_bits: best uniform bit-width)."""
     if inst.problem == "split":
         bits = inst.settings.cloud_bits

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from splitopt.families.edge_cloud.baselines.common import finish, fits, float_latencies, raw_input_bytes, sent_bytes
-from splitopt.core.instance import Instance
 from splitopt.families.edge_cloud.evaluate import transfer_ms
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
 from splitopt.families.edge_cloud.plan import uniform_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class ChainSplit:
     memory_bytes: float
 
 
-def chain_scan(inst: Instance) -> list[ChainSplit]:
+def chain_scan(inst: EdgeCloudInstance) -> list[ChainSplit]:
     """The chain estimates of every split k = 0..N, in order."""
     bits = inst.settings.cloud_bits
     lat = float_latencies(inst)
@@ -71,7 +71,7 @@ def chain_scan(inst: Instance) -> list[ChainSplit]:
     return out
 
 
-def choose_split(inst: Instance) -> ChainSplit:
+def choose_split(inst: EdgeCloudInstance) -> ChainSplit:
     """The split Neurosurgeon picks: lowest chain latency among those whose chain memory
     fits (k = 0 always fits: it uses no edge memory)."""
     limit = inst.settings.edge_memory_bytes
@@ -79,7 +79,7 @@ def choose_split(inst: Instance) -> ChainSplit:
     return min(allowed, key=lambda c: (c.estimate_ms, c.k))
 
 
-def run(inst: Instance, options: SolveOptions) -> BackendOutput:
+def run(inst: EdgeCloudInstance, options: SolveOptions) -> BackendOutput:
     """Neurosurgeon: linear scan over the topological order with a chain cost model (float)."""
     best = choose_split(inst)
     plan = uniform_plan(inst, [layer.name for layer in inst.layers[: best.k]])

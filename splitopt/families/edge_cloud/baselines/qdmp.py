@@ -24,17 +24,17 @@ from the partition.
 from __future__ import annotations
 
 from splitopt.families.edge_cloud.baselines.common import finish, float_latencies, sent_bytes
-from splitopt.core.instance import Instance
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
 from splitopt.families.edge_cloud.data import uplink
 from splitopt.families.edge_cloud.plan import uniform_plan
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 SOURCE = ("source",)
 SINK = ("sink",)
 
 
-def min_cut(inst: Instance) -> tuple[frozenset[str], float]:
+def min_cut(inst: EdgeCloudInstance) -> tuple[frozenset[str], float]:
     """The edge layer set of the minimum cut and the cut value (ms)."""
     bits = inst.settings.cloud_bits
     lat = float_latencies(inst)
@@ -74,7 +74,7 @@ def min_cut(inst: Instance) -> tuple[frozenset[str], float]:
     return edge, value
 
 
-def run(inst: Instance, options: SolveOptions) -> BackendOutput:
+def run(inst: EdgeCloudInstance, options: SolveOptions) -> BackendOutput:
     """DADS/QDMP: s-t min-cut on the layer DAG with fan-out nodes (float; ignores edge memory)."""
     edge, value = min_cut(inst)
     plan = uniform_plan(inst, edge)

@@ -6,14 +6,14 @@ from __future__ import annotations
 from splitopt.families.edge_cloud.baselines.common import finish
 from splitopt.families.edge_cloud.baselines.edge_only import uniform_edge_ms, uniform_edge_plan
 from splitopt.core.errors import NotApplicable
-from splitopt.core.instance import Instance
 from splitopt.core.result import BackendOutput
 from splitopt.core.options import SolveOptions
+from splitopt.families.edge_cloud.settings import EdgeCloudInstance
 
 BITS = 8
 
 
-def run(inst: Instance, options: SolveOptions) -> BackendOutput:
+def run(inst: EdgeCloudInstance, options: SolveOptions) -> BackendOutput:
     """U8: all layers on the edge at 8-bit weights and activations (AUTO-SPLIT Sec. 5.3)."""
     if BITS not in inst.settings.bit_widths:
         raise NotApplicable(
