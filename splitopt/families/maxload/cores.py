@@ -142,6 +142,7 @@ def capped_cores(inst: MaxloadInstance, gr: Groups, where: Mapping[int, int]) ->
     meets it and no colour class has two forward nodes)."""
     fwd = inst.forward_ids
     labels = cpu_labels(inst, gr, where, limit=-1, same_class=False)
+    assert labels is not None, "with no limit the labels always settle"
     out = {}
     for g in forward_groups(inst, gr):
         if where[g] == CPU:

@@ -51,11 +51,11 @@ def to_cpsat(lp: LinearProgram):
         if i == T:
             lo = max(0, math.floor((v.lb - tol) / unit) - 1)
             t_hi = math.ceil((v.ub + tol) / unit) + 1
-            xs.append(model.NewIntVar(lo, t_hi, "T"))
+            xs.append(model.new_int_var(lo, t_hi, "T"))
         else:
-            xs.append(model.NewBoolVar(v.name))  # x, z, t, w: integral at every integral point
+            xs.append(model.new_bool_var(v.name))  # x, z, t, w: integral at every integral point
             if v.ub <= 0:
-                model.Add(xs[-1] == 0)
+                model.add(xs[-1] == 0)
     for r in lp.rows:
         if r.kind == "logic":
             coeffs = {i: int(c) for i, c in r.coeffs.items()}
@@ -63,14 +63,14 @@ def to_cpsat(lp: LinearProgram):
             if any(c != r.coeffs[i] or abs(c) != 1 for i, c in coeffs.items()) or rhs != r.rhs:
                 raise SolverFailure(f"cpsat: logic row '{r.name}' is not a +-1 row")
             if r.sense == "==" and rhs == 1 and all(c == 1 for c in coeffs.values()):
-                model.AddExactlyOne(xs[i] for i in coeffs)
+                model.add_exactly_one(xs[i] for i in coeffs)
                 continue
             if r.sense in ("<=", ">="):
                 sign = 1 if r.sense == ">=" else -1  # as sum(sign * c * v) >= sign * rhs
-                lits = [xs[i] if sign * c > 0 else xs[i].Not() for i, c in coeffs.items()]
+                lits = [xs[i] if sign * c > 0 else xs[i].negated() for i, c in coeffs.items()]
                 need = sign * rhs + sum(1 for c in coeffs.values() if sign * c < 0)
                 if need == 1:
-                    model.AddBoolOr(lits)  # at least one literal true: a clause
+                    model.add_bool_or(lits)  # at least one literal true: a clause
                     continue
             expr = sum(c * xs[i] for i, c in coeffs.items())
         elif r.kind == "time":
@@ -93,12 +93,12 @@ def to_cpsat(lp: LinearProgram):
         if activity >= MAX_ACTIVITY:
             raise NotApplicable(f"cpsat: row '{r.name}' could reach {activity:.3g}, beyond 64-bit integers")
         if r.sense == "<=":
-            model.Add(expr <= rhs)
+            model.add(expr <= rhs)
         elif r.sense == ">=":
-            model.Add(expr >= rhs)
+            model.add(expr >= rhs)
         else:
-            model.Add(expr == rhs)
-    model.Minimize(xs[T])
+            model.add(expr == rhs)
+    model.minimize(xs[T])
     return model, xs, unit, tol
 
 

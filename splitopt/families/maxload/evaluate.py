@@ -82,9 +82,9 @@ def check_placement(inst: MaxloadInstance, placement: MaxloadPlacement, contiguo
     for n in inst.nodes:
         if not n.on_fpga_ok and dev[n.id].startswith("fpga"):
             out.append(f"node {n.id} ({n.name}) is on {dev[n.id]} but supportedOnFpga is false")
-    for cc, ids in sorted(inst.colour_classes.items()):
+    for cc, members in sorted(inst.colour_classes.items()):
         devs: dict[str, list[int]] = {}
-        for nid in ids:
+        for nid in members:
             devs.setdefault(dev[nid], []).append(nid)
         if len(devs) > 1:
             parts = "; ".join(f"{d} {_fmt_ids(v)}" for d, v in sorted(devs.items(), key=lambda kv: device_key(kv[0])))

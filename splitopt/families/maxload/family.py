@@ -47,7 +47,7 @@ def _infeasible_program(kind: str, reason: str) -> Program:
         from ortools.sat.python import cp_model
 
         model = cp_model.CpModel()
-        model.AddBoolOr([])
+        model.add_bool_or([])
         return Program(kind="cpsat", model=model, decode=lambda values: None, stats={"infeasible": reason})
     from splitopt.core.program import LinearProgram
 

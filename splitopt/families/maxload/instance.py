@@ -224,6 +224,11 @@ def _number(value: Any, where: str, high: float, *, integer: bool = False) -> fl
     return float(value)
 
 
+def _count(value: Any, where: str, high: float) -> int:
+    """A whole number in [0, high] (see :func:`_number`)."""
+    return int(_number(value, where, high, integer=True))
+
+
 def _flag(value: Any, where: str) -> bool:
     if isinstance(value, bool):
         return value
@@ -257,8 +262,8 @@ def parse_peer_instance(data: Any, name: str = "", source: str = "", objective: 
     if objective not in OBJECTIVES:
         raise InvalidInstance(f"{w}: objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     max_size = _number(_get(data, "maxSizePerFPGA", w), f"{w}.maxSizePerFPGA", MAX_BYTES)
-    k = _number(_get(data, "maxFPGAs", w), f"{w}.maxFPGAs", MAX_COUNT, integer=True)
-    l = _number(_get(data, "maxCPUs", w), f"{w}.maxCPUs", MAX_COUNT, integer=True)
+    k = _count(_get(data, "maxFPGAs", w), f"{w}.maxFPGAs", MAX_COUNT)
+    l = _count(_get(data, "maxCPUs", w), f"{w}.maxCPUs", MAX_COUNT)
     raw_nodes = _get(data, "nodes", w)
     raw_edges = _get(data, "edges", w)
     if not isinstance(raw_nodes, list):

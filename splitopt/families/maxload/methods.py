@@ -128,6 +128,7 @@ def ideal_dp(inst: MaxloadInstance, options: SolveOptions) -> BackendOutput:
         out = certify_or_improve(inst, res.plan, evaluate(inst, res.plan).max_load_ms, options)
         out.extra.update(extra)
         return out
+    assert res.value_ms is not None, "a finished DP that found a plan has its value"
     # the DP sums loads as differences of prefix sums: bound its rounding by the totals
     total = math.fsum(max(n.cpu_ms, n.fpga_ms) for n in inst.nodes) + math.fsum(inst.out_cost.values())
     tol = 64 * sys.float_info.epsilon * total

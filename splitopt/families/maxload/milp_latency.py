@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from splitopt.core.errors import InvalidPlan, SolverFailure
 from splitopt.core.program import LinearProgram, Program
@@ -230,8 +230,9 @@ def time_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, upp
         _add(coeffs, v.C(w), -cpu_ms[w])
         lp.add(coeffs, ">=", 0.0, kind="time", name=f"cpu[{u},{w}]")
     for w in inst.topo_order:
-        if not inst.predecessors[w] and v.C(w) is not None and cpu_ms[w] > 0:
-            lp.add({f[w]: 1.0, v.C(w): -cpu_ms[w]}, ">=", 0.0, kind="time", name=f"cpu[{w}]")
+        cw = v.C(w)
+        if not inst.predecessors[w] and cw is not None and cpu_ms[w] > 0:
+            lp.add({f[w]: 1.0, cw: -cpu_ms[w]}, ">=", 0.0, kind="time", name=f"cpu[{w}]")
     entering = entering_pairs(inst, gr)
     for a in A:
         for u, h in entering:  # the call starts after every input: s[a] >= f[u] if u -> group h on a, u not on a
@@ -248,8 +249,9 @@ def time_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, upp
                 _add(coeffs, v.t[u, a], -inst.out_cost[u])
         lp.add(coeffs, ">=", 0.0, kind="time", name=f"call[{a}]")
         for w in inst.topo_order:  # every node of the call is ready at its end
-            if v.X(w, a) is not None:
-                lp.add({f[w]: 1.0, e[a]: -1.0, v.X(w, a): -big_m}, ">=", -big_m, kind="time", name=f"end[{w},{a}]")
+            xw = v.X(w, a)
+            if xw is not None:
+                lp.add({f[w]: 1.0, e[a]: -1.0, xw: -big_m}, ">=", -big_m, kind="time", name=f"end[{w},{a}]")
     for w in inst.topo_order:
         if not inst.successors[w]:
             lp.add({v.L: 1.0, f[w]: -1.0}, ">=", 0.0, kind="time", name=f"latency[{w}]")
@@ -277,8 +279,9 @@ def order_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) ->
                 lp.add(coeffs, ">=", -float(k), kind="order", name=f"ostart[{u},{h},{a}]")
         lp.add({oe[a]: 1.0, os_[a]: -1.0}, ">=", 1.0, kind="order", name=f"ocall[{a}]")
         for w in inst.topo_order:
-            if v.X(w, a) is not None:
-                lp.add({o[w]: 1.0, oe[a]: -1.0, v.X(w, a): -float(k)}, ">=", -float(k), kind="order",
+            xw = v.X(w, a)
+            if xw is not None:
+                lp.add({o[w]: 1.0, oe[a]: -1.0, xw: -float(k)}, ">=", -float(k), kind="order",
                        name=f"oend[{w},{a}]")
 
 
@@ -299,7 +302,9 @@ def label_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables) ->
         _add(coeffs, v.C(u), 1.0)
         lp.add(coeffs, ">=", 0.0, kind="label", name=f"run[{u},{w}]")
     for w, yw in y.items():
-        lp.add({yw: 1.0, v.C(w): -1.0}, ">=", 0.0, kind="label", name=f"oncpu[{w}]")
+        cw = v.C(w)
+        assert cw is not None, "the labels rule runs only with CPU cores, where every group has its c[g]"
+        lp.add({yw: 1.0, cw: -1.0}, ">=", 0.0, kind="label", name=f"oncpu[{w}]")
 
 
 def core_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, symmetry: bool) -> None:
@@ -327,7 +332,7 @@ def core_rows(inst: MaxloadInstance, lp: LinearProgram, v: LatencyVariables, sym
         v.wc = first_symmetry(lp, kappa, len(gr.members), len(cores), device="cpu")
 
 
-def decode_plan(inst: MaxloadInstance, lp: LinearProgram, values: list[float]) -> MaxloadPlacement:
+def decode_plan(inst: MaxloadInstance, lp: LinearProgram, values: Sequence[float]) -> MaxloadPlacement:
     """The placement of a solution (``values``: one float per variable of ``lp``): each
     group on its largest x / c value; CPU cores from the kappa variables (rule "cores"),
     else the least labels of ``cpu_labels``."""
@@ -393,6 +398,7 @@ def encode_plan(inst: MaxloadInstance, lp: LinearProgram, placement: MaxloadPlac
         values[m["oe"][a]] = float(oe.get(a, 1))
     if m["y"]:
         labels = cpu_labels(inst, gr, where, limit=-1)
+        assert labels is not None, "with no limit the labels always settle"
         for v, i in m["y"].items():
             values[i] = float(min(labels[v], inst.max_cpus))
     if m["kappa"]:

@@ -9,6 +9,7 @@ emits it to CP-SAT with integer times and a stated tolerance.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.program import LinearProgram, Program
@@ -109,8 +110,9 @@ def contiguity_rows(inst: MaxloadInstance, lp: LinearProgram, gr: Groups, x: dic
     for d in list(inst.fpgas) + list(inst.cpus):
         z = {v: lp.var(f"z[{v},{d}]", binary=False) for v in on_edge}
         for v in on_edge:
-            if xc(v, d) is not None:
-                lp.add({z[v]: 1.0, xc(v, d): -1.0}, ">=", 0.0, name=f"zx[{v},{d}]")
+            xv = xc(v, d)
+            if xv is not None:
+                lp.add({z[v]: 1.0, xv: -1.0}, ">=", 0.0, name=f"zx[{v},{d}]")
         for u, v in fwd_edges:
             lp.add({z[u]: 1.0, z[v]: -1.0}, ">=", 0.0, name=f"zz[{u},{v},{d}]")
             xu_, xv_ = xc(u, d), xc(v, d)
@@ -225,7 +227,7 @@ def first_symmetry_rows(lp: LinearProgram, kind: list[str], x: dict[tuple[int, s
         w_prev = w_now
 
 
-def decode_plan(inst: MaxloadInstance, lp: LinearProgram, values: list[float]) -> MaxloadPlacement:
+def decode_plan(inst: MaxloadInstance, lp: LinearProgram, values: Sequence[float]) -> MaxloadPlacement:
     """Each group on the device of its largest ``x`` (the first such in variable order)."""
     gr: Groups = lp.meta["groups"]
     chosen: dict[int, str] = {}

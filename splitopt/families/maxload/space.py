@@ -75,6 +75,7 @@ def maxload_space(inst: MaxloadInstance) -> SearchSpace:
         """Each non-convex device takes the groups of the nodes between its parts (see the
         module docstring); the runs repair where that does not settle."""
         out = dict(genome)
+        assert reach is not None, "the convex repair runs for throughput, where the reach is computed"
         fwd, down, up = reach.fwd, reach.gdesc, reach.ganc
         moved = 0
         for _ in range(HULL_ROUNDS):
@@ -131,7 +132,10 @@ def maxload_space(inst: MaxloadInstance) -> SearchSpace:
             return MaxloadPlacement({v: genome[names[gr.of[v]]] for v in inst.node_by_id})
         where = {g: CPU if genome[name] == ON_CPU else int(genome[name][4:]) for g, name in enumerate(names)}
         placement = placement_of(inst, gr, where, search=True, budget=SEARCH_BUDGET)
-        return placement if placement is not None else placement_of(inst, gr, where, capped_cores(inst, gr, where))
+        if placement is None:  # given its cores, placement_of always places
+            placement = placement_of(inst, gr, where, capped_cores(inst, gr, where))
+        assert placement is not None
+        return placement
 
     def from_plan(plan: MaxloadPlacement) -> Genome:
         genome = {names[g]: plan.device[members[0]] for g, members in enumerate(gr.members)}
