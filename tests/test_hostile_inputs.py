@@ -21,6 +21,7 @@ import copy
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -500,9 +501,9 @@ OPTION_CASES = [
 
 @pytest.mark.parametrize("args, needle", OPTION_CASES)
 def test_bad_solve_options_are_one_line_before_reading_the_instance(no_long_work, args, needle):
-    t0 = time.perf_counter()
+    # no_long_work fails the test if the instance is read first (no wall-clock bound: the
+    # machine's load would decide it)
     one_line(cli("solve", BIG, *args), needle)
-    assert time.perf_counter() - t0 < 1.0
 
 
 @pytest.mark.parametrize("solver", ["milp-cbc", "milp-highs", "cpsat", "brute-force", "chain-dp", "evolutionary",
@@ -631,13 +632,18 @@ def test_bad_options_of_other_commands_are_one_line_before_any_work(no_long_work
 
 
 def test_bad_option_end_to_end_is_one_line_and_fast():
-    t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([sys.executable, "-m", "splitopt", "solve", str(BIG), "--time-limit", "nan"],
                           capture_output=True, text=True, timeout=120)
-    elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "--time-limit" in proc.stderr
-    assert elapsed < 2.0, elapsed  # the interpreter's start included; about 0.2 s when the machine is quiet
+    # the process's CPU time, not wall time (which waits for a core on a loaded machine): the
+    # interpreter's start and the command line's imports, about 0.15 s; a bound that catches
+    # a solve or a search started anyway (that the instance is not even read first is the
+    # in-process test's: reading it costs about 0.3 s)
+    assert cpu_s < 2.0, cpu_s
 
 
 # ----- 5. output paths -----------------------------------------------------------------------
