@@ -76,7 +76,8 @@ def decoder_instance_data(name: str, config: Mapping[str, Any], devices: Sequenc
     return {"format": "splitopt-instance/1", "name": name, "description": description,
             "source": dict(source or {}), "graph": {"inputs": [token], "layers": layers},
             "devices": [dict(d) for d in devices], "links": [dict(link) for link in links],
-            "settings": {"problem": PROBLEM, "model": model_settings(config, active), **settings}}
+            "settings": {"problem": PROBLEM, "objective": "token_latency", "model": model_settings(config, active),
+                         **settings}}
 
 
 def _loguniform(rng: np.random.Generator, low: float, high: float) -> float:

@@ -124,11 +124,12 @@ class LlmFamily(Family):
 
     def exact_method(self, inst: Instance) -> str | None:
         """``llm-dp`` where it is exact (the error budget cannot bind, at most 10 devices,
-        8 in a ring); else None (``auto`` runs CP-SAT on the program)."""
+        8 in a ring); else ``milp-highs``, whose path program proves what CP-SAT's model
+        proves slower or not at all (``benchmarks/results/llm_solve.md``)."""
         from splitopt.families.llm.methods import dp_refusal
 
         self.prepare(inst)
-        return "llm-dp" if dp_refusal(inst) is None else None
+        return "llm-dp" if dp_refusal(inst) is None else "milp-highs"
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.llm.examples import random_data

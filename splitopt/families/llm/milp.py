@@ -1,19 +1,22 @@
 """The llm program (``formulations/llm.md``, "Program"): one ``LinearProgram`` for the MILP
-and CP-SAT backends, over device choice, order, contiguous ranges and per-device
+and CP-SAT backends over device choice, order, contiguous ranges and per-device
 bit-widths, with memory, links, pins and the error budget.
 
-Variables (parts ``l``, usable devices ``d``, widths ``w`` device ``d`` runs):
+It is a path through the stage boundaries: a variable per possible stage,
 
-* ``q[l,d,w]`` in {0,1}: part ``l`` runs on ``d`` at ``w`` bits; ``x[l,d] = sum_w q[l,d,w]``;
-* ``g[d,w]`` in {0,1}: device ``d`` runs its parts at ``w`` bits (one per device);
-* ``s[l,d]`` in [0,1]: a range of ``d`` starts at part ``l`` (at most one per device);
-* ``e[b,d,d']`` in [0,1]: the boundary before part ``b`` runs from ``d`` to ``d'``
-  (pairs with a link); ``r[d,d']``: a ring returns the token from ``d`` to ``d'``;
-* ``A[d] >= 0``: the largest activations on ``d`` (bits); ``t[d,w]`` in {0,1}: ``d``
-  runs both ends of a model with tied embeddings at ``w`` bits and holds the matrix once;
+* ``z[d,a,b,w]`` in {0,1}: device ``d`` runs parts ``a .. b-1`` at width ``w``;
+* ``e[b,d,d']`` in [0,1] (integral at integral ``z``): at boundary ``b`` device ``d``
+  hands the hidden state to ``d'`` (pairs with a link);
+* ``r[d,d']`` in [0,1]: a ring returns the sampled token from ``d`` (the last) to ``d'``;
 * ``B`` (ms): the throughput objective's time per token.
 
-The order of the devices is the order of their ranges; nothing else encodes it.
+One stage starts at part 0, and at every boundary the stage that ends there hands over
+to the one that starts there, so the chosen stages cover the parts once, in order; each
+device runs at most one stage. A stage that breaks its device's memory or a pin has an
+upper bound of 0 (its rows say why: a plan built from it breaks them). Stage times,
+memory and errors are exact sums over the stage's parts, so the rows are about the plan's
+stages, not its parts: the relaxation is that of a shortest path with side constraints
+(much tighter than per-part assignment variables).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 
 from splitopt.core.instance import Instance
 from splitopt.core.program import LinearProgram, Program
+from splitopt.families.llm import dp
 from splitopt.families.llm.data import LlmData, data
 from splitopt.families.llm.evaluate import evaluate
 from splitopt.families.llm.plan import LlmPlan, plan_of
@@ -36,176 +40,216 @@ def build_milp(inst: Instance[LlmSettings], start: LlmPlan | None) -> Program:
     """The program of the formulation's "Program", its rows in its order; ``start`` (a
     plan or None) is its hint."""
     lp = LinearProgram()
-    v = placement_variables(inst, lp)
-    assignment_rows(v)
-    contiguity_rows(v)
-    pin_rows(v)
-    link_variables(inst, v)
+    v = stage_variables(inst, lp)
+    path_rows(v)
+    device_rows(v)
     memory_rows(v)
+    pin_rows(v)
     error_rows(inst, v)
+    ring_rows(v)
+    identical_device_rows(inst, v)
     objective(inst, v)
-    lp.meta["vars"] = v
     return Program(kind="linear", model=lp, decode=lambda values: decode_plan(v, values),
                    hint=None if start is None else encode_plan(inst, v, start),
                    encode=lambda plan: encode_plan(inst, v, plan),
-                   stats={"variables": len(lp.variables), "rows": len(lp.rows)})
+                   stats={"variables": len(lp.variables), "rows": len(lp.rows), "stages": len(v.z)})
 
 
 @dataclass
-class LlmVariables:
-    """The variables as the steps add them (module docstring), by their indices."""
+class StageVariables:
+    """The variables as the steps add them (module docstring) and each stage's numbers:
+    ``time`` (the objective's: prefill for ``ttft``, mean decode otherwise), ``decode``
+    (mean decode, for the throughput rows), ``memory`` (bits) and ``error``."""
 
     lp: LinearProgram
     d: LlmData
-    q: dict[tuple[int, int, int], int] = field(default_factory=dict)
-    g: dict[tuple[int, int], int] = field(default_factory=dict)
-    s: dict[tuple[int, int], int] = field(default_factory=dict)
+    z: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+    time: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
+    decode: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
+    memory: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
+    error: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
     e: dict[tuple[int, int, int], int] = field(default_factory=dict)
     r: dict[tuple[int, int], int] = field(default_factory=dict)
-    A: dict[int, int] = field(default_factory=dict)
-    t: dict[tuple[int, int], int] = field(default_factory=dict)
     B: int | None = None
 
-    def x(self, l: int, dev: int) -> Form:
-        """``x[l,d]``: part ``l`` runs on ``d``, as a form."""
-        return {self.q[l, dev, w]: 1.0 for w in self.d.bits_of(dev)}
+    def of(self, dev: int) -> list[tuple[tuple[int, int, int, int], int]]:
+        """Device ``dev``'s stage variables."""
+        return [(k, i) for k, i in self.z.items() if k[0] == dev]
 
 
-def placement_variables(inst: Instance[LlmSettings], lp: LinearProgram) -> LlmVariables:
-    """Section "Variables": ``q[l,d,w]`` and, for a device with a choice of widths, ``g[d,w]``."""
+def range_sums(values: np.ndarray) -> np.ndarray:
+    """``S[a, b] = values[a] + ... + values[b-1]`` for ``a < b`` (summed from ``a``, as the
+    evaluator sums a stage), 0 elsewhere."""
+    n = len(values)
+    out = np.zeros((n + 1, n + 1))
+    for a in range(n):
+        out[a, a + 1:] = np.cumsum(values[a:])
+    return out
+
+
+def stage_memory_bits(d: LlmData, w: int) -> np.ndarray:
+    """``M[a, b]``: bits a device at width index ``w`` holds running parts ``[a, b)``:
+    weights, KV cache, the largest activations (less a tied matrix held once)."""
+    n = d.n
+    held = np.concatenate([[0], np.cumsum(d.weight_bits[:, w] + d.kv_bits)])
+    out = np.zeros((n + 1, n + 1))
+    for a in range(n):
+        out[a, a + 1:] = (held[a + 1:] - held[a]) + np.maximum.accumulate(d.activation_bits[a:])
+    out[0, n] -= d.tied_bits[w]
+    return out
+
+
+def stage_variables(inst: Instance[LlmSettings], lp: LinearProgram) -> StageVariables:
+    """Section "Variables": ``z[d,a,b,w]`` for every device, width and range, with its
+    numbers; upper bound 0 where the stage breaks the memory or a pin."""
     d = data(inst)
-    v = LlmVariables(lp, d)
+    v = StageVariables(lp, d)
+    part = d.prefill_ms if inst.objective == "ttft" else d.decode_ms
     for dev in range(d.D):
-        name = d.devices[dev]
         for w in d.bits_of(dev):
-            for l in range(d.n):
-                v.q[l, dev, w] = lp.var(f"q[{d.parts[l]},{name},{d.widths[w]}]")
-            if len(d.bits_of(dev)) > 1:
-                v.g[dev, w] = lp.var(f"g[{name},{d.widths[w]}]")
+            ok = dp.stage_mask(d, [w] * d.D)[dev]
+            time, decode = range_sums(part[:, dev, w]), range_sums(d.decode_ms[:, dev, w])
+            memory, error = stage_memory_bits(d, w), range_sums(d.error[:, w])
+            for a in range(d.n):
+                for b in range(a + 1, d.n + 1):
+                    key = (dev, a, b, w)
+                    v.z[key] = lp.var(f"z[{d.devices[dev]},{d.parts[a]}..{d.parts[b - 1]},{d.widths[w]}]",
+                                      ub=1.0 if ok[a, b] else 0.0)
+                    v.time[key], v.decode[key] = float(time[a, b]), float(decode[a, b])
+                    v.memory[key], v.error[key] = float(memory[a, b]), float(error[a, b])
     return v
 
 
-def assignment_rows(v: LlmVariables) -> None:
-    """Rows 1-2: every part on one device at one width; a device's parts at its one width."""
+def path_rows(v: StageVariables) -> None:
+    """Rows 1-2: one stage starts at part 0; at each boundary ``b`` the stage of ``d`` that
+    ends there hands over (``e``) to the one that starts there, over a link."""
     d, lp = v.d, v.lp
-    for l in range(d.n):
-        lp.add({v.q[l, dev, w]: 1.0 for dev in range(d.D) for w in d.bits_of(dev)}, "==", 1.0,
-               name=f"assign[{d.parts[l]}]")
+    lp.add({i: 1.0 for (_, a, _, _), i in v.z.items() if a == 0}, "==", 1.0, name="first")
+    for b in range(1, d.n):
+        for dev in range(d.D):
+            for nxt in range(d.D):
+                if dev != nxt and np.isfinite(d.link_decode_ms[b, dev, nxt]):
+                    v.e[b, dev, nxt] = lp.var(f"e[{d.parts[b]},{d.devices[dev]},{d.devices[nxt]}]", binary=False)
+    ends: dict[tuple[int, int], Form] = {}
+    starts: dict[tuple[int, int], Form] = {}
+    for (dev, a, b, _), i in v.z.items():
+        ends.setdefault((b, dev), {})[i] = 1.0
+        starts.setdefault((a, dev), {})[i] = 1.0
+    for b in range(1, d.n):
+        for dev in range(d.D):
+            out = dict(ends.get((b, dev), {}))
+            into = dict(starts.get((b, dev), {}))
+            for (k, a, c), i in v.e.items():
+                if k == b and a == dev:
+                    out[i] = -1.0
+                if k == b and c == dev:
+                    into[i] = -1.0
+            lp.add(out, "==", 0.0, name=f"hand_over[{d.parts[b]},{d.devices[dev]}]")
+            lp.add(into, "==", 0.0, name=f"take_over[{d.parts[b]},{d.devices[dev]}]")
+
+
+def device_rows(v: StageVariables) -> None:
+    """Row 3: each device runs at most one stage."""
+    for dev in range(v.d.D):
+        v.lp.add({i: 1.0 for _, i in v.of(dev)}, "<=", 1.0, name=f"once[{v.d.devices[dev]}]")
+
+
+def memory_rows(v: StageVariables) -> None:
+    """Row 4 (bits): the device's stage fits its memory (one row per device: it runs one
+    stage), where some stage does not."""
+    d = v.d
     for dev in range(d.D):
-        if len(d.bits_of(dev)) < 2:
-            continue
-        lp.add({v.g[dev, w]: 1.0 for w in d.bits_of(dev)}, "==", 1.0, name=f"width[{d.devices[dev]}]")
-        for w in d.bits_of(dev):
-            for l in range(d.n):
-                lp.add({v.q[l, dev, w]: 1.0, v.g[dev, w]: -1.0}, "<=", 0.0, name=f"at[{d.parts[l]},{dev},{w}]")
+        limit = float(np.floor(d.memory_bits[dev]))
+        terms = {i: v.memory[k] for k, i in v.of(dev)}
+        if max(terms.values(), default=0.0) > limit:
+            v.lp.add(terms, "<=", limit, kind="bits", name=f"memory[{d.devices[dev]}]")
 
 
-def contiguity_rows(v: LlmVariables) -> None:
-    """Row 3: ``s[l,d] >= x[l,d] - x[l-1,d]`` and ``sum_l s[l,d] <= 1``: each device runs
-    one contiguous range."""
-    d, lp = v.d, v.lp
-    for dev in range(d.D):
-        for l in range(d.n):
-            v.s[l, dev] = lp.var(f"s[{d.parts[l]},{d.devices[dev]}]", binary=False)
-            form = {v.s[l, dev]: 1.0}
-            for k, c in v.x(l, dev).items():
-                form[k] = form.get(k, 0.0) - c
-            if l > 0:
-                for k, c in v.x(l - 1, dev).items():
-                    form[k] = form.get(k, 0.0) + c
-            lp.add(form, ">=", 0.0, name=f"start[{d.parts[l]},{d.devices[dev]}]")
-        lp.add({v.s[l, dev]: 1.0 for l in range(d.n)}, "<=", 1.0, name=f"one_range[{d.devices[dev]}]")
-
-
-def pin_rows(v: LlmVariables) -> None:
-    """Row 4: a pinned device runs every part of its pin."""
+def pin_rows(v: StageVariables) -> None:
+    """Row 5: a pinned device runs a stage holding its pin."""
     d = v.d
     for dev, (p, q) in d.pins.items():
-        for l in range(p, q + 1):
-            v.lp.add(v.x(l, dev), ">=", 1.0, name=f"pin[{d.devices[dev]},{d.parts[l]}]")
+        v.lp.add({i: 1.0 for (_, a, b, _), i in v.of(dev) if a <= p and b > q}, ">=", 1.0,
+                 name=f"pin[{d.devices[dev]}]")
 
 
-def link_variables(inst: Instance[LlmSettings], v: LlmVariables) -> None:
-    """Row 5: ``e[b,d,d'] >= x[b-1,d] + x[b,d'] - 1`` where a link joins the pair, and
-    ``x[b-1,d] + x[b,d'] <= 1`` where none does; in a ring the same for the return from the
-    device of the last part to the device of the first, ``r[d,d']``."""
-    d, lp = v.d, v.lp
-    for dev in range(d.D):
-        for nxt in range(d.D):
-            if dev == nxt:
-                continue
-            pair = f"{d.devices[dev]},{d.devices[nxt]}"
-            joined = np.isfinite(d.link_decode_ms[1:d.n, dev, nxt]).all() if d.n > 1 else True
-            for b in range(1, d.n):
-                form = {**v.x(b - 1, dev), **v.x(b, nxt)}
-                if joined:
-                    v.e[b, dev, nxt] = lp.var(f"e[{d.parts[b]},{pair}]", binary=False)
-                    lp.add({**form, v.e[b, dev, nxt]: -1.0}, "<=", 1.0, name=f"link[{d.parts[b]},{pair}]")
-                else:
-                    lp.add(form, "<=", 1.0, name=f"no_link[{d.parts[b]},{pair}]")
-            if d.ring and d.n > 0:
-                form = {**v.x(d.n - 1, dev), **v.x(0, nxt)}
-                if np.isfinite(d.return_ms[dev, nxt]):
-                    v.r[dev, nxt] = lp.var(f"r[{pair}]", binary=False)
-                    lp.add({**form, v.r[dev, nxt]: -1.0}, "<=", 1.0, name=f"return[{pair}]")
-                else:
-                    lp.add(form, "<=", 1.0, name=f"no_return[{pair}]")
-
-
-def memory_rows(v: LlmVariables) -> None:
-    """Row 6 (bits): weights at the device's width + KV cache + ``A[d]`` (``A[d] >=
-    activations of each part on d``), less a tied embedding held once, within the memory."""
-    d, lp = v.d, v.lp
-    for dev in range(d.D):
-        name = d.devices[dev]
-        largest = float(d.activation_bits.max())
-        total = float(d.weight_bits.max(axis=1).sum() + d.kv_bits.sum()) + largest
-        if total <= d.memory_bits[dev]:
-            continue  # the whole model fits at its widest with the largest activations
-        v.A[dev] = lp.var(f"A[{name}]", binary=False, ub=largest)
-        for l in range(d.n):
-            lp.add({v.A[dev]: 1.0, **{k: -float(d.activation_bits[l]) for k in v.x(l, dev)}}, ">=", 0.0,
-                   kind="bits", name=f"activations[{d.parts[l]},{name}]")
-        form = {v.A[dev]: 1.0}
-        for w in d.bits_of(dev):
-            for l in range(d.n):
-                form[v.q[l, dev, w]] = float(d.weight_bits[l, w] + d.kv_bits[l])
-            if d.tied_bits[w] > 0 and d.n > 1:
-                v.t[dev, w] = lp.var(f"t[{name},{d.widths[w]}]")
-                form[v.t[dev, w]] = -float(d.tied_bits[w])
-                for end in (0, d.n - 1):
-                    lp.add({v.t[dev, w]: 1.0, v.q[end, dev, w]: -1.0}, "<=", 0.0, name=f"tied[{name},{end},{w}]")
-        lp.add(form, "<=", float(np.floor(d.memory_bits[dev])), kind="bits", name=f"memory[{name}]")
-
-
-def error_rows(inst: Instance[LlmSettings], v: LlmVariables) -> None:
-    """Row 7: the summed error within the budget (a zero budget forbids every choice with
+def error_rows(inst: Instance[LlmSettings], v: StageVariables) -> None:
+    """Row 6: the summed error within the budget (a zero budget forbids every stage with
     an error)."""
-    budget, d = inst.settings.error_budget, v.d
+    budget = inst.settings.error_budget
     if budget is None:
         return
-    terms = {k: float(d.error[l, w]) for (l, dev, w), k in v.q.items() if d.error[l, w] > 0}
+    terms = {i: v.error[k] for k, i in v.z.items() if v.error[k] > 0}
     if not terms:
         return
     if budget <= 0:
-        for k in terms:
-            v.lp.add({k: 1.0}, "<=", 0.0, name=f"no_error[{k}]")
+        for i in terms:
+            v.lp.add({i: 1.0}, "<=", 0.0, name=f"no_error[{v.lp.variables[i].name}]")
         return
     v.lp.add(terms, "<=", budget, kind="error", name="error_budget")
 
 
-def _times(v: LlmVariables, part: np.ndarray, link: np.ndarray) -> Form:
-    """A sum objective as a form: parts' times, the links' times and a ring's return."""
-    d = v.d
-    form: Form = {k: float(part[l, dev, w]) for (l, dev, w), k in v.q.items()}
-    form.update({k: float(link[b, dev, nxt]) for (b, dev, nxt), k in v.e.items()})
-    form.update({k: float(d.return_ms[dev, nxt]) for (dev, nxt), k in v.r.items()})
-    return form
+def ring_rows(v: StageVariables) -> None:
+    """Row 7 (a ring): ``r[d,d'] >= last[d] + first[d'] - 1`` where a link returns the
+    token from ``d`` to ``d'``, ``last[d] + first[d'] <= 1`` where none does (``last``:
+    ``d``'s stages that end at part ``n``, ``first``: ``d'``'s that start at 0)."""
+    d, lp = v.d, v.lp
+    if not d.ring:
+        return
+    for dev in range(d.D):
+        for nxt in range(d.D):
+            if dev == nxt:
+                continue
+            form = {i: 1.0 for (_, a, b, _), i in v.of(dev) if b == d.n}
+            form.update({i: 1.0 for (_, a, b, _), i in v.of(nxt) if a == 0})
+            pair = f"{d.devices[dev]},{d.devices[nxt]}"
+            if np.isfinite(d.return_ms[dev, nxt]):
+                v.r[dev, nxt] = lp.var(f"r[{pair}]", binary=False)
+                lp.add({**form, v.r[dev, nxt]: -1.0}, "<=", 1.0, name=f"return[{pair}]")
+            else:
+                lp.add(form, "<=", 1.0, name=f"no_return[{pair}]")
+
+
+def identical_device_rows(inst: Instance[LlmSettings], v: StageVariables) -> None:
+    """Rows 8 (``"dominance"``: they cut off only mirror images): of two devices no plan can
+    tell apart (``identical``), the later one in instance order runs only if the earlier
+    one does, and after it."""
+    d, n = v.d, v.d.n
+    for a, b in identical_pairs(inst, d):
+        used_a = {i: 1.0 for _, i in v.of(a)}
+        used_b = {i: 1.0 for _, i in v.of(b)}
+        v.lp.add({**used_b, **{i: -1.0 for i in used_a}}, "<=", 0.0, kind="dominance", name=f"mirror[{a},{b}]")
+        form = {i: float(k[1]) for k, i in v.of(a)}
+        form.update({i: float(n + 1 - k[1]) for k, i in v.of(b)})  # start_a - start_b + (n + 1) used_b <= n
+        v.lp.add(form, "<=", float(n), kind="dominance", name=f"mirror_order[{a},{b}]")
+
+
+def identical_pairs(inst: Instance[LlmSettings], d: LlmData) -> list[tuple[int, int]]:
+    """Pairs of usable devices (in instance order, each with the next one like it) that no
+    plan can tell apart: equal specifications and link tables, neither pinned."""
+    def same(a: int, b: int) -> bool:
+        da, db = inst.device_by_name[d.devices[a]], inst.device_by_name[d.devices[b]]
+        if (da.mac_per_s, da.offchip_bytes_per_s, da.memory_bytes, da.bit_widths) != \
+                (db.mac_per_s, db.offchip_bytes_per_s, db.memory_bytes, db.bit_widths) or a in d.pins or b in d.pins:
+            return False
+        others = [c for c in range(d.D) if c not in (a, b)]
+        for t in (d.link_prefill_ms, d.link_decode_ms, d.link_busy_ms, d.return_ms[None], d.return_busy_ms[None]):
+            if not (np.array_equal(t[:, a, others], t[:, b, others]) and np.array_equal(t[:, others, a], t[:, others, b])
+                    and np.array_equal(t[:, a, b], t[:, b, a])):
+                return False
+        return True
+
+    pairs = []
+    for a in range(d.D):
+        b = next((b for b in range(a + 1, d.D) if same(a, b)), None)
+        if b is not None:
+            pairs.append((a, b))
+    return pairs
 
 
 def round_trip_bound(d: LlmData) -> float:
-    """No plan's round trip (ms) exceeds this: every part at its slowest, and the slowest
-    link at each of the at most ``min(D, n) - 1`` boundaries, and the slowest return."""
+    """No plan's round trip (ms) exceeds this: every part at its slowest, the slowest link
+    at each of the at most ``min(D, n) - 1`` boundaries, and the slowest return."""
     finite = np.where(np.isfinite(d.decode_ms), d.decode_ms, 0.0)
     links = d.link_decode_ms[np.isfinite(d.link_decode_ms)]
     back = d.return_ms[np.isfinite(d.return_ms)] if d.ring else np.zeros(1)
@@ -214,82 +258,57 @@ def round_trip_bound(d: LlmData) -> float:
                  + (back.max() if back.size else 0.0))
 
 
-def objective(inst: Instance[LlmSettings], v: LlmVariables) -> None:
-    """Section "Objective": ``ttft`` and ``token_latency`` are sums; ``throughput`` is
-    ``B`` with ``B >=`` each device's decode time, each link's busy time and the round trip
-    over ``S`` (rows 8, ``"time"`` rows)."""
+def objective(inst: Instance[LlmSettings], v: StageVariables) -> None:
+    """Section "Objective": ``ttft`` and ``token_latency`` are sums (stages, hand-overs, the
+    ring's return); ``throughput`` is ``B`` with ``B >=`` each device's decode time, each
+    link's busy time, the return's and the round trip over ``S`` (rows 9, ``"time"`` rows)."""
     d, lp = v.d, v.lp
-    if inst.objective == "ttft":
-        for k, c in _times(v, d.prefill_ms, d.link_prefill_ms).items():
-            lp.add_objective(k, c)
-        return
-    trip = _times(v, d.decode_ms, d.link_decode_ms)
-    if inst.objective == "token_latency":
-        for k, c in trip.items():
-            lp.add_objective(k, c)
+    link = d.link_prefill_ms if inst.objective == "ttft" else d.link_decode_ms
+    trip: Form = {i: v.time[k] for k, i in v.z.items()}
+    trip.update({i: float(link[k]) for k, i in v.e.items()})
+    trip.update({i: float(d.return_ms[k]) for k, i in v.r.items()})
+    if inst.objective != "throughput":
+        for i, c in trip.items():
+            lp.add_objective(i, c)
         return
     upper = 1.01 * round_trip_bound(d) + 1e-9  # a margin for an integer emitter's rounded coefficients
     v.B = B = lp.var("B", binary=False, lb=0.0, ub=upper, implied_integer=False, unit="ms")
     for dev in range(d.D):
-        lp.add({B: 1.0, **{v.q[l, dev, w]: -float(d.decode_ms[l, dev, w]) for l in range(d.n)
-                           for w in d.bits_of(dev)}}, ">=", 0.0, kind="time", name=f"stage[{d.devices[dev]}]")
+        lp.add({B: 1.0, **{i: -v.decode[k] for k, i in v.of(dev)}}, ">=", 0.0, kind="time",
+               name=f"stage[{d.devices[dev]}]")
         for nxt in range(d.D):
-            busy = {k: -float(d.link_busy_ms[b, a, c]) for (b, a, c), k in v.e.items() if (a, c) == (dev, nxt)}
+            busy = {i: -float(d.link_busy_ms[k]) for k, i in v.e.items() if k[1:] == (dev, nxt)}
             if busy:
                 lp.add({B: 1.0, **busy}, ">=", 0.0, kind="time", name=f"busy[{d.devices[dev]},{d.devices[nxt]}]")
             if (dev, nxt) in v.r:
                 lp.add({B: 1.0, v.r[dev, nxt]: -float(d.return_busy_ms[dev, nxt])}, ">=", 0.0, kind="time",
                        name=f"return_busy[{d.devices[dev]},{d.devices[nxt]}]")
-    lp.add({B: float(inst.settings.streams), **{k: -c for k, c in trip.items()}}, ">=", 0.0, kind="time",
+    lp.add({B: float(inst.settings.streams), **{i: -c for i, c in trip.items()}}, ">=", 0.0, kind="time",
            name="round_trip")
     lp.add_objective(B, 1.0)
 
 
-def decode_plan(v: LlmVariables, values) -> LlmPlan:
-    """Part ``l`` runs where ``q[l,d,w] > 0.5``; consecutive parts on one device form its stage."""
+def decode_plan(v: StageVariables, values) -> LlmPlan:
+    """The stages whose ``z`` is above 0.5, in the order of their ranges."""
     d = v.d
-    chosen = {}
-    for (l, dev, w), k in v.q.items():
-        if values[k] > 0.5:
-            chosen[l] = (dev, w)
-    stages: list[list] = []
-    for l in range(d.n):
-        dev, w = chosen[l]
-        if stages and stages[-1][0] == d.devices[dev] and stages[-1][3] == d.widths[w]:
-            stages[-1][2] = l + 1
-        else:
-            stages.append([d.devices[dev], l, l + 1, d.widths[w]])
-    return plan_of([tuple(s) for s in stages])
+    chosen = [(a, d.devices[dev], b, d.widths[w]) for (dev, a, b, w), i in v.z.items() if values[i] > 0.5]
+    return plan_of([(name, a, b, bits) for a, name, b, bits in sorted(chosen)])
 
 
-def encode_plan(inst: Instance[LlmSettings], v: LlmVariables, plan: LlmPlan) -> list[float]:
-    """The program's values for ``plan``: the placement and widths it states, every other
-    variable at the least value its rows allow (so the objective is the plan's)."""
+def encode_plan(inst: Instance[LlmSettings], v: StageVariables, plan: LlmPlan) -> list[float]:
+    """The program's values for ``plan``: its stages, the hand-overs between them where a
+    link joins them, the ring's return, ``B`` at the plan's time per token."""
     d = v.d
     values = [0.0] * len(v.lp.variables)
-    where = {}
-    for st in plan.stages:
-        dev, w = d.devices.index(st.device), d.widths.index(st.bits)
-        where[dev] = (st.start, st.end, w)
-        for l in range(st.start, st.end):
-            values[v.q[l, dev, w]] = 1.0
-        values[v.s[st.start, dev]] = 1.0
-    for (dev, w), k in v.g.items():
-        values[k] = 1.0 if where.get(dev, (0, 0, d.lowest(dev)))[2] == w else 0.0
-    for a, b in zip(plan.stages, plan.stages[1:]):
-        key = (a.end, d.devices.index(a.device), d.devices.index(b.device))
+    index = [(d.devices.index(st.device), st) for st in plan.stages]
+    for dev, st in index:
+        values[v.z[dev, st.start, st.end, d.widths.index(st.bits)]] = 1.0
+    for (dev, a), (nxt, _) in zip(index, index[1:]):
+        key = (a.end, dev, nxt)
         if key in v.e:
             values[v.e[key]] = 1.0
-    if d.ring and len(plan.stages) > 1:
-        key = (d.devices.index(plan.stages[-1].device), d.devices.index(plan.stages[0].device))
-        if key in v.r:
-            values[v.r[key]] = 1.0
-    for dev, k in v.A.items():
-        if dev in where:
-            start, end, _ = where[dev]
-            values[k] = float(d.activation_bits[start:end].max())
-    for (dev, w), k in v.t.items():
-        values[k] = 1.0 if where.get(dev) == (0, d.n, w) else 0.0
+    if d.ring and len(index) > 1 and (index[-1][0], index[0][0]) in v.r:
+        values[v.r[index[-1][0], index[0][0]]] = 1.0
     if v.B is not None:
         values[v.B] = evaluate(inst, plan).ms_per_token
     return values
