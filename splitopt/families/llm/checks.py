@@ -64,6 +64,8 @@ def check_devices(inst: Instance[LlmSettings]) -> None:
     usable; every usable device states its memory bandwidth."""
     s = inst.settings
     kept = [d for d in inst.devices if d.name not in s.exclude]
+    if not kept:
+        raise InvalidInstance(f"instance.settings.exclude: excludes every device ({', '.join(s.exclude)})")
     for bits in s.bit_widths:
         if not any(bits in d.bit_widths for d in kept):
             runs = ", ".join(f"{d.name} {list(d.bit_widths)}" for d in kept[:6])

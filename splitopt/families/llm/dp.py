@@ -142,9 +142,9 @@ def _best_end(V: np.ndarray, arg_a: np.ndarray, arg_p: np.ndarray, back: np.ndar
     value = float(total.flat[flat])
     if not math.isfinite(value):
         return None
-    f, U, e = np.unravel_index(flat, total.shape)
-    f, U, e, b = int(f), int(U), int(e), n
-    stages = []
+    f, U, e = (int(x) for x in np.unravel_index(flat, total.shape))
+    b = n
+    stages: list[tuple[int, int, int]] = []
     while U != 1 << e:
         a, p = int(arg_a[f, U, e, b]), int(arg_p[f, U, e, b])
         stages.append((e, a, b))
@@ -171,7 +171,7 @@ def throughput_pipeline(d: LlmData, widths: Sequence[int], streams: int,
     required = required_mask(d)
 
     def least_round_trip(v: float) -> Pipeline | None:
-        held_back = None if back is None else np.where(back_busy <= v, back, np.inf)
+        held_back = None if back is None or back_busy is None else np.where(back_busy <= v, back, np.inf)
         return cheapest_pipeline(np.where(cost <= v, cost, np.inf), np.where(d.link_busy_ms <= v, d.link_decode_ms,
                                                                             np.inf), held_back, required, stop)
 

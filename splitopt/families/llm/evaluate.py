@@ -197,9 +197,9 @@ def _violations(inst: Instance[LlmSettings], d: LlmData, plan: LlmPlan, loads: t
     where = {st.device: st for st in plan.stages}
     for device, (first, last) in s.pins.items():
         lo, hi = d.parts.index(first), d.parts.index(last)
-        st = where.get(device)
-        if st is None or not (st.start <= lo and hi < st.end):
-            runs = "nothing" if st is None else f"{d.parts[st.start]}..{d.parts[st.end - 1]}"
+        held = where.get(device)
+        if held is None or not (held.start <= lo and hi < held.end):
+            runs = "nothing" if held is None else f"{d.parts[held.start]}..{d.parts[held.end - 1]}"
             out.append(f"device '{device}' is pinned to {first}..{last} (settings.pins) but runs {runs}")
     if s.error_budget is not None and error > s.error_budget * (1 + RTOL) + 1e-12:
         out.append(f"error {error:.6g} exceeds the error budget {s.error_budget:.6g}")

@@ -119,16 +119,20 @@ def shared_width(d: LlmData, devices: Sequence[int]) -> list[int]:
 
 
 def proportional_counts(weights: Sequence[float], n: int) -> list[int]:
-    """``n`` parts split in proportion to ``weights`` by largest remainder, each at least
-    one (``len(weights) <= n``)."""
+    """``n`` parts split in proportion to ``weights`` by largest remainder (ties: the earlier),
+    then each count of zero raised to one at the expense of the largest (``len(weights) <=
+    n``)."""
     k = len(weights)
-    spare = n - k
     total = sum(weights) or 1.0
-    share = [spare * w / total for w in weights]
-    counts = [1 + math.floor(x) for x in share]
+    share = [n * w / total if sum(weights) else n / k for w in weights]
+    counts = [math.floor(x) for x in share]
     order = sorted(range(k), key=lambda i: (-(share[i] - math.floor(share[i])), i))
     for i in order[:n - sum(counts)]:
         counts[i] += 1
+    for i in range(k):
+        if counts[i] == 0:
+            counts[max(range(k), key=lambda j: (counts[j], -j))] -= 1
+            counts[i] = 1
     return counts
 
 

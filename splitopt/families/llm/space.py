@@ -10,15 +10,15 @@ from splitopt.core.instance import Instance
 from splitopt.families.llm.data import data
 from splitopt.families.llm.plan import LlmPlan, plan_of
 from splitopt.families.llm.settings import LlmSettings
-from splitopt.search.space import ChoiceGene, Genome, IntegerGene, PermutationGene, SearchSpace
+from splitopt.search.space import ChoiceGene, Gene, Genome, IntegerGene, PermutationGene, SearchSpace
 
 
 def llm_space(inst: Instance[LlmSettings]) -> SearchSpace:
     d = data(inst)
     names = d.devices
-    genes = (PermutationGene("order", names),
-             *(IntegerGene(f"parts[{name}]", 0, d.n) for name in names),
-             *(ChoiceGene(f"bits[{name}]", tuple(d.widths[w] for w in d.bits_of(e))) for e, name in enumerate(names)))
+    genes: tuple[Gene, ...] = (
+        PermutationGene("order", names), *(IntegerGene(f"parts[{name}]", 0, d.n) for name in names),
+        *(ChoiceGene(f"bits[{name}]", tuple(d.widths[w] for w in d.bits_of(e))) for e, name in enumerate(names)))
 
     def repair(genome: Genome) -> Genome:
         out = dict(genome)
