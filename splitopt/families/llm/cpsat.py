@@ -23,7 +23,7 @@ import numpy as np
 from splitopt.core.instance import Instance
 from splitopt.core.program import Program
 from splitopt.families.llm import dp
-from splitopt.families.llm.data import LlmData, data
+from splitopt.families.llm.data import LlmData, data, identical_pairs
 from splitopt.families.llm.evaluate import RTOL
 from splitopt.families.llm.plan import LlmPlan, plan_of
 from splitopt.families.llm.settings import LlmSettings
@@ -155,27 +155,12 @@ def order_circuit(d: LlmData, model, v: LlmModel) -> None:
 
 
 def identical_devices(inst: Instance[LlmSettings], d: LlmData, model, v: LlmModel) -> None:
-    """Of two devices no plan can tell apart (equal specifications and links, neither
-    pinned), the earlier one in instance order is used first: swapping them in a plan
-    changes nothing, so one of each such pair of plans is kept."""
-    def same(a: int, b: int) -> bool:
-        da, db = inst.device_by_name[d.devices[a]], inst.device_by_name[d.devices[b]]
-        if (da.mac_per_s, da.offchip_bytes_per_s, da.memory_bytes, da.bit_widths) != \
-                (db.mac_per_s, db.offchip_bytes_per_s, db.memory_bytes, db.bit_widths) or a in d.pins or b in d.pins:
-            return False
-        others = [c for c in range(d.D) if c not in (a, b)]
-        tables = (d.link_prefill_ms, d.link_decode_ms, d.link_busy_ms)
-        return all(np.array_equal(t[:, a, others], t[:, b, others]) and np.array_equal(t[:, others, a], t[:, others, b])
-                   and np.array_equal(t[:, a, b], t[:, b, a]) for t in tables) and \
-            np.array_equal(d.return_ms[a, others], d.return_ms[b, others]) and \
-            np.array_equal(d.return_ms[others, a], d.return_ms[others, b]) and d.return_ms[a, b] == d.return_ms[b, a]
-
-    for a in range(d.D):
-        for b in range(a + 1, d.D):
-            if same(a, b):
-                model.AddImplication(v.used[b], v.used[a])
-                model.Add(v.start[a] < v.start[b]).OnlyEnforceIf(v.used[b])
-                break  # the next identical one is ordered after b in its own pair
+    """Of two devices no plan can tell apart (``data.identical_pairs``), the later one in
+    instance order runs only if the earlier one does, and after it: swapping them in a
+    plan changes nothing, so one of each such pair of plans is kept."""
+    for a, b in identical_pairs(inst, d):
+        model.AddImplication(v.used[b], v.used[a])
+        model.Add(v.start[a] < v.start[b]).OnlyEnforceIf(v.used[b])
 
 
 def _prefix_units(values: np.ndarray, scale: float) -> list[int]:

@@ -307,3 +307,25 @@ def _link_tables(inst: Instance[LlmSettings], devices: list[Device]) -> dict[str
     return dict(link_prefill_ms=prefill, link_decode_ms=decode, link_busy_ms=busy, return_ms=back,
                 return_busy_ms=back_busy)
 
+
+def identical_pairs(inst: Instance[LlmSettings], d: LlmData) -> list[tuple[int, int]]:
+    """Pairs of usable devices (in instance order, each with the next one like it) that no
+    plan can tell apart: equal specifications and link tables, neither pinned."""
+    def same(a: int, b: int) -> bool:
+        da, db = inst.device_by_name[d.devices[a]], inst.device_by_name[d.devices[b]]
+        if (da.mac_per_s, da.offchip_bytes_per_s, da.memory_bytes, da.bit_widths) != \
+                (db.mac_per_s, db.offchip_bytes_per_s, db.memory_bytes, db.bit_widths) or a in d.pins or b in d.pins:
+            return False
+        others = [c for c in range(d.D) if c not in (a, b)]
+        for t in (d.link_prefill_ms, d.link_decode_ms, d.link_busy_ms, d.return_ms[None], d.return_busy_ms[None]):
+            if not (np.array_equal(t[:, a, others], t[:, b, others]) and np.array_equal(t[:, others, a], t[:, others, b])
+                    and np.array_equal(t[:, a, b], t[:, b, a])):
+                return False
+        return True
+
+    pairs = []
+    for a in range(d.D):
+        b = next((b for b in range(a + 1, d.D) if same(a, b)), None)
+        if b is not None:
+            pairs.append((a, b))
+    return pairs

@@ -28,7 +28,7 @@ import numpy as np
 from splitopt.core.instance import Instance
 from splitopt.core.program import LinearProgram, Program
 from splitopt.families.llm import dp
-from splitopt.families.llm.data import LlmData, data
+from splitopt.families.llm.data import LlmData, data, identical_pairs
 from splitopt.families.llm.evaluate import evaluate
 from splitopt.families.llm.plan import LlmPlan, plan_of
 from splitopt.families.llm.settings import LlmSettings
@@ -222,29 +222,6 @@ def identical_device_rows(inst: Instance[LlmSettings], v: StageVariables) -> Non
         form = {i: float(k[1]) for k, i in v.of(a)}
         form.update({i: float(n + 1 - k[1]) for k, i in v.of(b)})  # start_a - start_b + (n + 1) used_b <= n
         v.lp.add(form, "<=", float(n), kind="dominance", name=f"mirror_order[{a},{b}]")
-
-
-def identical_pairs(inst: Instance[LlmSettings], d: LlmData) -> list[tuple[int, int]]:
-    """Pairs of usable devices (in instance order, each with the next one like it) that no
-    plan can tell apart: equal specifications and link tables, neither pinned."""
-    def same(a: int, b: int) -> bool:
-        da, db = inst.device_by_name[d.devices[a]], inst.device_by_name[d.devices[b]]
-        if (da.mac_per_s, da.offchip_bytes_per_s, da.memory_bytes, da.bit_widths) != \
-                (db.mac_per_s, db.offchip_bytes_per_s, db.memory_bytes, db.bit_widths) or a in d.pins or b in d.pins:
-            return False
-        others = [c for c in range(d.D) if c not in (a, b)]
-        for t in (d.link_prefill_ms, d.link_decode_ms, d.link_busy_ms, d.return_ms[None], d.return_busy_ms[None]):
-            if not (np.array_equal(t[:, a, others], t[:, b, others]) and np.array_equal(t[:, others, a], t[:, others, b])
-                    and np.array_equal(t[:, a, b], t[:, b, a])):
-                return False
-        return True
-
-    pairs = []
-    for a in range(d.D):
-        b = next((b for b in range(a + 1, d.D) if same(a, b)), None)
-        if b is not None:
-            pairs.append((a, b))
-    return pairs
 
 
 def round_trip_bound(d: LlmData) -> float:
