@@ -1,6 +1,8 @@
 """Hardware presets in the instance's JSON form (units in field names): the papers'
 devices and links, and device presets from vendor datasheets (Raspberry Pi 4, Jetson
-Nano and Xavier NX, a phone NPU, a laptop GPU, a V100 server), listed by
+Nano and Xavier NX, a phone NPU, a laptop GPU, a V100 server; for language models an
+Apple M1 Max laptop, an RTX 4090 desktop, a Jetson AGX Orin, a Raspberry Pi 5 and an H100
+server), listed by
 :func:`preset_names` / :func:`list_presets` (``splitopt devices``), built by
 :func:`device_preset` (:func:`preset_devices` for several), and the papers' scenarios
 (:data:`SCENARIOS`). ``splitopt.families.topologies`` puts them together into the
@@ -250,6 +252,125 @@ def v100_server(name: str = "v100") -> dict[str, Any]:
     }
 
 
+# ----- device presets for language models: memory bandwidth first ----------------------
+#
+# Decoding a language model reads every weight once per token, so these presets state the
+# memory bandwidth carefully (the vendor's theoretical figure) and the memory a model may
+# use (the variant named). ``mac_per_s`` is the 16-bit rate (tensor/matrix units where the
+# device has them, dense, FP32 accumulate where stated); ``bit_widths`` are the weight
+# precisions common runtimes load on it (4-bit and 8-bit quantized, 16-bit). Every figure
+# is a peak and an assumption, as above.
+
+
+def macbook_m1_max(name: str = "macbook_m1max") -> dict[str, Any]:
+    """An Apple M-series laptop: MacBook Pro with M1 Max (32-core GPU, 32 GB unified
+    memory; Apple's M1 Pro and M1 Max announcement, October 2021: "400GB/s" memory
+    bandwidth, "10.4 teraflops" GPU).
+
+    * mac_per_s 5.2e12: 10.4 TFLOP/s / 2 (Apple's figure, FP32; the GPU runs FP16 at about
+      the same rate). Peak; an assumption.
+    * offchip_bytes_per_s 400e9 (Apple, unified LPDDR5); onchip_bytes 48 MiB (the system
+      level cache, commonly reported; an assumption); memory_bytes 32 GB (shared with the OS:
+      lower it with ``--set`` for a realistic model budget).
+    """
+    return {
+        "name": name,
+        "description": "Apple MacBook Pro M1 Max (32-core GPU 10.4 TFLOP/s = 5.2 TMAC/s, 400 GB/s unified memory, "
+                       "32 GB); vendor peak figures, an assumption",
+        "mac_per_s": 5.2e12,
+        "offchip_bytes_per_s": 400e9,
+        "onchip_bytes": 48 * MiB,
+        "memory_bytes": 32e9,
+        "bit_widths": [4, 8, 16],
+    }
+
+
+def rtx4090_desktop(name: str = "rtx4090") -> dict[str, Any]:
+    """An RTX-class desktop GPU: NVIDIA GeForce RTX 4090 (24 GB GDDR6X on a 384-bit bus at
+    21 Gbit/s; NVIDIA Ada Lovelace architecture whitepaper: 1008 GB/s, peak FP16 tensor
+    165.2 TFLOP/s dense with FP32 accumulate, 72 MB L2).
+
+    * mac_per_s 82.6e12: 165.2 TFLOP/s / 2. Peak; an assumption.
+    * offchip_bytes_per_s 1008e9 (whitepaper); onchip_bytes 72 MiB (the L2); memory_bytes
+      24 GB (the GPU's own memory; the desktop's host RAM, reached over PCIe at a far lower
+      rate, is a second tier this preset does not describe).
+    """
+    return {
+        "name": name,
+        "description": "Desktop GPU: GeForce RTX 4090 (FP16 tensor 165.2 TFLOP/s dense = 82.6 TMAC/s, GDDR6X "
+                       "1008 GB/s, 24 GB); vendor peak figures, an assumption",
+        "mac_per_s": 82.6e12,
+        "offchip_bytes_per_s": 1008e9,
+        "onchip_bytes": 72 * MiB,
+        "memory_bytes": 24e9,
+        "bit_widths": [4, 8, 16],
+    }
+
+
+def jetson_agx_orin(name: str = "orin") -> dict[str, Any]:
+    """NVIDIA Jetson AGX Orin 64GB module (2048-core Ampere GPU with 64 tensor cores, 64 GB
+    256-bit LPDDR5; NVIDIA Jetson AGX Orin datasheet: 204.8 GB/s, 275 INT8 TOPS sparse of
+    which the GPU 170).
+
+    * mac_per_s 21.25e12: the GPU's 170 sparse INT8 TOPS halved for dense (85) and again for
+      FP16 (42.5 TFLOP/s), / 2. Our derivation from the datasheet; peak; an assumption.
+    * offchip_bytes_per_s 204.8e9 (datasheet); onchip_bytes 4 MiB (the GPU's L2, commonly
+      reported; an assumption); memory_bytes 64 GB (shared with the CPU and OS).
+    """
+    return {
+        "name": name,
+        "description": "NVIDIA Jetson AGX Orin 64GB (GPU FP16 dense ~42.5 TFLOP/s = 21.25 TMAC/s derived from 170 "
+                       "sparse INT8 TOPS, LPDDR5 204.8 GB/s, 64 GB); vendor peak figures, an assumption",
+        "mac_per_s": 21.25e12,
+        "offchip_bytes_per_s": 204.8e9,
+        "onchip_bytes": 4 * MiB,
+        "memory_bytes": 64e9,
+        "bit_widths": [4, 8, 16],
+    }
+
+
+def raspberry_pi5(name: str = "pi5") -> dict[str, Any]:
+    """Raspberry Pi 5 8GB (BCM2712: 4x Cortex-A76 at 2.4 GHz, LPDDR4X-4267 on a 32-bit bus,
+    Raspberry Pi product brief).
+
+    * mac_per_s 153.6e9: 4 cores x 2.4 GHz x 16 FP16 lanes (two 128-bit NEON FMA pipes per
+      core, our reading of the Cortex-A76; ARMv8.2 FP16 arithmetic). Peak; an assumption.
+    * offchip_bytes_per_s 17.1e9: 4267 MT/s x 4 bytes (theoretical).
+    * onchip_bytes 2 MiB (the L3); memory_bytes 8 GB (the 8 GB board, shared with the OS).
+    """
+    return {
+        "name": name,
+        "description": "Raspberry Pi 5 8GB (4x Cortex-A76 2.4 GHz NEON FP16 peak 153.6 GMAC/s, LPDDR4X-4267 32-bit "
+                       "17.1 GB/s); vendor peak figures, an assumption",
+        "mac_per_s": 153.6e9,
+        "offchip_bytes_per_s": 17.1e9,
+        "onchip_bytes": 2 * MiB,
+        "memory_bytes": 8e9,
+        "bit_widths": [4, 8, 16],
+    }
+
+
+def h100_server(name: str = "h100") -> dict[str, Any]:
+    """A datacenter GPU: NVIDIA H100 SXM5 80GB (NVIDIA H100 datasheet: 3.35 TB/s HBM3, FP16
+    tensor 1,979 TFLOP/s with sparsity, 989.5 dense; 50 MB L2).
+
+    * mac_per_s 494.7e12: 989.5 TFLOP/s dense / 2 (rounded). Peak; an assumption, and far
+      from what batch-1 decoding reaches (it is memory-bound).
+    * offchip_bytes_per_s 3.35e12 (datasheet); onchip_bytes 50 MiB (the L2); memory_bytes
+      80 GB.
+    """
+    return {
+        "name": name,
+        "description": "NVIDIA H100 SXM5 80GB (FP16 tensor 989.5 TFLOP/s dense = 494.7 TMAC/s, HBM3 3.35 TB/s); "
+                       "vendor peak figures, an assumption",
+        "mac_per_s": 494.7e12,
+        "offchip_bytes_per_s": 3.35e12,
+        "onchip_bytes": 50 * MiB,
+        "memory_bytes": 80e9,
+        "bit_widths": [4, 8, 16],
+    }
+
+
 #: preset name -> (the function building its device, one line on where it comes from);
 #: the name is also the device's default name in an instance
 DEVICE_PRESETS: dict[str, tuple[Callable[..., dict[str, Any]], str]] = {
@@ -259,6 +380,11 @@ DEVICE_PRESETS: dict[str, tuple[Callable[..., dict[str, Any]], str]] = {
     "phone_npu": (phone_npu, "Apple A15 Neural Engine, vendor peak (assumption)"),
     "laptop_gpu": (laptop_gpu, "RTX 3050 Laptop GPU, vendor peak (assumption)"),
     "v100": (v100_server, "Tesla V100 SXM2 tensor cores, vendor peak (assumption)"),
+    "macbook_m1max": (macbook_m1_max, "Apple MacBook Pro M1 Max, vendor peak (assumption)"),
+    "rtx4090": (rtx4090_desktop, "GeForce RTX 4090 desktop GPU, vendor peak (assumption)"),
+    "orin": (jetson_agx_orin, "NVIDIA Jetson AGX Orin 64GB GPU, vendor peak (assumption)"),
+    "pi5": (raspberry_pi5, "Raspberry Pi 5 8GB, vendor peak (assumption)"),
+    "h100": (h100_server, "NVIDIA H100 SXM5 80GB tensor cores, vendor peak (assumption)"),
     "eyeriss": (eyeriss_edge, "AUTO-SPLIT Table 1 edge"),
     "tpu": (tpu_cloud, "AUTO-SPLIT Table 1 cloud"),
     "sensor": (splitnets_sensor, "SplitNets Sec. 3.2 / App. G sensor NPU"),

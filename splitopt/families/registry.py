@@ -23,6 +23,7 @@ FAMILIES: dict[str, str] = {
     "maxload": "splitopt.families.maxload.family:MaxloadFamily",
     "loading": "splitopt.families.loading.family:LoadingFamily",
     "separable": "splitopt.families.separable.family:SeparableFamily",
+    "llm": "splitopt.families.llm.family:LlmFamily",
 }
 
 #: the families whose ``reads`` accepts a format other than splitopt's (the peer benchmark's
