@@ -35,6 +35,11 @@ EXPECTED: dict[str, tuple[tuple[str, ...], float, tuple[str, ...]]] = {
         r"512\.0 B/sample \(evaluator 512\.0 B\)",
         r"\nOK\n",
     )),
+    "llm_context_sweep.py": ((), 300, (
+        r"\s2,048\s+OPTIMAL\s+15\.140\s+66\.05\s+2\.52x the optimum\s+20\.07x the optimum\s+rtx4090 blocks \[0, 32\)",
+        r"\s131,072\s+OPTIMAL\s+48\.315\s+20\.70\s+does not fit\s+does not fit\s+macbook_m1max blocks \[0, 11\) "
+        r"\+embedding; rtx4090 blocks \[11, 32\) \+head",
+    )),
     "pareto_plot.py": ((), 300, (
         r"none\s+[\d.]+\s+141\.849\s+OPTIMAL",
         r"\s0\s+405\.378\s+OPTIMAL\s+0",
