@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -329,3 +329,10 @@ def identical_pairs(inst: Instance[LlmSettings], d: LlmData) -> list[tuple[int, 
         if b is not None:
             pairs.append((a, b))
     return pairs
+
+
+def twins(inst: Instance[LlmSettings], d: LlmData, widths: Sequence[int] | None = None) -> dict[int, int]:
+    """``{e': e}`` for each pair of :func:`identical_pairs` (``e`` the earlier): the dynamic
+    program builds only plans where ``e'`` joins after ``e`` (``dp.pipeline_table``);
+    where ``widths`` (per device) are given, only pairs that run the same width."""
+    return {b: a for a, b in identical_pairs(inst, d) if widths is None or widths[a] == widths[b]}

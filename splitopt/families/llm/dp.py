@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -35,6 +35,8 @@ MAX_DEVICES = 10
 MAX_RING_DEVICES = 8
 
 Stop = Callable[[], bool]
+#: ``after[e'] = e``: device ``e'`` joins a pipeline only after its twin ``e`` (None: no twins)
+Twins = Mapping[int, int] | None
 
 
 @dataclass(frozen=True)
@@ -94,39 +96,58 @@ def required_mask(d: LlmData) -> int:
 
 
 def cheapest_pipeline(cost: np.ndarray, link: np.ndarray, back: np.ndarray | None, required: int,
-                      stop: Stop | None = None) -> Pipeline | None:
+                      stop: Stop | None = None, after: Twins = None) -> Pipeline | None:
     """The least ``sum of stages + links (+ the return, where back is given)`` over every
     device set holding ``required``, order and ranges (module docstring); None where no
     pipeline exists or ``stop()`` said to stop. ``cost[e, a, b]``: stage; ``link[b, e, e']``:
-    the boundary before part ``b``; ``back[e_last, e_first]``: a ring's return."""
+    the boundary before part ``b``; ``back[e_last, e_first]``: a ring's return; ``after``:
+    see :func:`pipeline_table`."""
+    table = pipeline_table(cost, link, back is not None, stop, after)
+    if table is None:
+        return None
+    V, arg_a, arg_p = table
+    return _best_end(V, arg_a, arg_p, back, required, cost.shape[1] - 1)
+
+
+def pipeline_table(cost: np.ndarray, link: np.ndarray, ring: bool, stop: Stop | None = None,
+                   after: Twins = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The program's table ``V[f, U, e, b]``: the least sum of stages and links that runs
+    parts ``[0, b)`` on the devices ``U``, ``e`` last (``f``: the first device in a ring,
+    else 0), with the argmins ``(a, e_prev)`` that walk a state back; None where ``stop()``
+    said to stop. ``after[e'] = e``: device ``e'`` joins only after ``e``, its twin (two
+    devices no plan can tell apart, ``data.identical_pairs``): every plan has a mirror image
+    that keeps this order and costs the same, so only those are built."""
+    after = after or {}
     D, N1 = cost.shape[0], cost.shape[1]
-    n, ring = N1 - 1, back is not None
     F, full = (D if ring else 1), 1 << D
     V = np.full((F, full, D, N1), np.inf)
     arg_a = np.zeros((F, full, D, N1), dtype=np.int32)
     arg_p = np.zeros((F, full, D, N1), dtype=np.int32)
     for e in range(D):
-        V[e if ring else 0, 1 << e, e] = cost[e, 0]
+        if e not in after:
+            V[e if ring else 0, 1 << e, e] = cost[e, 0]
     link_t = np.transpose(link, (1, 2, 0))  # [e, e', b]
     for U in sorted(range(1, full), key=lambda m: bin(m).count("1")):
         if stop is not None and stop():
             return None
-        others = [e for e in range(D) if not U >> e & 1]
+        others = [e for e in range(D) if not U >> e & 1 and (e not in after or U >> after[e] & 1)]
         fs = [e for e in range(D) if U >> e & 1] if ring else [0]
         VU = V[fs, U]  # (Fs, D, N1)
         if not others or not np.isfinite(VU).any():
             continue
         tmp = VU[:, :, None, :] + link_t[None][:, :, others, :]  # (Fs, D, E, N1)
-        H, Hp = tmp.min(axis=1), tmp.argmin(axis=1)  # (Fs, E, N1)
+        Hp = tmp.argmin(axis=1)
+        H = np.take_along_axis(tmp, Hp[:, None], axis=1)[:, 0]  # (Fs, E, N1)
         cand = H[:, :, :, None] + cost[others][None]  # (Fs, E, a, b)
-        best, ba = cand.min(axis=2), cand.argmin(axis=2)
+        ba = cand.argmin(axis=2)
+        best = np.take_along_axis(cand, ba[:, :, None], axis=2)[:, :, 0]
         bp = np.take_along_axis(Hp, ba, axis=2)
         for j, e in enumerate(others):
             W = U | 1 << e
             V[fs, W, e] = best[:, j]
             arg_a[fs, W, e] = ba[:, j]
             arg_p[fs, W, e] = bp[:, j]
-    return _best_end(V, arg_a, arg_p, back, required, n)
+    return V, arg_a, arg_p
 
 
 def _best_end(V: np.ndarray, arg_a: np.ndarray, arg_p: np.ndarray, back: np.ndarray | None, required: int,
@@ -154,16 +175,16 @@ def _best_end(V: np.ndarray, arg_a: np.ndarray, arg_p: np.ndarray, back: np.ndar
 
 
 def sum_pipeline(d: LlmData, part_ms: np.ndarray, link: np.ndarray, widths: Sequence[int],
-                 stop: Stop | None = None) -> Pipeline | None:
+                 stop: Stop | None = None, after: Twins = None) -> Pipeline | None:
     """The least sum objective (``part_ms``: prefill or mean decode per part; ``link``:
     the matching link table)."""
     ok = stage_mask(d, widths)
     return cheapest_pipeline(stage_costs(part_ms, widths, ok), link, d.return_ms if d.ring else None,
-                             required_mask(d), stop)
+                             required_mask(d), stop, after)
 
 
 def throughput_pipeline(d: LlmData, widths: Sequence[int], streams: int,
-                        stop: Stop | None = None) -> Pipeline | None:
+                        stop: Stop | None = None, after: Twins = None) -> Pipeline | None:
     """The least ``max(busiest stage or link, round trip / streams)`` (module docstring);
     the value is that objective."""
     cost = stage_costs(d.decode_ms, widths, stage_mask(d, widths))
@@ -173,7 +194,7 @@ def throughput_pipeline(d: LlmData, widths: Sequence[int], streams: int,
     def least_round_trip(v: float) -> Pipeline | None:
         held_back = None if back is None or back_busy is None else np.where(back_busy <= v, back, np.inf)
         return cheapest_pipeline(np.where(cost <= v, cost, np.inf), np.where(d.link_busy_ms <= v, d.link_decode_ms,
-                                                                            np.inf), held_back, required, stop)
+                                                                            np.inf), held_back, required, stop, after)
 
     def busiest(p: Pipeline) -> float:
         times = [cost[e, a, b] for e, a, b in p.stages]

@@ -23,8 +23,9 @@ from splitopt.search.space import SearchSpace
 _M = "splitopt.families.llm.methods:"
 
 METHODS = (
-    Method("llm-dp", "exact dynamic program over device choice, order and contiguous ranges (every device at its "
-           "lowest bit-width: exact where the error budget cannot bind)", deferred(_M + "llm_dp"), kind="exact"),
+    Method("llm-dp", "exact dynamic program over device choice, order, contiguous ranges and bit-widths (where "
+           "the error budget binds: a Lagrangian bound and a search that closes its gap)", deferred(_M + "llm_dp"),
+           kind="exact"),
     Method("memory-proportional-ring", "exo's rule: the fewest devices whose memory holds the weights, layers in "
            "proportion to memory (largest remainder); no compute, bandwidth or KV cache input",
            deferred(_M + "memory_proportional_ring"), hint=True),
@@ -123,9 +124,9 @@ class LlmFamily(Family):
         return llm_space(inst)
 
     def exact_method(self, inst: Instance) -> str | None:
-        """``llm-dp`` where it is exact (the error budget cannot bind, at most 10 devices,
-        8 in a ring); else ``milp-highs``, whose path program proves what CP-SAT's model
-        proves slower or not at all (``benchmarks/results/llm_solve.md``)."""
+        """``llm-dp`` where it takes the devices (at most 10, 8 in a ring); else
+        ``milp-highs``, whose path program proves what CP-SAT's model proves slower or not
+        at all (``benchmarks/results/llm_solve.md``)."""
         from splitopt.families.llm.methods import dp_refusal
 
         self.prepare(inst)

@@ -2,7 +2,9 @@
 
 * ``llm-dp`` (exact): the dynamic program of ``dp.py`` over device choice, order and
   ranges, every device at its lowest candidate bit-width, which is optimal wherever the
-  error budget cannot bind (fewer bits never cost time or memory in this model);
+  error budget cannot bind (fewer bits never cost time or memory in this model); where it
+  binds, the Lagrangian bound and gap-closing search of ``budget.py`` over the same
+  states with each device's width a decision;
 * baselines, the rules the field's tools use, each evaluated by the one evaluator:
 
   - ``memory-proportional-ring`` (exo): the fewest devices whose memory together holds
@@ -35,8 +37,8 @@ from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
 from splitopt.families.base import plan_output
-from splitopt.families.llm import dp
-from splitopt.families.llm.data import LlmData, data
+from splitopt.families.llm import budget, dp
+from splitopt.families.llm.data import LlmData, data, twins
 from splitopt.families.llm.evaluate import evaluate
 from splitopt.families.llm.plan import LlmPlan, plan_of
 from splitopt.families.llm.settings import LlmSettings
@@ -67,12 +69,7 @@ def budget_binds(inst: Inst) -> bool:
 
 def dp_refusal(inst: Inst) -> str | None:
     """None where ``llm-dp`` is exact on ``inst``, else why not."""
-    reason = dp.applies(data(inst))
-    if reason is not None:
-        return reason
-    if budget_binds(inst):
-        return "the error budget binds, which couples the bit-widths of the devices"
-    return None
+    return dp.applies(data(inst))
 
 
 def dp_plan(inst: Inst, widths: Sequence[int], objective: str | None = None, stop=None) -> LlmPlan | None:
@@ -80,12 +77,13 @@ def dp_plan(inst: Inst, widths: Sequence[int], objective: str | None = None, sto
     ``objective`` (default the instance's); None where no pipeline exists or ``stop()``
     said to stop."""
     d, objective = data(inst), objective or inst.objective
+    after = twins(inst, d, widths)
     if objective == "throughput":
-        found = dp.throughput_pipeline(d, widths, inst.settings.streams, stop)
+        found = dp.throughput_pipeline(d, widths, inst.settings.streams, stop, after)
     elif objective == "ttft":
-        found = dp.sum_pipeline(d, d.prefill_ms, d.link_prefill_ms, widths, stop)
+        found = dp.sum_pipeline(d, d.prefill_ms, d.link_prefill_ms, widths, stop, after)
     else:
-        found = dp.sum_pipeline(d, d.decode_ms, d.link_decode_ms, widths, stop)
+        found = dp.sum_pipeline(d, d.decode_ms, d.link_decode_ms, widths, stop, after)
     if found is None:
         return None
     return plan_of([(d.devices[e], a, b, d.widths[widths[e]]) for e, a, b in found.stages])
@@ -96,6 +94,8 @@ def llm_dp(inst: Inst, options: SolveOptions) -> BackendOutput:
     reason = dp_refusal(inst)
     if reason is not None:
         raise NotApplicable(f"llm-dp: {reason}; use cpsat or milp-highs")
+    if budget_binds(inst):
+        return llm_dp_within_budget(inst, options)
     t0 = time.perf_counter()
     plan = dp_plan(inst, lowest_widths(data(inst)), stop=options.out_of_time)
     extra = {"solve_s": time.perf_counter() - t0}
@@ -107,6 +107,43 @@ def llm_dp(inst: Inst, options: SolveOptions) -> BackendOutput:
                                                         "memory limit, link and pin", extra=extra)
     value = evaluate(inst, plan).objective_ms
     return BackendOutput(Status.OPTIMAL, plan=plan, objective=value, bound=value, extra=extra)
+
+
+def llm_dp_within_budget(inst: Inst, options: SolveOptions) -> BackendOutput:
+    """``llm-dp`` where the error budget binds: the Lagrangian bound and the search of
+    ``budget.py`` over device choice, order, ranges and each device's bit-width."""
+    d, s, stop = data(inst), inst.settings, options.out_of_time
+    assert s.error_budget is not None
+    t0 = time.perf_counter()
+    answer: budget.BudgetAnswer | None
+    if inst.objective == "throughput":
+        tables = budget.budget_tables(d, d.decode_ms, d.link_decode_ms, s.error_budget, twins(inst, d))
+        busy = budget.BusyTables(tables.time, d.link_busy_ms, d.return_busy_ms if d.ring else None)
+        answer = budget.throughput_within_budget(tables, busy, s.streams, stop)
+    else:
+        part_ms, link = (d.prefill_ms, d.link_prefill_ms) if inst.objective == "ttft" else \
+            (d.decode_ms, d.link_decode_ms)
+        tables = budget.budget_tables(d, part_ms, link, s.error_budget, twins(inst, d))
+        answer = budget.pipeline_within_budget(tables, stop)
+    extra = {"solve_s": time.perf_counter() - t0}
+    if answer is not None and answer.best is not None:
+        plan = plan_of([(d.devices[e], a, b, d.widths[w]) for e, a, b, w in answer.best.stages])
+        value = evaluate(inst, plan).objective_ms
+        if answer.optimal:
+            return BackendOutput(Status.OPTIMAL, plan=plan, objective=value, bound=value, extra=extra)
+        return BackendOutput(Status.FEASIBLE, plan=plan, objective=value, bound=min(answer.bound, value),
+                             message="llm-dp: the time limit stopped the search", extra=dict(extra, stopped_by="time limit"))
+    if options.out_of_time() or (answer is not None and not answer.optimal):
+        return BackendOutput(Status.NO_SOLUTION_FOUND, message="llm-dp: the time limit stopped the program",
+                             extra=dict(extra, stopped_by="time limit"))
+    if answer is None:
+        return BackendOutput(Status.INFEASIBLE, message="llm-dp: no choice of devices, order and ranges meets every "
+                                                        "memory limit, link and pin", extra=extra)
+    least = budget.lagrangian_plan(tables, math.inf, None)
+    least_error = f"{least.plan.error:.6g}" if least is not None else "unknown"
+    return BackendOutput(Status.INFEASIBLE, message=f"llm-dp: error budget {s.error_budget:.6g}: the least error of any "
+                                                    f"pipeline that meets the memory limits, links and pins is "
+                                                    f"{least_error}", extra=extra)
 
 
 # ----- baselines --------------------------------------------------------------------------------
