@@ -252,7 +252,7 @@ def completion_bounds(t: BudgetTables, cost: np.ndarray, stop: Stop | None) -> n
     table = dp.pipeline_table(cost[:, ::-1, ::-1].transpose(0, 2, 1), link[::-1].transpose(0, 2, 1), False, stop)
     if table is None:
         raise Stopped
-    R = subset_min(table[0][0][:, :, ::-1])  # R[U', e', b]: [b, n) on U', e' first
+    R = subset_min(table[0][:, :, ::-1])  # R[U', e', b]: [b, n) on U', e' first
     full = 1 << D
     H = np.full((full, D, n + 1), np.inf)
     for U in range(1, full):

@@ -102,27 +102,24 @@ def cheapest_pipeline(cost: np.ndarray, link: np.ndarray, back: np.ndarray | Non
     pipeline exists or ``stop()`` said to stop. ``cost[e, a, b]``: stage; ``link[b, e, e']``:
     the boundary before part ``b``; ``back[e_last, e_first]``: a ring's return; ``after``:
     see :func:`pipeline_table`."""
-    table = pipeline_table(cost, link, back is not None, stop, after)
-    if table is None:
+    V = pipeline_table(cost, link, back is not None, stop, after)
+    if V is None:
         return None
-    V, arg_a, arg_p = table
-    return _best_end(V, arg_a, arg_p, back, required, cost.shape[1] - 1)
+    return _best_end(V, cost, link, back, required)
 
 
 def pipeline_table(cost: np.ndarray, link: np.ndarray, ring: bool, stop: Stop | None = None,
-                   after: Twins = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+                   after: Twins = None) -> np.ndarray | None:
     """The program's table ``V[f, U, e, b]``: the least sum of stages and links that runs
     parts ``[0, b)`` on the devices ``U``, ``e`` last (``f``: the first device in a ring,
-    else 0), with the argmins ``(a, e_prev)`` that walk a state back; None where ``stop()``
-    said to stop. ``after[e'] = e``: device ``e'`` joins only after ``e``, its twin (two
+    else 0); None where ``stop()`` said to stop. (No argmins are kept: the walk back
+    recomputes the one state's choice it needs, ``_best_end``.) ``after[e'] = e``: device ``e'`` joins only after ``e``, its twin (two
     devices no plan can tell apart, ``data.identical_pairs``): every plan has a mirror image
     that keeps this order and costs the same, so only those are built."""
     after = after or {}
     D, N1 = cost.shape[0], cost.shape[1]
     F, full = (D if ring else 1), 1 << D
     V = np.full((F, full, D, N1), np.inf)
-    arg_a = np.zeros((F, full, D, N1), dtype=np.int32)
-    arg_p = np.zeros((F, full, D, N1), dtype=np.int32)
     for e in range(D):
         if e not in after:
             V[e if ring else 0, 1 << e, e] = cost[e, 0]
@@ -135,25 +132,19 @@ def pipeline_table(cost: np.ndarray, link: np.ndarray, ring: bool, stop: Stop | 
         VU = V[fs, U]  # (Fs, D, N1)
         if not others or not np.isfinite(VU).any():
             continue
-        tmp = VU[:, :, None, :] + link_t[None][:, :, others, :]  # (Fs, D, E, N1)
-        Hp = tmp.argmin(axis=1)
-        H = np.take_along_axis(tmp, Hp[:, None], axis=1)[:, 0]  # (Fs, E, N1)
-        cand = H[:, :, :, None] + cost[others][None]  # (Fs, E, a, b)
-        ba = cand.argmin(axis=2)
-        best = np.take_along_axis(cand, ba[:, :, None], axis=2)[:, :, 0]
-        bp = np.take_along_axis(Hp, ba, axis=2)
+        H = (VU[:, :, None, :] + link_t[None][:, :, others, :]).min(axis=1)  # (Fs, E, N1)
+        best = (H[:, :, :, None] + cost[others][None]).min(axis=2)  # (Fs, E, b)
         for j, e in enumerate(others):
-            W = U | 1 << e
-            V[fs, W, e] = best[:, j]
-            arg_a[fs, W, e] = ba[:, j]
-            arg_p[fs, W, e] = bp[:, j]
-    return V, arg_a, arg_p
+            V[fs, U | 1 << e, e] = best[:, j]
+    return V
 
 
-def _best_end(V: np.ndarray, arg_a: np.ndarray, arg_p: np.ndarray, back: np.ndarray | None, required: int,
-              n: int) -> Pipeline | None:
+def _best_end(V: np.ndarray, cost: np.ndarray, link: np.ndarray, back: np.ndarray | None,
+              required: int) -> Pipeline | None:
     """The best complete state (every part placed, the required devices used) and its
-    stages, walked back through the argmins."""
+    stages, walked back: at each state the choice of previous device and start that gives
+    its value, recomputed with the same sums as the table."""
+    n = cost.shape[1] - 1
     total = V[:, :, :, n].copy()  # (F, sets, D)
     if back is not None:
         total += back.T[:, None, :]  # back[last, first]
@@ -167,9 +158,11 @@ def _best_end(V: np.ndarray, arg_a: np.ndarray, arg_p: np.ndarray, back: np.ndar
     b = n
     stages: list[tuple[int, int, int]] = []
     while U != 1 << e:
-        a, p = int(arg_a[f, U, e, b]), int(arg_p[f, U, e, b])
+        prev = U ^ (1 << e)
+        cand = (V[f, prev] + link[:, :, e].T) + cost[e, :, b][None, :]  # (previous device, start)
+        p, a = (int(x) for x in np.unravel_index(int(np.argmin(cand)), cand.shape))
         stages.append((e, a, b))
-        U, e, b = U ^ (1 << e), p, a
+        U, e, b = prev, p, a
     stages.append((e, 0, b))
     return Pipeline(value, tuple(reversed(stages)))
 
