@@ -2,7 +2,8 @@
 ``--repeats``) on the shipped ``instances/llm_*.json`` and on Llama-3.1-70B (82 parts) over
 4, 6 and 8 devices (chain and ring), without and with a binding error budget (4/8/16-bit
 weights, the assumed error table of ``instances/make_llm_instances.py``, the budget 40 %
-of the error at 4 bits everywhere), for each objective.
+of the error at 4 bits everywhere), and with that budget over 8 devices no two alike, for
+each objective.
 
 Backends: ``llm-dp`` on every case (where the budget binds: its Lagrangian bound and
 search); beside it, on the shipped instance whose budget binds, ``milp-highs`` (time limit
@@ -43,16 +44,22 @@ DEVICE_SETS = {4: ["macbook_m1max", "rtx4090", "orin", "pi5"],
                8: ["macbook_m1max", "macbook_m1max", "rtx4090", "rtx4090", "orin", "orin", "pi5", "pi5"]}
 
 
-def llama70b(devices: int, topology: str, budget: bool = False):
+def llama70b(devices: int, topology: str, budget: bool = False, distinct: bool = False):
     """Llama-3.1-70B over ``devices`` presets (gigabit Ethernet between all), 1,024 + 512
     tokens in a context of 8,192, 4 streams; 16-bit weights (8-bit on 4 devices: 141 GB
     does not fit their 128 GB), or with ``budget`` 4/8/16-bit weights under an error budget
-    of 40 % of the error at 4 bits everywhere (assumed errors)."""
+    of 40 % of the error at 4 bits everywhere (assumed errors). ``distinct``: no two devices
+    alike (device ``i``'s memory 3 i % smaller and bandwidth 5 i % larger than its preset's),
+    so that no twins shrink the program."""
     kinds = DEVICE_SETS[devices]
     devs = presets.preset_devices(kinds)
+    if distinct:
+        for i, dev in enumerate(devs):
+            dev["memory_bytes"] *= 1 - 0.03 * i
+            dev["offchip_bytes_per_s"] *= 1 + 0.05 * i
     config = {k: v for k, v in CONFIGS["llama31_70b"].items() if k != "source"}
     widths = [4, 8, 16] if budget else [8] if devices == 4 else [16]
-    name = f"llama31_70b_{devices}dev_{topology}" + ("_budget" if budget else "")
+    name = f"llama31_70b_{devices}dev_{topology}" + ("_budget" if budget else "") + ("_distinct" if distinct else "")
     data = decoder_instance_data(name, config, devs, mesh(devs, "ethernet"), prompt_tokens=1024, generated_tokens=512,
                                  context_limit=8192, streams=4, topology=topology, bit_widths=widths)
     if budget:
@@ -97,6 +104,9 @@ def cases(quick: bool):
             for topology in ("chain", "ring"):
                 inst = llama70b(devices, topology, budget)
                 yield inst.name, inst
+    for topology in ("chain", "ring"):
+        inst = llama70b(8, topology, budget=True, distinct=True)
+        yield inst.name, inst
 
 
 def main() -> None:

@@ -46,6 +46,11 @@ Stop = Callable[[], bool]
 Stage = tuple[int, int, int, int]
 #: the most multipliers the hull walk tries (it ends far sooner: one per hull vertex)
 MAX_HULL_STEPS = 60
+#: the search's multipliers once it has made ``GRID_AFTER_LABELS`` labels, as multiples of the
+#: hull's best one (and 0): each label takes the best of their bounds, closer to its own dual
+#: optimum than one multiplier for all (before: the hull's and 0)
+MULTIPLIER_GRID = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)
+GRID_AFTER_LABELS = 3000
 
 
 class Stopped(Exception):
@@ -434,10 +439,8 @@ class Search:
     def run(self, inc: Found | None, ub: float, bound: float, any_below: bool = False) -> BudgetAnswer:
         """The best plan below ``ub`` (the incumbent ``inc``'s time or a cap), or with
         ``any_below`` the first one found."""
-        t = self.t
         try:  # (a) the Lagrangian bound and (b) the least time of any completion
-            self.H_lam = completion_bounds(t, (t.time + self.lam * t.error[:, None]).min(axis=0), self.stop)
-            self.H_time = completion_bounds(t, t.time.min(axis=0), self.stop)
+            self.bounds_for([0.0, self.lam] if self.lam > 0 else [0.0])
         except Stopped:
             return BudgetAnswer(inc, bound, False)
         self.best, self.ub, self.dive = inc, ub, any_below
@@ -453,9 +456,21 @@ class Search:
                 if self.dive:
                     continue
                 break
+            if len(self.labels) > GRID_AFTER_LABELS and len(self.lams) < 3 and self.lam > 0:
+                try:  # a long search: tighter bounds from more multipliers pay for themselves
+                    self.bounds_for([0.0] + [self.lam * f for f in MULTIPLIER_GRID])
+                except Stopped:
+                    return BudgetAnswer(self.best, bound, False)
             L = self.labels[i]
             self.expand(i, L.time, L.error, L.first, L.used, L.last, L.end)
         return BudgetAnswer(self.best, self.ub, True)
+
+    def bounds_for(self, lams: Sequence[float]) -> None:
+        """The completion bounds (a) and (b) for each multiplier in ``lams``."""
+        t = self.t
+        self.lams = np.array(lams)
+        self.H = np.stack([completion_bounds(t, (t.time + lam * t.error[:, None]).min(axis=0), self.stop)
+                           for lam in lams])  # (K, sets, D, N1)
 
     def expand(self, parent: int, time: float, error: float, first: int, used: int, last: int, at: int) -> None:
         """Push every extension of a label by one stage that may still beat the incumbent
@@ -478,15 +493,16 @@ class Search:
             if done[w, k] < self.ub - RTOL * max(1.0, abs(self.ub)):
                 self.best = measure(t, _walk(self.labels, parent) + ((int(others[k]), at, n, int(w)),))
                 self.ub = float(done[w, k])
-        lb = np.maximum(times + self.lam * (errors - t.budget) + self.H_lam[sets, others][None],
-                        times + self.H_time[sets, others][None]) + self.back_least[firsts][None, :, None]
+        slack_error = errors - t.budget  # (W, E, N1)
+        lb = (self.lams[:, None, None, None] * slack_error[None] + self.H[:, sets, others][:, None]).max(axis=0)
+        lb += times + self.back_least[firsts][None, :, None]
         keep = (self.ends < n)[None, None, :] & (lb < self.ub - RTOL * max(1.0, abs(self.ub))) & \
             (errors + self.least_error[None, None, :] <= self.error_cap)
         children: list[tuple[float, int]] = []
         for w, k, b in zip(*np.nonzero(keep)):
             tm, er = float(times[w, k, b]), float(errors[w, k, b])
             e = int(others[k])
-            key = (int(firsts[k]), int(sets[k]), e, int(b))
+            key = (int(firsts[k]) if t.back is not None else 0, int(sets[k]), e, int(b))  # a chain's first: no matter
             front = self.fronts.setdefault(key, [])
             slack = RTOL * max(1.0, abs(tm))
             if any(t0 <= tm + slack and e0 <= er for t0, e0 in front):
