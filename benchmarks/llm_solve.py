@@ -19,6 +19,7 @@ limit) prints the table only.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -81,17 +82,19 @@ def prepare_s(inst) -> float:
 
 
 def timed(inst, backend: str, repeats: int, limit: float) -> dict:
-    """The median time of ``repeats`` solves (one where the limit is reached) and the last result."""
-    times, res = [], None
+    """The median wall and CPU time (this process, all its threads) of ``repeats`` solves (one
+    where the limit is reached) and the last result."""
+    times, cpu, res = [], [], None
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = solve(inst, backend, time_limit=limit, threads=2)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         if times[-1] >= limit * 0.95:
             break
     assert res is not None
     return {"status": res.status.value, "objective": res.objective, "gap": res.gap, "s": statistics.median(times),
-            "runs": len(times)}
+            "cpu_s": statistics.median(cpu), "runs": len(times)}
 
 
 def cases(quick: bool):
@@ -116,6 +119,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     repeats, limit = (1, 10.0) if args.quick else (args.repeats, args.time_limit)
+    load_start = os.getloadavg()[0]
     rows = []
     for name, base in cases(args.quick):
         for objective in OBJECTIVES:
@@ -131,16 +135,18 @@ def main() -> None:
                       flush=True)
     lines = ["# llm: exact solve times\n", f"`python benchmarks/llm_solve.py --repeats {repeats} --time-limit {limit:g}` "
              f"on {machine()} ({sys.platform}); time = build + solve, median of the runs (one where the limit is "
-             "reached), after the instance's tables are built (prepare: checks and tables of a fresh copy, once "
-             f"per instance); links: gigabit Ethernet ({LINKS['ethernet'][0]:.0e} bit/s, {LINKS['ethernet'][1]} ms) "
+             "reached; CPU: this process's CPU time, all threads, beside it because the machine is shared), "
+             "after the instance's tables are built (prepare: checks and tables of a fresh copy, once "
+             f"per instance); load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; links: gigabit Ethernet ({LINKS['ethernet'][0]:.0e} bit/s, {LINKS['ethernet'][1]} ms) "
              "unless the instance says otherwise.\n",
              "| instance | parts | devices | topology | budget binds | objective | backend | status | objective (ms) | "
-             "gap | prepare (s) | time (s) |",
-             "|---|---:|---:|---|---|---|---|---|---:|---:|---:|---:|"]
+             "gap | prepare (s) | time (s) | CPU (s) |",
+             "|---|---:|---:|---|---|---|---|---|---:|---:|---:|---:|---:|"]
     for name, parts, devices, topology, binds, objective, backend, r in rows:
         gap = "-" if r["gap"] is None else f"{100 * r['gap']:.2g} %"
         lines.append(f"| {name} | {parts} | {devices} | {topology} | {'yes' if binds else 'no'} | {objective} | "
-                     f"{backend} | {r['status']} | {r['objective']:.6g} | {gap} | {r['prepare_s']:.3f} | {r['s']:.3f} |")
+                     f"{backend} | {r['status']} | {r['objective']:.6g} | {gap} | {r['prepare_s']:.3f} | {r['s']:.3f} | "
+                     f"{r['cpu_s']:.3f} |")
     text = "\n".join(lines) + "\n"
     if args.quick:
         print(text)

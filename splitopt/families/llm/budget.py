@@ -49,8 +49,8 @@ MAX_HULL_STEPS = 60
 #: the search's multipliers once it has made ``GRID_AFTER_LABELS`` labels, as multiples of the
 #: hull's best one (and 0): each label takes the best of their bounds, closer to its own dual
 #: optimum than one multiplier for all (before: the hull's and 0)
-MULTIPLIER_GRID = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)
-GRID_AFTER_LABELS = 3000
+MULTIPLIER_GRID = (0.5, 1.0, 2.0)
+GRID_AFTER_LABELS = 20000
 
 
 class Stopped(Exception):
@@ -502,7 +502,7 @@ class Search:
         for w, k, b in zip(*np.nonzero(keep)):
             tm, er = float(times[w, k, b]), float(errors[w, k, b])
             e = int(others[k])
-            key = (int(firsts[k]) if t.back is not None else 0, int(sets[k]), e, int(b))  # a chain's first: no matter
+            key = (int(firsts[k]) if t.back is not None else 0, int(sets[k]), e, int(b))  # a chain: any first
             front = self.fronts.setdefault(key, [])
             slack = RTOL * max(1.0, abs(tm))
             if any(t0 <= tm + slack and e0 <= er for t0, e0 in front):
