@@ -11,7 +11,9 @@ two steps:
    stage); ``Phi(lam) - lam * budget`` bounds the optimum from below. The best multiplier is
    found by walking the lower convex hull of the plans' ``(error, time)`` points between
    the fastest plan and the most accurate one (each step one run of the program at the
-   slope of the current pair); every plan met within the budget is an incumbent.
+   slope of the current pair); every plan met within the budget is an incumbent. In a ring
+   the walk runs the chain's program (cheaper by the device count; its value, without the
+   return, still bounds the ring's) and measures each plan with its return.
 2. **Closing the gap** (where the hull's best plan within the budget is not already within
    tolerance of the bound): a best-first search over partial pipelines (labels ``(time,
    error)`` at states ``(first device, devices used, last device, boundary)``), pruned by
@@ -24,8 +26,8 @@ two steps:
 
 ``throughput`` (``max(busiest resource, round trip / S)``) keeps the dynamic program's
 crossing argument (``dp.py``) with the least round trip *within the budget*, ``T_E(v)``,
-which also falls as ``v`` grows; each ``T_E(v)`` is the sum method above on the stages and
-links no busier than ``v``.
+which also falls as ``v`` grows; each test of ``T_E(v)`` against ``S v`` is the sum method
+above on the stages and links no busier than ``v`` (:func:`throughput_within_budget`).
 """
 
 from __future__ import annotations
