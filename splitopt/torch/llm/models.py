@@ -41,17 +41,19 @@ def build_model(spec: DecoderSpec, seed: int) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
+    model: Any
+    common: dict[str, Any] = {"initializer_range": INIT_STD, "attn_implementation": "sdpa"}
     if spec.arch == "gpt2":
-        config = GPT2Config(n_embd=spec.hidden, n_layer=spec.layers, n_head=spec.heads, n_inner=spec.intermediate,
+        config: Any = GPT2Config(n_embd=spec.hidden, n_layer=spec.layers, n_head=spec.heads, n_inner=spec.intermediate,
                             vocab_size=spec.vocab, n_positions=spec.max_context, bos_token_id=spec.vocab - 1,
-                            eos_token_id=spec.vocab - 1, initializer_range=INIT_STD, attn_implementation="sdpa")
+                            eos_token_id=spec.vocab - 1, **common)
         model = GPT2LMHeadModel(config)
     else:
         config = LlamaConfig(hidden_size=spec.hidden, num_hidden_layers=spec.layers,
                              num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads,
                              intermediate_size=spec.intermediate, vocab_size=spec.vocab,
                              max_position_embeddings=spec.max_context, tie_word_embeddings=False,
-                             initializer_range=INIT_STD, attn_implementation="sdpa")
+                             **common)
         model = LlamaForCausalLM(config)
     return model.eval()
 

@@ -17,9 +17,11 @@ from its config (:mod:`splitopt.torch.llm.models`), with times measured on this 
   ``offchip_bytes_per_s`` (a copy of 256 MB) measured at the same thread count, for the
   roofline where no time is measured; its memory this host's divided among them.
 * **Links** between every pair: measured on loopback TCP between two processes of this
-  host with the frames a run sends (:mod:`splitopt.torch.llm.wire`): the median transfer
-  time of the hidden states of one token and of each measured prompt length, a
-  least-squares line in the bits sent giving the latency (its intercept) and the rate.
+  host with the frames a run sends (:mod:`splitopt.torch.llm.wire`), each transfer
+  :data:`LINK_GAP_MS` after the last (the receiver waiting, as a stage waits for its
+  input): the median transfer time of the hidden states of one token and of each measured
+  prompt length, a least-squares line in the bits sent giving the latency (its intercept)
+  and the rate.
 * **Scenario**: ``--prompt-tokens``, ``--generated-tokens``, the context their sum, a ring
   (the last stage sends the sampled token back to the first, as a run does), float32
   weights, KV cache and hidden states (32 bits), objective ``token_latency``.
@@ -45,6 +47,10 @@ WARMUP = 2
 MATMUL_SIDE, COPY_ELEMENTS = 512, 64 * 1024 * 1024
 #: the least slope of a link's fit (ms per bit: 1 Tbit/s), where the bits' time is below the noise
 MIN_MS_PER_BIT = 1e-9
+#: ms the sender of a link measurement waits before each transfer: in a run a stage waits
+#: for its input while the stages before it compute, and a transfer to a waiting process
+#: includes its wake-up, which a back-to-back transfer does not
+LINK_GAP_MS = 10.0
 
 
 def default_grids(prompt: int, generated: int, max_context: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -213,6 +219,7 @@ def measure_link(hidden: int, lengths: Sequence[int], repeats: int, threads: int
         for T in sizes:
             x = torch.randn(1, T, hidden)
             for _ in range(WARMUP + repeats):
+                time.sleep(LINK_GAP_MS / 1000.0)
                 send_tensor(conn, step, 0, x)
                 ack = conn.read()
                 if ack.kind is not Kind.ACK or ACK.unpack(ack.payload)[0] != step:

@@ -90,9 +90,10 @@ def _stage(rank: int, spec: Mapping[str, Any], ports: Sequence[Any]) -> dict[str
                 for part in parts:
                     part.reset()
                 steps, tokens = [], []
-                token = None
+                token: Any = None
                 for step in range(G):
                     rec: dict[str, Any] = {}
+                    x: Any
                     if rank == 0:
                         x = prompt if step == 0 else token
                     else:
