@@ -25,6 +25,7 @@ from splitopt.cli.progress import quiet_option, showing_progress
 LAYER_GRAPH_PANEL = "Layer-graph models (built-in, PATH.py:FACTORY, .onnx, .pt2)"
 LOADING_PANEL = "Loading options (block models)"
 SEPARABLE_PANEL = "Separable options (sep_resnext)"
+LLM_PANEL = "Decoder options (gpt2, gpt2-l.., llama-l..)"
 #: link bandwidth (bits/s) of topologies built from device presets (help text; the default
 #: is :data:`splitopt.torch.profile_model.DEFAULT_PRESET_BANDWIDTH`)
 DEFAULT_PRESET_BANDWIDTH = 1e7
@@ -88,7 +89,7 @@ def devices_command(
 
 
 def profile_command(
-    model: str = typer.Argument(..., help="resnet50, mobilenet_v2, googlenet or tiny_gpt2 (built in code, random init), a user model PATH.py:FACTORY or package.module:FACTORY, where FACTORY() returns an nn.Module or (module, example_input), an ONNX file MODEL.onnx (the onnx extra) or a torch.export program saved as MODEL.pt2; a block model of the loading family (resnet152, inception_v3, densenet201, mobilenet_v1: measured loading from checkpoint files); sep_resnext (the separable family's network on the digits, trained here)."),
+    model: str = typer.Argument(..., help="resnet50, mobilenet_v2, googlenet or tiny_gpt2 (built in code, random init), a user model PATH.py:FACTORY or package.module:FACTORY, where FACTORY() returns an nn.Module or (module, example_input), an ONNX file MODEL.onnx (the onnx extra) or a torch.export program saved as MODEL.pt2; a block model of the loading family (resnet152, inception_v3, densenet201, mobilenet_v1: measured loading from checkpoint files); sep_resnext (the separable family's network on the digits, trained here); a decoder language model built from its config (gpt2, gpt2-l{layers}-h{hidden}-a{heads}-v{vocab}, llama-l{layers}-h{hidden}-a{heads}-kv{kv_heads}-i{intermediate}-v{vocab}: an llm instance)."),
     output: Path = typer.Option(..., "--output", "-o", help="Instance JSON file to write."),
     family: Optional[str] = typer.Option(None, "--family", help="The family to profile MODEL for, where MODEL alone does not say it: a family with its own profiler (loading, separable) or with a topology of device presets (edge_cloud, chain, mesh: as --topology). Default: the family whose profiler builds MODEL, else a layer-graph model's topology."),
     repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed runs per measurement (median; default 5)."),
@@ -118,12 +119,16 @@ def profile_command(
     groups: Optional[int] = typer.Option(None, "--groups", "-G", rich_help_panel=SEPARABLE_PANEL, help="G: devices (default 4; must divide the 8 paths)."),
     alpha: Optional[int] = typer.Option(None, "--alpha", rich_help_panel=SEPARABLE_PANEL, help="Blocks per transmission step (default 2; every stage must start a step)."),
     blocks_per_stage: Optional[str] = typer.Option(None, "--blocks-per-stage", rich_help_panel=SEPARABLE_PANEL, help="Residual blocks in each of the three stages (default 2,2,2)."),
-    devices: Optional[DeviceProfile] = typer.Option(None, "--devices", rich_help_panel=SEPARABLE_PANEL, help="host (default): G devices that are this host (measured layer times); analytic: G devices of --mac-per-s."),
+    devices: Optional[str] = typer.Option(None, "--devices", rich_help_panel=SEPARABLE_PANEL, help="sep_resnext: host (default): G devices that are this host (measured layer times); analytic: G devices of --mac-per-s. A decoder: device names, comma-separated, each a process of this host with its measured times (default host,host2)."),
     mac_per_s: Optional[float] = typer.Option(None, "--mac-per-s", rich_help_panel=SEPARABLE_PANEL, help="analytic devices' MAC/s (default 0.85e8: the paper's Raspberry Pi 3B+, 1.7e8 FLOPS)."),
     bandwidth_mbps: Optional[float] = typer.Option(None, "--bandwidth-mbps", rich_help_panel=SEPARABLE_PANEL, help="Every link's rate in Mbit/s (default: host: measured between two gloo processes; analytic: 300)."),
     link_latency_ms: Optional[float] = typer.Option(None, "--link-latency-ms", rich_help_panel=SEPARABLE_PANEL, help="Every link's fixed ms per transfer (with --bandwidth-mbps)."),
     samples: Optional[int] = typer.Option(None, "--samples", rich_help_panel=SEPARABLE_PANEL, help="Policies measured per accuracy record's class (default 8)."),
     statistic: Optional[Statistic] = typer.Option(None, "--statistic", rich_help_panel=SEPARABLE_PANEL, help="A record's accuracy: min (default; conservative) or mean of its class's policies."),
+    prompt_tokens: Optional[int] = typer.Option(None, "--prompt-tokens", rich_help_panel=LLM_PANEL, help="P: the scenario's prompt tokens (default 64)."),
+    generated_tokens: Optional[int] = typer.Option(None, "--generated-tokens", rich_help_panel=LLM_PANEL, help="G: the scenario's generated tokens (default 32)."),
+    prompt_lengths: Optional[str] = typer.Option(None, "--prompt-lengths", rich_help_panel=LLM_PANEL, help="Prompt lengths whose prefill is measured, increasing, comma-separated (default P/4,P/2,P,2P)."),
+    contexts: Optional[str] = typer.Option(None, "--contexts", rich_help_panel=LLM_PANEL, help="Contexts at which one decode step is measured, increasing, at least two (default P/2,P+1,P+G/2,P+G)."),
     quiet: bool = quiet_option(),
 ) -> None:
     """Profile MODEL into an instance.
@@ -136,7 +141,10 @@ def profile_command(
     model: its blocks measured on this host (inference, load from checkpoint files) into
     a loading instance (`--threads T` loaders). sep_resnext: the Sep-ResNeXt trained (or
     --load-ed) on the digits, its layers and the accuracy of policy classes measured into
-    a separable instance."""
+    a separable instance. A decoder (gpt2, or gpt2-l4-h256-a4-v4096 and
+    llama-l6-h384-a6-kv2-i1024-v4096 style names: the sizes in the name): the Hugging Face
+    model built from its config with random weights, each part's prefill and decode step
+    measured on this host into an llm instance over --devices processes of this host."""
     from splitopt.cli.common import check_output_path, errors, given_options, require_torch
 
     values = given_options(repeats=repeats, seed=seed, name=name, torch_threads=torch_threads, preset=preset,
@@ -147,7 +155,8 @@ def profile_command(
                            checkpoint=checkpoint, load=load, records=records, epochs=epochs, groups=groups,
                            alpha=alpha, blocks_per_stage=blocks_per_stage, devices=devices, mac_per_s=mac_per_s,
                            bandwidth_mbps=bandwidth_mbps, link_latency_ms=link_latency_ms, samples=samples,
-                           statistic=statistic)
+                           statistic=statistic, prompt_tokens=prompt_tokens, generated_tokens=generated_tokens,
+                           prompt_lengths=prompt_lengths, contexts=contexts)
     with errors():
         # every option and output path before torch is imported (seconds); a user model's
         # source file is an input (it had been overwritten with the instance)
@@ -185,7 +194,7 @@ def _profiler(model: str, family: Optional[str], values: dict[str, Any]):
     from splitopt.torch.side import sides, torch_side
 
     if family is None:
-        return next((s for s in sides() if model in s.profile_models), None), values
+        return next((s for s in sides() if s.builds_model(model)), None), values
     if family not in FAMILIES:
         raise InvalidOption(f"--family {family}: unknown family (families: {', '.join(FAMILIES)})")
     fam = family_named(family)

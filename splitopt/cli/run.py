@@ -4,7 +4,8 @@ evaluator. What runs is the instance's family's (its torch side,
 cuts it by the plan and runs the parts on synthetic inputs, checked against the unsplit
 model and the evaluator's bytes (multiview plans: the views through their sensors, with
 ``--weights`` the retrained splitting module); a loading plan writes, loads and runs its
-child models; a separable plan runs over one worker process per device. ``--transport
+child models; a separable plan runs over one worker process per device; an llm plan runs
+one process per stage, passing hidden states token by token. ``--transport
 tcp`` runs an edge/cloud or chain plan as one process per device exchanging the crossing
 tensors over TCP (:mod:`splitopt.netrun`; ``--breakpoints TABLE`` in place of PLAN
 switches plans as the bandwidth changes).
@@ -47,7 +48,7 @@ def run_command(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2, digits_cnn, a user model PATH.py:FACTORY / package.module:FACTORY (the one given to `profile`), or the block model a loading instance was profiled from."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the model's random initialisation (the instances use 0; default 0)."),
     samples: Optional[int] = typer.Option(None, "--samples", "-n", help="Synthetic inputs to run, one at a time (default 2; --transport tcp: measured samples, default 5)."),
-    repeats: Optional[int] = typer.Option(None, "--repeats", help="Loading and separable plans: timed runs (median; default 3 and 10)."),
+    repeats: Optional[int] = typer.Option(None, "--repeats", help="Loading, separable and llm plans: timed runs (median; default 3, 10 and 3)."),
     transport: Transport = typer.Option(Transport.memory, "--transport", help="memory: the parts run in this process (separable plans: one worker process per device); tcp: one process per device, the crossing tensors sent over TCP through a link paced at the instance's bandwidth and latency (edge/cloud and chain plans)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     input_shape: Optional[str] = input_shape_option(INPUTS_PANEL),
@@ -61,12 +62,12 @@ def run_command(
     workdir: Optional[Path] = typer.Option(None, "--workdir", rich_help_panel=LOADING_PANEL, help="Directory for the child files (default: a temporary one; removed after)."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", rich_help_panel=SEPARABLE_PANEL, help="The trained weights (default: the instance's model with seeded random weights; outputs and bytes are checked either way)."),
     batch: Optional[int] = typer.Option(None, "--batch", rich_help_panel=SEPARABLE_PANEL, help="Images per inference (bytes are reported per image; default 1)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", rich_help_panel=PROCESS_PANEL, help="Seconds: separable plans: before the worker processes are stopped (default 120); --transport tcp: a connected peer may stay silent before the receiver drops the connection (default 30)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", rich_help_panel=PROCESS_PANEL, help="Seconds: separable plans: before the worker processes are stopped (default 120); --transport tcp: a connected peer may stay silent before the receiver drops the connection (default 30); llm plans: the same (default 60)."),
     breakpoints: Optional[Path] = typer.Option(None, "--breakpoints", rich_help_panel=PROCESS_PANEL, help="--transport tcp: a breakpoint table (`splitopt bandwidth INSTANCE --exact -o TABLE`) in place of PLAN: every interval's plan is built at start; the plan in use follows the bandwidth (--bandwidth-schedule)."),
     bandwidth_schedule: Optional[str] = typer.Option(None, "--bandwidth-schedule", rich_help_panel=PROCESS_PANEL, help="With --breakpoints: SAMPLE:BITS_PER_S pairs, comma-separated, e.g. 0:20e6,5:2e6; before measured sample SAMPLE the table's link gets that bandwidth (the pacer) and the run switches to that interval's plan. Default: the link's bandwidth in the instance."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", rich_help_panel=PROCESS_PANEL, help="--transport tcp: samples run before the measured ones (not reported in the medians; default 1)."),
-    host: Optional[str] = typer.Option(None, "--host", rich_help_panel=PROCESS_PANEL, help="--transport tcp: address the receiving devices bind to and the senders connect to (default 127.0.0.1)."),
-    run_timeout: Optional[float] = typer.Option(None, "--run-timeout", rich_help_panel=PROCESS_PANEL, help="--transport tcp: seconds for the whole run (building the model in every process included; default 1800); then every process is stopped."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", rich_help_panel=PROCESS_PANEL, help="--transport tcp: samples run before the measured ones (not reported in the medians; default 1); llm plans: untimed generations before the timed ones (default 1)."),
+    host: Optional[str] = typer.Option(None, "--host", rich_help_panel=PROCESS_PANEL, help="--transport tcp and llm plans: address the receiving processes bind to and the senders connect to (default 127.0.0.1)."),
+    run_timeout: Optional[float] = typer.Option(None, "--run-timeout", rich_help_panel=PROCESS_PANEL, help="--transport tcp and llm plans: seconds for the whole run (building the model in every process included; default 1800, llm 900); then every process is stopped."),
     max_frame_bytes: Optional[int] = typer.Option(None, "--max-frame-bytes", rich_help_panel=PROCESS_PANEL, help="--transport tcp: largest frame payload a receiver accepts, bytes (default 256 MiB); a larger one is refused (one logged line) and the connection dropped."),
     chunk_bytes: Optional[int] = typer.Option(None, "--chunk-bytes", rich_help_panel=PROCESS_PANEL, help="--transport tcp: bytes the pacer writes at a time (each at the time its last bit would arrive over the link; default 1448)."),
     threads: Optional[int] = typer.Option(None, "--threads", rich_help_panel=PROCESS_PANEL, help="--transport tcp: torch threads per process (default: this process's torch default)."),

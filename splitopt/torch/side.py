@@ -21,7 +21,8 @@ What a side offers (each piece optional; the class attributes say which):
   :meth:`TorchSide.check_partition_plan`, :meth:`TorchSide.cut`,
   :meth:`TorchSide.evaluator_crossings`, :meth:`TorchSide.check_split`;
 * ``splitopt profile MODEL``: :attr:`TorchSide.profile_models` (the models its own
-  profiler builds), :attr:`TorchSide.profile_options` and :meth:`TorchSide.profile`;
+  profiler builds; :meth:`TorchSide.builds_model` where names follow a pattern),
+  :attr:`TorchSide.profile_options` and :meth:`TorchSide.profile`;
 * :attr:`TorchSide.former_verbs`: the family's own former command names (hidden aliases
   of ``profile`` and ``run``), so that the command line finds the side of an alias by the
   name the user typed.
@@ -130,6 +131,11 @@ class TorchSide:
     profile_models: ClassVar[tuple[str, ...]] = ()
     #: the options of that profiler (a dataclass, as :attr:`run_options`)
     profile_options: ClassVar[type | None] = None
+
+    def builds_model(self, model: str) -> bool:
+        """Whether this side's profiler builds ``model`` (default: one of
+        :attr:`profile_models`; a side whose models are named by a pattern says so)."""
+        return model in self.profile_models
 
     def check_profile_model(self, model: str, option: str = "MODEL") -> None:
         """InvalidOption (one line naming ``option``) unless ``model`` is one of

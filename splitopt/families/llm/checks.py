@@ -23,6 +23,7 @@ def check_llm(inst: Instance[LlmSettings]) -> None:
     check_pins(inst)
     check_model(inst)
     check_errors(inst)
+    check_measured(inst)
     check_sizes(inst)
     check_times(inst)
 
@@ -40,7 +41,8 @@ def check_graph(inst: Instance[LlmSettings]) -> None:
                                   f"line, each reading the one before ({shown(previous)}), got {shown(list(layer.inputs))}")
         if layer.latency_ms:
             raise InvalidInstance(f"instance.graph.layers[{i}].latency_ms: problem 'llm' computes prefill and decode "
-                                  "times from macs, weights and memory bandwidth; measured tables are not read here")
+                                  "times from macs, weights and memory bandwidth, or reads measured times from "
+                                  "settings.measured; layer latency tables are not read here")
         previous = layer.name
 
 
@@ -140,6 +142,30 @@ def check_errors(inst: Instance[LlmSettings]) -> None:
             if bits < REFERENCE_BITS and layer.weights and bits not in layer.weight_error:
                 raise InvalidInstance(f"instance.graph.layers[{i}].weight_error: no entry for {bits} bits (settings."
                                       f"error_budget is set and {bits} is in settings.bit_widths)")
+
+
+def check_measured(inst: Instance[LlmSettings]) -> None:
+    """Measured times: prompt lengths and contexts increasing (contexts at least two, for
+    the line), one time per length and per context, known parts, and a bit-width the
+    device runs."""
+    for device, m in inst.settings.measured.items():
+        where = f"instance.settings.measured.{device}"
+        for key, values, least in (("prompt_tokens", m.prompt_tokens, 1), ("contexts", m.contexts, 2)):
+            if len(values) < least or any(b <= a for a, b in zip(values, values[1:])):
+                raise InvalidInstance(f"{where}.{key}: must be {least} or more lengths in increasing order, got "
+                                      f"{list(values)}")
+        runs = inst.device_by_name[device].bit_widths
+        if m.weight_bits not in runs:
+            raise InvalidInstance(f"{where}.weight_bits: {m.weight_bits} bits is not a bit-width device '{device}' "
+                                  f"runs ({list(runs)})")
+        for name, (prefill, decode) in m.parts.items():
+            if name not in inst.layer_by_name:
+                raise InvalidInstance(f"{where}.parts.{name}: unknown layer")
+            for key, times, grid in (("prefill_ms", prefill, "prompt_tokens"), ("decode_ms", decode, "contexts")):
+                want = len(getattr(m, grid))
+                if len(times) != want:
+                    raise InvalidInstance(f"{where}.parts.{name}.{key}: {len(times)} times for the {want} lengths of "
+                                          f"{where}.{grid}")
 
 
 def check_sizes(inst: Instance[LlmSettings]) -> None:

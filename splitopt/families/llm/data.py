@@ -29,7 +29,10 @@ contexts ``c = P+1 .. P+G-1``):
 ``macs_l``: the layer's ``macs`` (per token); ``read_l``: weights read per generated token
 (all, one row for an embedding, ``model.active_weights`` where given); ``kv_l = 2 x
 kv_heads x head_dim`` and ``attn_l = 2 x attention_heads x head_dim`` for a block, 0
-otherwise. A link from ``d`` to ``e`` at the boundary before part ``b`` carries ``P *
+otherwise. Where ``settings.measured[d]`` holds a part's times at bit-width ``w``
+(:mod:`splitopt.families.llm.measured`), they replace the roofline of that part on ``d``
+at ``w``: prefill interpolated at ``P``, decode steps from the line fitted to the measured
+contexts (``max(0, alpha + beta c)``, the same mean over the decode steps). A link from ``d`` to ``e`` at the boundary before part ``b`` carries ``P *
 out_{b-1}`` activations in the prefill and ``out_{b-1}`` per decode step; in a ring the last
 device sends the sampled token (the graph input's size) back to the first.
 """
@@ -259,12 +262,19 @@ def _part_tables(inst: Instance[LlmSettings], devices: list[Device], widths: tup
     shape = (n, D, W)
     pre, dec, dec_first, dec_last = (np.full(shape, math.inf) for _ in range(4))
     for i in range(n):
+        name = inst.layers[i].name
         for d, dev in enumerate(devices):
+            measured = s.measured.get(dev.name)
             for w, bits in enumerate(widths):
                 if not runs[d, w]:
                     continue
-                pre[i, d, w] = prefill_ms(inst, i, dev, bits)
-                lines = decode_lines(inst, i, dev, bits)
+                if measured is not None and measured.weight_bits == bits and name in measured.parts:
+                    pre[i, d, w] = measured.prefill_ms(name, s.prompt_tokens)
+                    alpha, beta = measured.decode_line(name)
+                    lines = (0.0, 0.0, alpha, beta)  # max(0, alpha + beta c)
+                else:
+                    pre[i, d, w] = prefill_ms(inst, i, dev, bits)
+                    lines = decode_lines(inst, i, dev, bits)
                 dec[i, d, w] = mean_decode_ms(lines, first, last)
                 dec_first[i, d, w] = decode_step_ms(lines, first)
                 dec_last[i, d, w] = decode_step_ms(lines, last)

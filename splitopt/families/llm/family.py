@@ -47,6 +47,7 @@ class LlmFamily(Family):
     settings_class = LlmSettings
     plan_format = PLAN_FORMAT
     program_kinds = ("cpsat", "linear")
+    torch_side = "splitopt.torch.llm.side:LlmSide"
     default_backend = "cpsat"
     description = ("a decoder language model over heterogeneous devices: prefill, decode and the KV cache; device "
                    "choice, order, layer ranges and bits")

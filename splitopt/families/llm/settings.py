@@ -1,8 +1,10 @@
 """The llm family's settings (problem ``llm``): the decoder's shape (``model``), the
 scenario (prompt, generated tokens, context limit, concurrent streams), the precisions
 (weight bit-widths to choose from, KV cache and activation bits), the topology (a chain
-or a ring) and the user's limits (devices not to use, layer ranges pinned to a device, an
-error budget over the weight bit-widths). Imports nothing heavy.
+or a ring), the user's limits (devices not to use, layer ranges pinned to a device, an
+error budget over the weight bit-widths) and the times measured on a device, where a
+profile measured them (``measured``: :mod:`splitopt.families.llm.measured`). Imports
+nothing heavy.
 
 Layers of an llm instance are the model's parts in execution order, each reading the one
 before it; three ops have a meaning here (``formulations/llm.md``): ``embedding`` (reads
@@ -19,6 +21,7 @@ from typing import Any, ClassVar, Mapping
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.jsonfile import shown
 from splitopt.core.settings import FamilySettings
+from splitopt.families.llm.measured import MEASURED_SCHEMA, MeasuredTimes
 from splitopt.families.settings_fields import optional_float, schema_of, unused_schema
 
 PROBLEM = "llm"
@@ -125,6 +128,7 @@ class LlmSettings(FamilySettings):
     error_budget: float | None = None
     exclude: tuple[str, ...] = ()
     pins: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    measured: Mapping[str, MeasuredTimes] = field(default_factory=dict)
 
     SCHEMA: ClassVar[Mapping[str, Any]] = {
         "model": MODEL_SCHEMA,
@@ -154,6 +158,7 @@ class LlmSettings(FamilySettings):
                                           "items": {"$ref": "#/$defs/identifier"}},
                  "description": "Device -> [first layer, last layer]: layers the device must run (its range "
                                 "holds them)."},
+        "measured": MEASURED_SCHEMA,
     }
     REQUIRED: ClassVar[tuple[str, ...]] = ("model",)
     UNUSED: ClassVar[Mapping[str, Any]] = unused_schema(PROBLEM_TEXT, "edge", "cloud", "edge_memory_bytes",
@@ -178,6 +183,7 @@ class LlmSettings(FamilySettings):
             error_budget=optional_float(raw, "error_budget"),
             exclude=tuple(raw.get("exclude", ())),
             pins={str(d): (str(r[0]), str(r[1])) for d, r in raw.get("pins", {}).items()},
+            measured={str(d): MeasuredTimes.from_json(m) for d, m in raw.get("measured", {}).items()},
         )
         settings.check_devices(devices)
         return settings
@@ -192,13 +198,20 @@ class LlmSettings(FamilySettings):
             if name not in devices:
                 raise InvalidInstance(f"instance.settings.pins.{name}: unknown device (devices: "
                                       f"{', '.join(sorted(devices))})")
+        for name in self.measured:
+            if name not in devices:
+                raise InvalidInstance(f"instance.settings.measured.{name}: unknown device (devices: "
+                                      f"{', '.join(sorted(devices))})")
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model.to_json(), "prompt_tokens": self.prompt_tokens,
-                "generated_tokens": self.generated_tokens, "context_limit": self.context_limit,
-                "streams": self.streams, "topology": self.topology, "bit_widths": list(self.bit_widths),
-                "kv_bits": self.kv_bits, "activation_bits": self.activation_bits, "error_budget": self.error_budget,
-                "exclude": list(self.exclude), "pins": {d: list(r) for d, r in self.pins.items()}}
+        out = {"model": self.model.to_json(), "prompt_tokens": self.prompt_tokens,
+               "generated_tokens": self.generated_tokens, "context_limit": self.context_limit,
+               "streams": self.streams, "topology": self.topology, "bit_widths": list(self.bit_widths),
+               "kv_bits": self.kv_bits, "activation_bits": self.activation_bits, "error_budget": self.error_budget,
+               "exclude": list(self.exclude), "pins": {d: list(r) for d, r in self.pins.items()}}
+        if self.measured:
+            out["measured"] = {d: m.to_json() for d, m in self.measured.items()}
+        return out
 
     def describe(self) -> str:
         return (f"{self.topology}, prompt {self.prompt_tokens} + {self.generated_tokens} tokens, context "

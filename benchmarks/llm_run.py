@@ -1,0 +1,156 @@
+"""Benchmark of the llm family's torch bridge: decoders profiled on this host, solved, and run
+split over two processes; measured time to first token and tokens/s against the
+evaluator's prediction.
+
+For each model (``gpt2``: the configuration of openai-community/gpt2, 124 M weights; the
+Llama-architecture ``llama-l6-h384-a6-kv2-i1024-v4096``; random weights, float32, one
+torch thread per process):
+
+1. ``splitopt profile MODEL --devices host,host2`` (two processes of this host, times
+   measured here, the loopback link measured between two processes);
+2. solved by ``splitopt solve`` for the throughput of two streams (objective
+   ``throughput``, ``streams`` 2: the exact method balances the two stages; for one stream
+   on two equal devices the optimum is one device, as a loopback link only adds time);
+3. ``splitopt run INSTANCE PLAN --json`` (one stream): the median of ``--repeats``
+   generations after one untimed.
+
+Steps 1-3 are one round, repeated ``--rounds`` times (a fresh profile each round, so that
+the profile and the run see the same load on a shared host); the table gives the median
+over rounds of measured / predicted time to first token and tokens/s, and per stage and
+link.
+
+The host is shared with other jobs: the load average before and after each model is
+reported. Run: ``python benchmarks/llm_run.py [--rounds 3] [--repeats 5]``; writes
+``benchmarks/results/llm_run.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from machine import machine  # noqa: E402
+
+MODELS = ("gpt2", "llama-l6-h384-a6-kv2-i1024-v4096")
+#: the scenario (tokens)
+PROMPT, GENERATED = 64, 32
+OUT = ROOT / "benchmarks" / "results" / "llm_run.md"
+
+
+def splitopt(*args: str) -> str:
+    """Run ``python -m splitopt ARGS`` (this checkout), its stdout; exits on a failure."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "splitopt", *args], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"splitopt {' '.join(args)}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def round_trip(model: str, repeats: int, workdir: Path) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """One round: profile, solve, run; the run's report, the instance's data, the profile's seconds."""
+    instance, balanced, plan = (workdir / f"{model}{s}.json" for s in ("", "_balanced", "_plan"))
+    t0 = time.perf_counter()
+    splitopt("profile", model, "-o", str(instance), "--devices", "host,host2", "--prompt-tokens", str(PROMPT),
+             "--generated-tokens", str(GENERATED), "--quiet")
+    profile_s = time.perf_counter() - t0
+    data = json.loads(instance.read_text())
+    data["settings"].update(objective="throughput", streams=2)
+    balanced.write_text(json.dumps(data, indent=1))
+    splitopt("solve", str(balanced), "-o", str(plan), "--quiet")
+    report = json.loads(splitopt("run", str(balanced), str(plan), "--repeats", str(repeats), "--json"))
+    return report, data, profile_s
+
+
+def bench(model: str, rounds: int, repeats: int, workdir: Path) -> dict[str, Any]:
+    before = load()
+    done = [round_trip(model, repeats, workdir) for _ in range(rounds)]
+    reports, data, profile_s = [r for r, _, _ in done], done[0][1], done[0][2]
+    after = load()
+    return {"model": model, "profile_s": profile_s, "load_before": before, "load_after": after, "reports": reports,
+            "weights": sum(layer["weights"] for layer in data["graph"]["layers"]),
+            "stages": [f"{s['device']} {s['first']}..{s['last']}" for s in reports[0]["stages"]],
+            "splits": [" / ".join(f"{s['first']}..{s['last']}" for s in r["stages"]) for r in reports]}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def table(results: list[dict[str, Any]]) -> list[str]:
+    lines = ["| model | split | ttft measured ms | predicted ms | ratio | tokens/s measured | predicted | ratio | "
+             "greedy tokens equal |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        reps = r["reports"]
+        m_ttft = median([x["measured"]["ttft_ms"] for x in reps])
+        p_ttft = median([x["predicted"]["ttft_ms"] for x in reps])
+        m_tps = median([x["measured"]["tokens_per_s"] for x in reps])
+        p_tps = median([x["predicted"]["tokens_per_s"] for x in reps])
+        lines.append(f"| {r['model']} ({r['weights'] / 1e6:.1f} M) | {' / '.join(r['stages'])} | {m_ttft:.2f} | "
+                     f"{p_ttft:.2f} | {median([x['ratios']['ttft'] for x in reps]):.2f} | {m_tps:.1f} | {p_tps:.1f} | "
+                     f"{median([x['ratios']['tokens_per_s'] for x in reps]):.2f} | "
+                     f"{all(x['tokens_equal'] for x in reps)} |")
+    return lines
+
+
+def pieces(r: dict[str, Any]) -> list[str]:
+    """Per stage and link of one model: medians over the rounds, measured and predicted."""
+    reps = r["reports"]
+    lines = [f"**{r['model']}** (load average before {r['load_before']}, after {r['load_after']}; profile "
+             f"{r['profile_s']:.0f} s; the first round's split, predicted figures of its profile):", "", "| piece | prefill measured ms | predicted | decode step measured ms | "
+             "predicted |", "|---|---|---|---|---|"]
+    for k, st in enumerate(reps[0]["stages"]):
+        m = [x["stages"][k]["measured"] for x in reps]
+        p = st["predicted"]
+        lines.append(f"| stage {st['device']} ({st['first']}..{st['last']}) | {median([v['prefill_ms'] for v in m]):.3f} "
+                     f"| {p['prefill_ms']:.3f} | {median([v['decode_ms'] for v in m]):.3f} | {p['decode_ms']:.3f} |")
+    for k, link in enumerate(reps[0]["links"]):
+        m = [x["links"][k]["measured"] for x in reps]
+        p = link["predicted"] or {"prefill_ms": float("nan"), "decode_ms": float("nan")}
+        lines.append(f"| link {link['source']}->{link['target']} ({link['carries']}) | "
+                     f"{median([v['prefill_ms'] for v in m]):.3f} | {p['prefill_ms']:.3f} | "
+                     f"{median([v['decode_ms'] for v in m]):.3f} | {p['decode_ms']:.3f} |")
+    rounds = ", ".join(f"{x['ratios']['ttft']:.2f}/{x['ratios']['tokens_per_s']:.2f}" for x in reps)
+    return lines + ["", f"Rounds (ttft ratio / tokens/s ratio): {rounds}; splits: {'; '.join(r['splits'])}.", ""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--models", default=",".join(MODELS))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="splitopt-llm-run-") as tmp:
+        results = [bench(m, args.rounds, args.repeats, Path(tmp)) for m in args.models.split(",")]
+    lines = ["# llm: measured against predicted, split over two processes", "",
+             f"Machine: {machine(shared=True)}. Written by `python benchmarks/llm_run.py --rounds {args.rounds} "
+             f"--repeats {args.repeats}` ({time.strftime('%Y-%m-%d')}).", "",
+             f"Each model profiled on this host (`splitopt profile MODEL --devices host,host2`, prompt {PROMPT} + "
+             f"{GENERATED} generated tokens, one torch thread per process, float32, random weights), solved for the "
+             "throughput of two streams (the exact method balances the stages), then run with one stream as two "
+             f"processes over loopback TCP (`splitopt run`): the median of {args.repeats} generations after one "
+             f"untimed; {args.rounds} such rounds, each with its own profile; below the median over the rounds. Ratio: "
+             "measured / predicted (tokens/s: of one stream, the sampled token's way back included).", "",
+             *table(results), ""]
+    for r in results:
+        lines += pieces(r)
+    OUT.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
