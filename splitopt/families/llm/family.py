@@ -21,10 +21,12 @@ from splitopt.search.space import SearchSpace
 # The family's modules need numpy; they are imported where used, so that listing the
 # families (``splitopt solvers``, ``splitopt schema``) loads none of it.
 _M = "splitopt.families.llm.methods:"
+_L = "splitopt.families.llm.limits:"
 
 METHODS = (
     Method("llm-dp", "exact dynamic program over device choice, order and contiguous ranges (every device at its "
-           "lowest bit-width: exact where the error budget cannot bind)", deferred(_M + "llm_dp"), kind="exact"),
+           "lowest bit-width: exact where the error budget cannot bind; no limit on the time to first token or the "
+           "tokens/s)", deferred(_L + "llm_dp"), kind="exact"),
     Method("memory-proportional-ring", "exo's rule: the fewest devices whose memory holds the weights, layers in "
            "proportion to memory (largest remainder); no compute, bandwidth or KV cache input",
            deferred(_M + "memory_proportional_ring"), hint=True),
@@ -123,13 +125,15 @@ class LlmFamily(Family):
         return llm_space(inst)
 
     def exact_method(self, inst: Instance) -> str | None:
-        """``llm-dp`` where it is exact (the error budget cannot bind, at most 10 devices,
-        8 in a ring); else ``milp-highs``, whose path program proves what CP-SAT's model
-        proves slower or not at all (``benchmarks/results/llm_solve.md``)."""
+        """``llm-dp`` where it is exact (the error budget cannot bind, no limit on the time
+        to first token or the tokens/s, at most 10 devices, 8 in a ring); else
+        ``milp-highs``, whose path program proves what CP-SAT's model proves slower or not
+        at all (``benchmarks/results/llm_solve.md``)."""
+        from splitopt.families.llm.limits import time_limit_refusal
         from splitopt.families.llm.methods import dp_refusal
 
         self.prepare(inst)
-        return "llm-dp" if dp_refusal(inst) is None else "milp-highs"
+        return "llm-dp" if dp_refusal(inst) is None and time_limit_refusal(inst) is None else "milp-highs"
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.llm.examples import random_data

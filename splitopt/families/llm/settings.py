@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Mapping
 
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.jsonfile import shown
+from splitopt.core.ranges import MAX_TOTAL_MS
 from splitopt.core.settings import FamilySettings
 from splitopt.families.settings_fields import optional_float, schema_of, unused_schema
 
@@ -35,6 +36,8 @@ REFERENCE_BITS = 16
 #: sizes and times stay within the ranges the programs represent exactly
 MAX_TOKENS = 2**24
 MAX_STREAMS = 2**16
+#: the largest tokens/s floor an instance may ask for (a time per token of 1 ns)
+MAX_TOKENS_PER_S = 1e9
 
 _TOKENS = {"type": "integer", "minimum": 1, "maximum": MAX_TOKENS}
 _COUNT = {"type": "integer", "minimum": 1, "maximum": 2**20}
@@ -111,7 +114,10 @@ class DecoderShape:
 @dataclass(frozen=True)
 class LlmSettings(FamilySettings):
     """See the module docstring and ``SCHEMA``. Tokens are counts; ``error_budget`` bounds
-    the summed ``weight_error`` of every layer at its device's bit-width (None: none)."""
+    the summed ``weight_error`` of every layer at its device's bit-width (None: none);
+    ``ttft_limit_ms`` bounds the time to first token (ms) and ``min_tokens_per_s`` the
+    pipeline's tokens/s over all streams from below (None: no limit), whatever the
+    objective."""
 
     model: DecoderShape
     prompt_tokens: int = 512
@@ -125,6 +131,8 @@ class LlmSettings(FamilySettings):
     error_budget: float | None = None
     exclude: tuple[str, ...] = ()
     pins: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    ttft_limit_ms: float | None = None
+    min_tokens_per_s: float | None = None
 
     SCHEMA: ClassVar[Mapping[str, Any]] = {
         "model": MODEL_SCHEMA,
@@ -154,6 +162,13 @@ class LlmSettings(FamilySettings):
                                           "items": {"$ref": "#/$defs/identifier"}},
                  "description": "Device -> [first layer, last layer]: layers the device must run (its range "
                                 "holds them)."},
+        "ttft_limit_ms": {"oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_TOTAL_MS}, {"type": "null"}],
+                          "description": "Limit on the time to first token (ms), whatever the objective; null: none."},
+        "min_tokens_per_s": {"oneOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TOKENS_PER_S},
+                                       {"type": "null"}],
+                             "description": "Least tokens/s of the pipeline over all streams (objective throughput's "
+                                            "measure: at most 1000 / it ms per token), whatever the objective; null: "
+                                            "none."},
     }
     REQUIRED: ClassVar[tuple[str, ...]] = ("model",)
     UNUSED: ClassVar[Mapping[str, Any]] = unused_schema(PROBLEM_TEXT, "edge", "cloud", "edge_memory_bytes",
@@ -178,6 +193,8 @@ class LlmSettings(FamilySettings):
             error_budget=optional_float(raw, "error_budget"),
             exclude=tuple(raw.get("exclude", ())),
             pins={str(d): (str(r[0]), str(r[1])) for d, r in raw.get("pins", {}).items()},
+            ttft_limit_ms=optional_float(raw, "ttft_limit_ms"),
+            min_tokens_per_s=optional_float(raw, "min_tokens_per_s"),
         )
         settings.check_devices(devices)
         return settings
@@ -198,11 +215,32 @@ class LlmSettings(FamilySettings):
                 "generated_tokens": self.generated_tokens, "context_limit": self.context_limit,
                 "streams": self.streams, "topology": self.topology, "bit_widths": list(self.bit_widths),
                 "kv_bits": self.kv_bits, "activation_bits": self.activation_bits, "error_budget": self.error_budget,
-                "exclude": list(self.exclude), "pins": {d: list(r) for d, r in self.pins.items()}}
+                "exclude": list(self.exclude), "pins": {d: list(r) for d, r in self.pins.items()},
+                "ttft_limit_ms": self.ttft_limit_ms, "min_tokens_per_s": self.min_tokens_per_s}
 
     def describe(self) -> str:
+        limits = "".join(f", {text}" for text in self.limit_texts())
         return (f"{self.topology}, prompt {self.prompt_tokens} + {self.generated_tokens} tokens, context "
-                f"{self.context_limit}, {self.streams} stream{'s' if self.streams != 1 else ''}")
+                f"{self.context_limit}, {self.streams} stream{'s' if self.streams != 1 else ''}{limits}")
+
+    @property
+    def ms_per_token_limit(self) -> float | None:
+        """The most ms per token of the pipeline ``min_tokens_per_s`` allows (None: no limit)."""
+        return None if self.min_tokens_per_s is None else 1000.0 / self.min_tokens_per_s
+
+    @property
+    def has_time_limits(self) -> bool:
+        """Whether a limit on the time to first token or on the tokens/s is set."""
+        return self.ttft_limit_ms is not None or self.min_tokens_per_s is not None
+
+    def limit_texts(self) -> list[str]:
+        """The time limits that are set, in words."""
+        out = []
+        if self.ttft_limit_ms is not None:
+            out.append(f"time to first token at most {self.ttft_limit_ms:g} ms")
+        if self.min_tokens_per_s is not None:
+            out.append(f"at least {self.min_tokens_per_s:g} tokens/s")
+        return out
 
     @property
     def reference_bits(self) -> int:
