@@ -158,3 +158,17 @@ class LlmFamily(Family):
     contract_examples = 60
     # ttft and token_latency are sums of stage times and link times (latency + bits / bandwidth)
     affine_objectives = ("ttft", "token_latency")
+    # time to first token against the pipeline's tokens/s (default), tokens/s against error
+    front_measure = "throughput"
+    front_measures = ("throughput", "error")
+    # auto: llm-dp where it is exact, else milp-highs (cpsat proves the large fronts' points slower)
+    front_backend = "auto"
+
+    def pareto_front(self, inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str,
+                     against: str = "throughput") -> Any:
+        """Time to first token against tokens/s, or (``against="error"``) tokens/s against
+        the weight error (``pareto.py``)."""
+        from splitopt.families.llm.pareto import pareto_front
+
+        self.prepare(inst)
+        return pareto_front(inst, solve, points, mode, against)
