@@ -187,6 +187,14 @@ def _status(res: SolveResult) -> str:
     return res.status.value
 
 
+def _label_changes(found: list[FrontPoint]) -> None:
+    """Keep a point's plot label (its devices) only where it differs from the point before."""
+    shown = None
+    for p in found:
+        label, p.label = p.label, (p.label if p.label != shown else "")
+        shown = label
+
+
 def pareto_front(inst: Any, solve: Solve, points: int, mode: str, against: str = MEASURES[0]) -> Front:
     """The front ``against`` (one of ``MEASURES``) with its table, JSON and plot marks: the
     instance's limits, and the point a solve of the instance returns where its objective
@@ -203,7 +211,8 @@ def pareto_front(inst: Any, solve: Solve, points: int, mode: str, against: str =
             ok = [p for p in found if s.error_budget is None or (p.measure or 0.0) <= s.error_budget * (1 + 1e-9)]
             chosen = min(ok, key=lambda p: p.latency_ms) if ok else None
         rows = [(f"{p.measure:.6g}", f"{p.latency_ms:.6g}", f"{p.result.metrics.tokens_per_s:.6g}",
-                 f"{p.result.metrics.ttft_ms:.6g}", p.label, _status(p.result)) for p in found]
+                 f"{p.result.metrics.ttft_ms:.6g}", _devices(p.result), _status(p.result)) for p in found]
+        _label_changes(found)
         records = [{"error_budget": p.budget, "error": p.measure, "ms_per_token": p.latency_ms,
                     "tokens_per_s": p.result.metrics.tokens_per_s, "ttft_ms": p.result.metrics.ttft_ms,
                     "status": _status(p.result), "gap": p.result.gap,
@@ -225,8 +234,9 @@ def pareto_front(inst: Any, solve: Solve, points: int, mode: str, against: str =
     elif inst.objective == "ttft":
         ok = [p for p in found if floor is None or (p.measure or 0.0) >= floor * (1 - 1e-9)]
         chosen = min(ok, key=lambda p: p.latency_ms) if ok else None
-    rows = [(f"{p.measure:.6g}", f"{p.result.metrics.ms_per_token:.6g}", f"{p.latency_ms:.6g}", p.label,
+    rows = [(f"{p.measure:.6g}", f"{p.result.metrics.ms_per_token:.6g}", f"{p.latency_ms:.6g}", _devices(p.result),
              _status(p.result)) for p in found]
+    _label_changes(found)
     records = [{"ttft_limit_ms": p.budget, "tokens_per_s": p.measure, "ms_per_token": p.result.metrics.ms_per_token,
                 "ttft_ms": p.latency_ms, "status": _status(p.result), "gap": p.result.gap,
                 "plan": p.result.plan.to_dict(inst)} for p in found]
