@@ -58,4 +58,5 @@ def pareto_front(inst: Any, solver: str | None = None, mode: str = "exact", poin
 
     if against is None or not fam.front_measures:
         return fam.pareto_front(inst, solve_variant, points, mode)
-    return fam.pareto_front(inst, solve_variant, points, mode, against=against)
+    several: Any = fam.pareto_front  # a family with front_measures takes against= (Family.pareto_front)
+    return several(inst, solve_variant, points, mode, against=against)

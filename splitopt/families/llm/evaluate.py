@@ -208,8 +208,8 @@ def _violations(inst: Instance[LlmSettings], d: LlmData, plan: LlmPlan, loads: t
     if s.ttft_limit_ms is not None and ttft > s.ttft_limit_ms * (1 + RTOL) + 1e-12:
         out.append(f"time to first token {ttft:.6g} ms exceeds the limit {s.ttft_limit_ms:.6g} ms "
                    "(settings.ttft_limit_ms)")
-    limit = s.ms_per_token_limit
-    if limit is not None and per_token > limit * (1 + RTOL) + 1e-12:
+    floor_ms = s.ms_per_token_limit
+    if floor_ms is not None and per_token > floor_ms * (1 + RTOL) + 1e-12:
         out.append(f"{1000.0 / per_token:.6g} tokens/s ({per_token:.6g} ms per token) is below the least "
                    f"{s.min_tokens_per_s:.6g} tokens/s (settings.min_tokens_per_s)")
     return out

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from splitopt.core import progress
 from splitopt.core.errors import NotApplicable
 from splitopt.core.front import Front, FrontPoint, Limit
-from splitopt.core.result import SolveResult, Status
+from splitopt.core.result import Status
 from splitopt.families.llm.settings import REFERENCE_BITS
 
 #: the fronts, the first the default (``splitopt pareto --against``)
@@ -43,10 +43,12 @@ STEP_RTOL = 1e-5
 #: solves per point of the error front at most, ties of equal tokens/s included
 TIE_SOLVES = 20
 
-Solve = Callable[[Any], SolveResult]
+#: a solve of a variant of the instance (``Family.pareto_front``); its results have a plan
+#: and metrics where their status has a plan
+Solve = Callable[[Any], Any]
 
 
-def _weaker(first: SolveResult, second: SolveResult | None, chosen: SolveResult) -> SolveResult:
+def _weaker(first: Any, second: Any, chosen: Any) -> Any:
     """``chosen`` (one of the two solves of a corner) with the weaker status of the two:
     a corner is proven only where both are."""
     if chosen.status is Status.OPTIMAL and any(r is not None and r.status is not Status.OPTIMAL
@@ -55,7 +57,7 @@ def _weaker(first: SolveResult, second: SolveResult | None, chosen: SolveResult)
     return chosen
 
 
-def _devices(res: SolveResult) -> str:
+def _devices(res: Any) -> str:
     """The plan's devices in order, with their bits where they differ."""
     stages = res.plan.stages
     bits = {st.bits for st in stages}
@@ -64,7 +66,7 @@ def _devices(res: SolveResult) -> str:
 
 # ----- time to first token against tokens/s ------------------------------------------------------
 
-def ttft_corner(inst: Any, solve: Solve, ttft_limit: float | None) -> SolveResult | None:
+def ttft_corner(inst: Any, solve: Solve, ttft_limit: float | None) -> Any:
     """The corner under ``ttft_limit`` (ms; None: none): the most tokens/s, then the least
     time to first token within ``STEP_RTOL`` of them; None where no plan meets the limit."""
     fast = solve(inst.with_settings(objective="throughput", ttft_limit_ms=ttft_limit))
@@ -84,7 +86,7 @@ def ttft_front(inst: Any, solve: Solve, points: int = 50, mode: str = "exact") -
     to first token; measure: tokens/s), by increasing tokens/s; dominated points dropped."""
     out: list[FrontPoint] = []
 
-    def add(limit: float | None, res: SolveResult) -> None:
+    def add(limit: float | None, res: Any) -> None:
         out.append(FrontPoint(limit, res, res.metrics.ttft_ms, res.metrics.tokens_per_s, _devices(res)))
 
     limit = inst.settings.ttft_limit_ms
@@ -145,7 +147,7 @@ def error_front(inst: Any, solve: Solve, points: int = 50, mode: str = "exact") 
     start = inst.settings.error_budget if inst.settings.error_budget is not None else free
     out: list[FrontPoint] = []
 
-    def run(budget: float) -> SolveResult | None:
+    def run(budget: float) -> Any:
         res = solve(inst.with_settings(objective="throughput", error_budget=budget))
         if not res.status.has_plan:
             return None
@@ -183,7 +185,7 @@ def error_front(inst: Any, solve: Solve, points: int = 50, mode: str = "exact") 
 
 # ----- the fronts as splitopt pareto shows them ---------------------------------------------------
 
-def _status(res: SolveResult) -> str:
+def _status(res: Any) -> str:
     return res.status.value
 
 
@@ -210,7 +212,7 @@ def pareto_front(inst: Any, solve: Solve, points: int, mode: str, against: str =
         if inst.objective == "throughput":
             ok = [p for p in found if s.error_budget is None or (p.measure or 0.0) <= s.error_budget * (1 + 1e-9)]
             chosen = min(ok, key=lambda p: p.latency_ms) if ok else None
-        rows = [(f"{p.measure:.6g}", f"{p.latency_ms:.6g}", f"{p.result.metrics.tokens_per_s:.6g}",
+        rows: list[tuple[str, ...]] = [(f"{p.measure:.6g}", f"{p.latency_ms:.6g}", f"{p.result.metrics.tokens_per_s:.6g}",
                  f"{p.result.metrics.ttft_ms:.6g}", _devices(p.result), _status(p.result)) for p in found]
         _label_changes(found)
         records = [{"error_budget": p.budget, "error": p.measure, "ms_per_token": p.latency_ms,
