@@ -211,12 +211,16 @@ class LlmSettings(FamilySettings):
                                       f"{', '.join(sorted(devices))})")
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model.to_json(), "prompt_tokens": self.prompt_tokens,
-                "generated_tokens": self.generated_tokens, "context_limit": self.context_limit,
-                "streams": self.streams, "topology": self.topology, "bit_widths": list(self.bit_widths),
-                "kv_bits": self.kv_bits, "activation_bits": self.activation_bits, "error_budget": self.error_budget,
-                "exclude": list(self.exclude), "pins": {d: list(r) for d, r in self.pins.items()},
-                "ttft_limit_ms": self.ttft_limit_ms, "min_tokens_per_s": self.min_tokens_per_s}
+        out = {"model": self.model.to_json(), "prompt_tokens": self.prompt_tokens,
+               "generated_tokens": self.generated_tokens, "context_limit": self.context_limit,
+               "streams": self.streams, "topology": self.topology, "bit_widths": list(self.bit_widths),
+               "kv_bits": self.kv_bits, "activation_bits": self.activation_bits, "error_budget": self.error_budget,
+               "exclude": list(self.exclude), "pins": {d: list(r) for d, r in self.pins.items()}}
+        # the limits on time where set (an instance without them reads and writes as before)
+        for key in ("ttft_limit_ms", "min_tokens_per_s"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
 
     def describe(self) -> str:
         limits = "".join(f", {text}" for text in self.limit_texts())
