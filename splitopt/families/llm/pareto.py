@@ -98,7 +98,8 @@ def ttft_front(inst: Any, solve: Solve, points: int = 50, mode: str = "exact") -
     if mode == "grid" and points > 1:
         progress.step(f"point 2 of {points}: least time to first token")
         least = solve(inst.with_settings(objective="ttft"))
-        low, high = least.metrics.ttft_ms, first.metrics.ttft_ms
+        high = first.metrics.ttft_ms
+        low = least.metrics.ttft_ms if least.status.has_plan else high
         for k in range(points - 1):
             eps = low + (high - low) * k / max(1, points - 2)
             progress.step(f"point {k + 2} of {points}: time to first token at most {eps:.6g} ms")
