@@ -9,6 +9,7 @@ cache at the context limit, links, pins and an error budget. Formulation:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Iterator, Sequence
 
 from splitopt.core.errors import NotApplicable
@@ -21,12 +22,10 @@ from splitopt.search.space import SearchSpace
 # The family's modules need numpy; they are imported where used, so that listing the
 # families (``splitopt solvers``, ``splitopt schema``) loads none of it.
 _M = "splitopt.families.llm.methods:"
-_L = "splitopt.families.llm.limits:"
 
 METHODS = (
     Method("llm-dp", "exact dynamic program over device choice, order and contiguous ranges (every device at its "
-           "lowest bit-width: exact where the error budget cannot bind; no limit on the time to first token or the "
-           "tokens/s)", deferred(_L + "llm_dp"), kind="exact"),
+           "lowest bit-width: exact where the error budget cannot bind)", deferred(_M + "llm_dp"), kind="exact"),
     Method("memory-proportional-ring", "exo's rule: the fewest devices whose memory holds the weights, layers in "
            "proportion to memory (largest remainder); no compute, bandwidth or KV cache input",
            deferred(_M + "memory_proportional_ring"), hint=True),
@@ -110,7 +109,9 @@ class LlmFamily(Family):
         raise NotApplicable(f"problem 'llm' builds no program of kind '{kind}'")
 
     def methods(self) -> Sequence[Method]:
-        return METHODS
+        # llm-dp runs behind its refusal of a limit on time it cannot hold (``limits.py``)
+        limited = deferred("splitopt.families.llm.limits:llm_dp")
+        return tuple(dataclasses.replace(m, run=limited) if m.name == "llm-dp" else m for m in METHODS)
 
     def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Any]:
         from splitopt.families.llm.enumerate import enumerate_plans
@@ -125,15 +126,14 @@ class LlmFamily(Family):
         return llm_space(inst)
 
     def exact_method(self, inst: Instance) -> str | None:
-        """``llm-dp`` where it is exact (the error budget cannot bind, no limit on the time
-        to first token or the tokens/s, at most 10 devices, 8 in a ring); else
-        ``milp-highs``, whose path program proves what CP-SAT's model proves slower or not
-        at all (``benchmarks/results/llm_solve.md``)."""
-        from splitopt.families.llm.limits import time_limit_refusal
+        """``llm-dp`` where it is exact (the error budget cannot bind, at most 10 devices,
+        8 in a ring); else ``milp-highs``, whose path program proves what CP-SAT's model
+        proves slower or not at all (``benchmarks/results/llm_solve.md``)."""
         from splitopt.families.llm.methods import dp_refusal
 
         self.prepare(inst)
-        return "llm-dp" if dp_refusal(inst) is None and time_limit_refusal(inst) is None else "milp-highs"
+        # a limit on the time to first token or the tokens/s: llm-dp refuses it (limits.py)
+        return "llm-dp" if dp_refusal(inst) is None and not inst.settings.has_time_limits else "milp-highs"
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.llm.examples import random_data
