@@ -129,10 +129,10 @@ class LlmSettings(FamilySettings):
     kv_bits: int = 16
     activation_bits: int = 16
     error_budget: float | None = None
-    exclude: tuple[str, ...] = ()
-    pins: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     ttft_limit_ms: float | None = None
     min_tokens_per_s: float | None = None
+    exclude: tuple[str, ...] = ()
+    pins: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     SCHEMA: ClassVar[Mapping[str, Any]] = {
         "model": MODEL_SCHEMA,
@@ -155,13 +155,6 @@ class LlmSettings(FamilySettings):
         "kv_bits": {"enum": list(KV_BITS), "description": "Bits per element of the KV cache (default 16)."},
         "activation_bits": {"$ref": "#/$defs/bits",
                             "description": "Bits per element of the hidden states held and sent (default 16)."},
-        "exclude": {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/identifier"},
-                    "description": "Devices not to use."},
-        "pins": {"type": "object",
-                 "additionalProperties": {"type": "array", "minItems": 2, "maxItems": 2,
-                                          "items": {"$ref": "#/$defs/identifier"}},
-                 "description": "Device -> [first layer, last layer]: layers the device must run (its range "
-                                "holds them)."},
         "ttft_limit_ms": {"oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_TOTAL_MS}, {"type": "null"}],
                           "description": "Limit on the time to first token (ms), whatever the objective; null: none."},
         "min_tokens_per_s": {"oneOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TOKENS_PER_S},
@@ -169,6 +162,13 @@ class LlmSettings(FamilySettings):
                              "description": "Least tokens/s of the pipeline over all streams (objective throughput's "
                                             "measure: at most 1000 / it ms per token), whatever the objective; null: "
                                             "none."},
+        "exclude": {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/identifier"},
+                    "description": "Devices not to use."},
+        "pins": {"type": "object",
+                 "additionalProperties": {"type": "array", "minItems": 2, "maxItems": 2,
+                                          "items": {"$ref": "#/$defs/identifier"}},
+                 "description": "Device -> [first layer, last layer]: layers the device must run (its range "
+                                "holds them)."},
     }
     REQUIRED: ClassVar[tuple[str, ...]] = ("model",)
     UNUSED: ClassVar[Mapping[str, Any]] = unused_schema(PROBLEM_TEXT, "edge", "cloud", "edge_memory_bytes",
@@ -191,10 +191,10 @@ class LlmSettings(FamilySettings):
             kv_bits=int(raw.get("kv_bits", 16)),
             activation_bits=int(raw.get("activation_bits", 16)),
             error_budget=optional_float(raw, "error_budget"),
-            exclude=tuple(raw.get("exclude", ())),
-            pins={str(d): (str(r[0]), str(r[1])) for d, r in raw.get("pins", {}).items()},
             ttft_limit_ms=optional_float(raw, "ttft_limit_ms"),
             min_tokens_per_s=optional_float(raw, "min_tokens_per_s"),
+            exclude=tuple(raw.get("exclude", ())),
+            pins={str(d): (str(r[0]), str(r[1])) for d, r in raw.get("pins", {}).items()},
         )
         settings.check_devices(devices)
         return settings
