@@ -172,9 +172,8 @@ def test_ttft_front_is_the_pareto_set_of_every_plan(seed):
 @example(14).via("a front of eight corners")
 @example(36).via("a front of seven corners")
 def test_error_front_is_the_pareto_set_of_every_plan(seed):
-    inst = fam.random_instance(seed)
-    budget = inst.settings.error_budget
-    judged = inst.with_settings(error_budget=free_error_budget(inst) if budget is None else budget)
+    inst = fam.random_instance(seed)  # its own error budget is drawn on the plot, not applied to the sweep
+    judged = inst.with_settings(error_budget=free_error_budget(inst))
     fam.prepare(judged)
     ok = [m for _, m in every_plan(judged) if m.feasible]
     if not ok:
@@ -199,6 +198,20 @@ def test_grid_mode_and_the_front_on_a_shipped_instance(tmp_path):
     assert 2 <= len(grid.points) <= 3 and grid.mode == "grid"
     ends = {round(p.measure, 6) for p in grid.points}
     assert round(exact.points[-1].measure, 6) in ends  # the fastest pipeline is the grid's last point too
+
+
+def test_the_instance_limits_on_the_measures_are_drawn_and_pick_the_starred_point():
+    base = fam.random_instance(5).with_settings(objective="throughput")  # a front of three corners
+    free = pareto_front(base)
+    assert len(free.points) == 3
+    limit = (free.points[1].latency_ms + free.points[2].latency_ms) / 2
+    inst = base.with_settings(ttft_limit_ms=limit)
+    front = pareto_front(inst)
+    assert [p.latency_ms for p in front.points] == [p.latency_ms for p in free.points]  # not cut at the limit
+    assert [(lim.axis, lim.value) for lim in front.limits] == [("latency", limit)]
+    best = solve(inst, "auto")  # the most tokens/s with the first token within the limit
+    assert front.chosen is front.points[1]
+    assert abs(front.chosen.measure - best.metrics.tokens_per_s) <= 1e-9 * front.chosen.measure
 
 
 def test_against_names_the_fronts():

@@ -6,9 +6,9 @@ ms_per_token``), which is one stream's where ``streams`` is 1:
   solves: the most tokens/s with the time to first token within a limit
   (``settings.ttft_limit_ms``), then the least time to first token at those tokens/s
   (``settings.min_tokens_per_s``, relaxed by ``STEP_RTOL``), which removes the plans the
-  first solve may return that another dominates. The first limit is the instance's own
-  (none: the fastest pipeline's corner), each next one ``STEP_RTOL`` below the last
-  corner's time to first token, down to the least time to first token there is.
+  first solve may return that another dominates. The first corner has no limit (the
+  fastest pipeline), each next limit is ``STEP_RTOL`` below the last corner's time to
+  first token, down to the least time to first token there is.
 * ``error``: the pipeline's time per token against the summed weight error of the
   bit-widths. The most tokens/s with the error within a budget (``settings.error_budget``),
   from a budget no plan can exceed down to ``STEP_RTOL`` below each corner's error, until
@@ -20,8 +20,10 @@ Every point is the optimum of its solves (proven where they are OPTIMAL): the ti
 first token (or the error) is the least among the plans whose tokens/s are within
 ``STEP_RTOL`` of the point's, and no two points lie within ``STEP_RTOL`` of each other's
 limit. ``grid`` mode solves ``points`` limits evenly spaced between the two ends instead.
-The instance's other limits (memory, pins, its error budget and time limits) hold at
-every point.
+The instance's own limits on the front's two measures are not applied to the sweep: the
+plot draws them and stars the point a solve of the instance returns; its other limits
+(memory, links, pins; the error budget on the first front, the time to first token limit
+on the second) hold at every point.
 """
 
 from __future__ import annotations
@@ -69,13 +71,10 @@ def _devices(res: Any) -> str:
 def ttft_corner(inst: Any, solve: Solve, ttft_limit: float | None) -> Any:
     """The corner under ``ttft_limit`` (ms; None: none): the most tokens/s, then the least
     time to first token within ``STEP_RTOL`` of them; None where no plan meets the limit."""
-    fast = solve(inst.with_settings(objective="throughput", ttft_limit_ms=ttft_limit))
+    fast = solve(inst.with_settings(objective="throughput", ttft_limit_ms=ttft_limit, min_tokens_per_s=None))
     if not fast.status.has_plan:
         return None
     floor_ms = fast.metrics.ms_per_token * (1 + STEP_RTOL)
-    own = inst.settings.ms_per_token_limit
-    if own is not None:
-        floor_ms = min(floor_ms, own)
     lean = solve(inst.with_settings(objective="ttft", ttft_limit_ms=ttft_limit, min_tokens_per_s=1000.0 / floor_ms))
     better = lean.status.has_plan and lean.metrics.ttft_ms <= fast.metrics.ttft_ms
     return _weaker(fast, lean, lean if better else fast)
@@ -89,15 +88,14 @@ def ttft_front(inst: Any, solve: Solve, points: int = 50, mode: str = "exact") -
     def add(limit: float | None, res: Any) -> None:
         out.append(FrontPoint(limit, res, res.metrics.ttft_ms, res.metrics.tokens_per_s, _devices(res)))
 
-    limit = inst.settings.ttft_limit_ms
     progress.step(f"point 1 of {points if mode == 'grid' else f'at most {points}'}: most tokens/s")
-    first = ttft_corner(inst, solve, limit)
+    first = ttft_corner(inst, solve, None)
     if first is None:
         return out
-    add(limit, first)
+    add(None, first)
     if mode == "grid" and points > 1:
         progress.step(f"point 2 of {points}: least time to first token")
-        least = solve(inst.with_settings(objective="ttft"))
+        least = solve(inst.with_settings(objective="ttft", ttft_limit_ms=None, min_tokens_per_s=None))
         high = first.metrics.ttft_ms
         low = least.metrics.ttft_ms if least.status.has_plan else high
         for k in range(points - 1):
@@ -144,12 +142,11 @@ def free_error_budget(inst: Any) -> float:
 def error_front(inst: Any, solve: Solve, points: int = 50, mode: str = "exact") -> list[FrontPoint]:
     """The corners (budget: the error budget solved under; latency: ms per token of the
     pipeline; measure: the summed error), by increasing error; dominated points dropped."""
-    free = free_error_budget(inst)
-    start = inst.settings.error_budget if inst.settings.error_budget is not None else free
+    start = free_error_budget(inst)
     out: list[FrontPoint] = []
 
     def run(budget: float) -> Any:
-        res = solve(inst.with_settings(objective="throughput", error_budget=budget))
+        res = solve(inst.with_settings(objective="throughput", error_budget=budget, min_tokens_per_s=None))
         if not res.status.has_plan:
             return None
         out.append(FrontPoint(budget, res, res.metrics.ms_per_token, res.metrics.error, _devices(res)))
@@ -211,7 +208,8 @@ def pareto_front(inst: Any, solve: Solve, points: int, mode: str, against: str =
             limits.append(Limit("latency", s.ms_per_token_limit, f"at least {floor:g} tokens/s"))
         chosen = None
         if inst.objective == "throughput":
-            ok = [p for p in found if s.error_budget is None or (p.measure or 0.0) <= s.error_budget * (1 + 1e-9)]
+            ok = [p for p in found if (s.error_budget is None or (p.measure or 0.0) <= s.error_budget * (1 + 1e-9))
+                  and (s.ms_per_token_limit is None or p.latency_ms <= s.ms_per_token_limit * (1 + 1e-9))]
             chosen = min(ok, key=lambda p: p.latency_ms) if ok else None
         rows: list[tuple[str, ...]] = [(f"{p.measure:.6g}", f"{p.latency_ms:.6g}", f"{p.result.metrics.tokens_per_s:.6g}",
                  f"{p.result.metrics.ttft_ms:.6g}", _devices(p.result), _status(p.result)) for p in found]
@@ -231,11 +229,11 @@ def pareto_front(inst: Any, solve: Solve, points: int, mode: str, against: str =
     if floor is not None:
         limits.append(Limit("measure", floor, f"at least {floor:g} tokens/s"))
     chosen = None
+    ok = [p for p in found if (s.ttft_limit_ms is None or p.latency_ms <= s.ttft_limit_ms * (1 + 1e-9))
+          and (floor is None or (p.measure or 0.0) >= floor * (1 - 1e-9))]
     if inst.objective == "throughput":
-        ok = [p for p in found if s.ttft_limit_ms is None or p.latency_ms <= s.ttft_limit_ms * (1 + 1e-9)]
         chosen = max(ok, key=lambda p: p.measure or 0.0) if ok else None
     elif inst.objective == "ttft":
-        ok = [p for p in found if floor is None or (p.measure or 0.0) >= floor * (1 - 1e-9)]
         chosen = min(ok, key=lambda p: p.latency_ms) if ok else None
     rows = [(f"{p.measure:.6g}", f"{p.result.metrics.ms_per_token:.6g}", f"{p.latency_ms:.6g}", _devices(p.result),
              _status(p.result)) for p in found]
