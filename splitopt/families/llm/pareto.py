@@ -86,7 +86,7 @@ def ttft_front(inst: Any, solve: Solve, points: int = 50, mode: str = "exact") -
     out: list[FrontPoint] = []
 
     def add(limit: float | None, res: Any) -> None:
-        out.append(FrontPoint(limit, res, res.metrics.ttft_ms, res.metrics.tokens_per_s, _devices(res)))
+        out.append(FrontPoint(limit, res, res.metrics.ttft_ms, res.metrics.tokens_per_s))
 
     progress.step(f"point 1 of {points if mode == 'grid' else f'at most {points}'}: most tokens/s")
     first = ttft_corner(inst, solve, None)
@@ -149,7 +149,7 @@ def error_front(inst: Any, solve: Solve, points: int = 50, mode: str = "exact") 
         res = solve(inst.with_settings(objective="throughput", error_budget=budget, min_tokens_per_s=None))
         if not res.status.has_plan:
             return None
-        out.append(FrontPoint(budget, res, res.metrics.ms_per_token, res.metrics.error, _devices(res)))
+        out.append(FrontPoint(budget, res, res.metrics.ms_per_token, res.metrics.error))
         return res
 
     progress.step(f"point 1 of {points if mode == 'grid' else f'at most {points}'}: error budget {start:.4g}")
@@ -187,12 +187,19 @@ def _status(res: Any) -> str:
     return res.status.value
 
 
+#: a front with more points than this is plotted without labels (they would overlap)
+MOST_LABELS = 30
+
+
 def _label_changes(found: list[FrontPoint]) -> None:
-    """Keep a point's plot label (its devices) only where it differs from the point before."""
+    """A point's plot label: its devices in order where they differ from the point
+    before's (bits aside; the table gives them), none on a front of more than
+    ``MOST_LABELS`` points."""
     shown = None
     for p in found:
-        label, p.label = p.label, (p.label if p.label != shown else "")
-        shown = label
+        devices = " > ".join(st.device for st in p.result.plan.stages)
+        p.label = devices if devices != shown and len(found) <= MOST_LABELS else ""
+        shown = devices
 
 
 def pareto_front(inst: Any, solve: Solve, points: int, mode: str, against: str = MEASURES[0]) -> Front:
@@ -222,7 +229,7 @@ def pareto_front(inst: Any, solve: Solve, points: int, mode: str, against: str =
                      columns=("error", "ms per token", "tokens/s", "time to first token ms", "devices", "status"),
                      rows=rows, records=records, limits=tuple(limits), chosen=chosen,
                      chosen_label="chosen plan (solve, objective throughput)", mode=mode, step="post",
-                     latency="ms per token (pipeline; tokens/s = 1000 / it)")
+                     latency="ms per token (pipeline)")
     found = ttft_front(inst, solve, points, mode)
     limits = [] if s.ttft_limit_ms is None else [Limit("latency", s.ttft_limit_ms,
                                                        f"time to first token {s.ttft_limit_ms:g} ms")]
