@@ -324,7 +324,7 @@ def plot_front(inst: Any, front: Front, path: str | Path | None = None,
                    edgecolors="black", zorder=4, label=front.chosen_label)
     scale_axis(ax, "x", xs)
     scale_axis(ax, "y", ys)
-    return finish_plot(fig, ax, front.measure, "latency (ms)", f"{inst.name}: {front.title}", path)
+    return finish_plot(fig, ax, front.measure, front.latency, f"{inst.name}: {front.title}", path)
 
 
 # ----- bandwidth -------------------------------------------------------------------------------

@@ -274,9 +274,10 @@ def _no_front(inst, solver: str, time_limit: float | None) -> None:
 
 @app.command()
 def pareto(
-    instance: Path = typer.Argument(..., help="Instance JSON file (split/split_bits: latency vs error; multiview with measured accuracies: latency vs accuracy; separable: latency vs bytes)."),
-    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend of each solve of the sweep (default: the family's exact default, as `solve --option` uses: milp-cbc for split/split_bits, cpsat for multiview and separable); a front is proven only where every solve is OPTIMAL, so a heuristic gives a FEASIBLE front."),
+    instance: Path = typer.Argument(..., help="Instance JSON file (split/split_bits: latency vs error; multiview with measured accuracies: latency vs accuracy; separable: latency vs bytes; llm: time to first token vs tokens/s, or tokens/s vs error)."),
+    solver: Optional[str] = typer.Option(None, "--solver", "-s", help="Backend of each solve of the sweep (default: the family's exact default, as `solve --option` uses: milp-cbc for split/split_bits, cpsat for multiview and separable; auto for llm); a front is proven only where every solve is OPTIMAL, so a heuristic gives a FEASIBLE front."),
     mode: SweepMode = typer.Option(SweepMode.exact, "--mode", help="exact: every corner of the front; grid: evenly spaced budgets."),
+    against: Optional[str] = typer.Option(None, "--against", help="Which front, where a problem has several (llm: throughput, the default: time to first token against the pipeline's tokens/s; error: the pipeline's time per token against the summed weight error)."),
     points: int = typer.Option(50, "--points", help="Most points to compute (at least 1)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", "-t", help="Seconds per solve."),
     as_json: bool = typer.Option(False, "--json", help="Print the front as JSON."),
@@ -288,10 +289,13 @@ def pareto(
     on a multiview instance with measured accuracies, the latency/accuracy front over the
     compression width d (every measured accuracy level; --mode is not used); on a separable
     instance, the latency/bytes front (each corner: least latency under the byte budget,
-    then fewest bytes at that latency; --mode is not used)."""
+    then fewest bytes at that latency; --mode is not used); on an llm instance, time to
+    first token against the pipeline's tokens/s (each corner: most tokens/s under a limit
+    on the time to first token, then the least time to first token at those tokens/s) or,
+    with --against error, the time per token against the weight error."""
     from rich.table import Table
 
-    from splitopt.analysis.pareto import pareto_front
+    from splitopt.analysis.pareto import front_backend, pareto_front
     from splitopt.analysis.plots import plot_front
     from splitopt.backends.registry import check_backend
     from splitopt.core.options import check_time_limit
@@ -304,9 +308,10 @@ def pareto(
         if solver is not None:
             check_backend(solver, {})
         inst = _load(instance, overrides=parse_set_options(overrides))
-        solver = solver or family_of(inst).default_backend
+        solver = solver or front_backend(family_of(inst))
         with showing_progress(quiet):
-            front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit)
+            front = pareto_front(inst, solver=solver, mode=mode.value, points=points, time_limit=time_limit,
+                                 against=against)
         if not front.points:
             _no_front(front.instance, solver, time_limit)
         if plot is not None:

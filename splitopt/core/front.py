@@ -50,7 +50,8 @@ class Front:
     a solve of the instance returns, None where none meets its limits, named
     ``chosen_label``) what the plot marks; ``mode`` the sweep used (None where the family
     has one way only); ``step``: how the plot joins the points ("post": a point's
-    latency holds up to the next one's measure, "pre": from the previous one's)."""
+    latency holds up to the next one's measure, "pre": from the previous one's);
+    ``latency``: what the points' ``latency_ms`` is (the plot's y label)."""
 
     title: str
     measure: str
@@ -64,6 +65,7 @@ class Front:
     chosen_label: str = "chosen plan (solve)"
     mode: str | None = None
     step: str = "post"
+    latency: str = "latency (ms)"
 
 
 def least_latency(points: Sequence[FrontPoint], fits: Callable[[float], bool]) -> FrontPoint | None:

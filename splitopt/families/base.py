@@ -323,6 +323,11 @@ class Family(ABC):
     #: what the family's Pareto front trades latency against (``splitopt pareto``), e.g.
     #: "error"; None where it has no front
     front_measure: ClassVar[str | None] = None
+    #: the measures of the family's fronts where it has more than one (``splitopt pareto
+    #: --against``), the first :attr:`front_measure`; empty: the one front only
+    front_measures: ClassVar[tuple[str, ...]] = ()
+    #: the backend of a front's solves where none is named; None: :attr:`default_backend`
+    front_backend: ClassVar[str | None] = None
 
     def with_objective(self, inst: Any, objective: str) -> Any:
         """A prepared copy of ``inst`` with ``objective`` (one of :attr:`objectives`)."""
@@ -341,8 +346,10 @@ class Family(ABC):
         (a ``splitopt.core.front.Front``) with at most ``points`` points, swept as ``mode``
         says where the family sweeps more than one way (``splitopt.core.front.MODES``).
         ``solve(variant) -> SolveResult`` solves a variant of ``inst`` (another limit or
-        objective) with the front's backend and time limit. NotApplicable (one line) where
-        the instance has no front; the base has none."""
+        objective) with the front's backend and time limit. A family with
+        :attr:`front_measures` also takes ``against=`` one of them (given only where the
+        caller chose one). NotApplicable (one line) where the instance has no front; the
+        base has none."""
         raise NotApplicable(f"pareto: problem '{inst.problem}' has no Pareto front")
 
     def bandwidth_links(self, inst: Any) -> tuple:
@@ -467,7 +474,8 @@ class ScaleCase:
 
 #: the members of the block above, checked like the rest of the protocol
 HOOK_MEMBERS = (
-    "contract_examples", "instance_options", "affine_objectives", "front_measure", "with_objective", "with_option",
+    "contract_examples", "instance_options", "affine_objectives", "front_measure", "front_measures", "front_backend",
+    "with_objective", "with_option",
     "pareto_front", "bandwidth_links", "not_affine_reason", "describe_plan", "draws_plans", "plan_drawing",
     "default_solvers", "scale_cases", "foreign_report",
 )

@@ -11,6 +11,15 @@ half: a plan's scaled objective is within ``(2 D + 1)`` units of the evaluator's
 program's stated tolerance. Errors are scaled by ``ERROR_UNITS / budget`` the same way,
 the budget raised by ``D`` units (so no plan within it is cut off, and an accepted plan
 exceeds it by at most ``2 D / ERROR_UNITS`` of it).
+
+The limits on time (``settings.ttft_limit_ms``; ``settings.min_tokens_per_s``: at most
+``L`` ms per token) are held the same way: a sum over the stages, links and the ring's
+return (the time to first token; the round trip, within ``S L``) is read from tables in
+units of ``limit / TIME_UNITS`` (each part and link capped at twice the limit, which
+breaks it alone), the limit raised by ``2 D + 1`` units, so no plan within it is cut off
+and an accepted plan exceeds it by at most ``2 (2 D + 1) / TIME_UNITS`` of it. A stage's
+decode time within ``L`` is exact (the furthest end from each start, as the memory), a
+link's busy time and the return's too (constants of the boundary and pair).
 """
 
 from __future__ import annotations
@@ -49,6 +58,8 @@ def build_cpsat(inst: Instance[LlmSettings], start: LlmPlan | None) -> Program:
     memory_limits(d, model, v)
     error_budget(inst, d, model, v)
     link_times(inst, d, model, v)
+    ttft_limit(inst, d, model, v)
+    tokens_per_s_limit(inst, d, model, v)
     objective(inst, d, model, v)
     if start is not None:
         hint(d, model, v, start)
@@ -295,6 +306,84 @@ def link_times(inst: Instance[LlmSettings], d: LlmData, model, v: LlmModel) -> N
             closes = model.NewBoolVar(f"back[{d.devices[a]},{d.devices[b]}]")
             model.AddBoolOr([v.last[a].Not(), v.first[b].Not(), closes])
             v.back[a, b] = closes
+
+
+def limited_sum(d: LlmData, model, v: LlmModel, part: np.ndarray, link: np.ndarray, back: np.ndarray,
+                limit: float, name: str) -> None:
+    """``sum of the stages' part times + the links' times at their boundaries + the ring's
+    return <= limit`` (ms; module docstring: units of ``limit / TIME_UNITS``, each value
+    capped at twice the limit, the limit raised by ``2 D + 1`` units). ``part``: (n, D, W),
+    ``link``: (n + 1, D, D), ``back``: (D, D)."""
+    if limit <= 0:  # nothing that takes time: forbid it
+        limit_units, scale = 0, 0.0
+    else:
+        limit_units, scale = TIME_UNITS, TIME_UNITS / limit
+    cap = 2.0 * limit
+
+    def units(x: float) -> int:
+        return int(round(min(x, cap) * scale)) if limit > 0 else int(x > 0)
+
+    terms = []
+    for dev in range(d.D):
+        for w in d.bits_of(dev):
+            values = np.minimum(part[:, dev, w], cap)
+            table = _prefix_units(values, scale) if limit > 0 else _prefix_units((part[:, dev, w] > 0).astype(float),
+                                                                                 1.0)
+            read, most = _read_range(model, table, v.start[dev], v.end[dev], f"{name}[{d.devices[dev]},{d.widths[w]}]")
+            counted = model.NewIntVar(0, most, f"{name}_counted[{d.devices[dev]},{d.widths[w]}]")
+            model.Add(counted == read).OnlyEnforceIf(v.bit[dev, w])
+            model.Add(counted == 0).OnlyEnforceIf(v.bit[dev, w].Not())
+            terms.append(counted)
+    for (a, b), arc in v.follows.items():
+        values = [0] + [units(float(link[k, a, b])) for k in range(1, d.n)] + [0]
+        at = model.NewIntVar(0, max(values), f"{name}_link_at[{a},{b}]")
+        model.AddElement(v.end[a], values, at)
+        sent = model.NewIntVar(0, max(values), f"{name}_link[{a},{b}]")
+        model.Add(sent == at).OnlyEnforceIf(arc)
+        model.Add(sent == 0).OnlyEnforceIf(arc.Not())
+        terms.append(sent)
+    for (a, b), lit in v.back.items():
+        terms.append(units(float(back[a, b])) * lit)
+    model.Add(sum(terms) <= limit_units + (2 * d.D + 1 if limit > 0 else 0))
+
+
+def ttft_limit(inst: Instance[LlmSettings], d: LlmData, model, v: LlmModel) -> None:
+    """The time to first token within ``settings.ttft_limit_ms``: the prefill of every
+    stage and hand-over and the ring's return."""
+    limit = inst.settings.ttft_limit_ms
+    if limit is not None:
+        limited_sum(d, model, v, d.prefill_ms, d.link_prefill_ms, d.return_ms, limit, "ttft")
+
+
+def tokens_per_s_limit(inst: Instance[LlmSettings], d: LlmData, model, v: LlmModel) -> None:
+    """At most ``L = 1000 / settings.min_tokens_per_s`` ms per token: each stage's mean
+    decode time within ``L`` (the furthest end from each start), each hand-over's and the
+    return's busy time within ``L``, the round trip within ``S L``."""
+    limit = inst.settings.ms_per_token_limit
+    if limit is None:
+        return
+    allowed = limit * (1 + RTOL)
+    for dev in range(d.D):
+        for w in d.bits_of(dev):
+            sums = np.concatenate([[0.0], np.cumsum(d.decode_ms[:, dev, w])])
+            reach = [max([b for b in range(a + 1, d.n + 1) if sums[b] - sums[a] <= allowed], default=a)
+                     for a in range(d.n)] + [d.n]
+            if reach[:d.n] == [d.n] * d.n:
+                continue
+            furthest = model.NewIntVar(0, d.n, f"decode_reach[{d.devices[dev]},{d.widths[w]}]")
+            model.AddElement(v.start[dev], reach, furthest)
+            model.Add(v.end[dev] <= furthest).OnlyEnforceIf(v.bit[dev, w])
+    for (a, b), arc in v.follows.items():
+        fits = [1] + [int(d.link_busy_ms[k, a, b] <= allowed) for k in range(1, d.n)] + [1]
+        if all(fits):
+            continue
+        ok = model.NewIntVar(0, 1, f"busy_fits[{a},{b}]")
+        model.AddElement(v.end[a], fits, ok)
+        model.Add(ok == 1).OnlyEnforceIf(arc)
+    for (a, b), lit in v.back.items():
+        if d.return_busy_ms[a, b] > allowed:
+            model.Add(lit == 0)
+    limited_sum(d, model, v, d.decode_ms, d.link_decode_ms, d.return_ms, inst.settings.streams * limit, "trip")
 
 
 def objective(inst: Instance[LlmSettings], d: LlmData, model, v: LlmModel) -> None:

@@ -4,8 +4,9 @@
 INFEASIBLE at once): a pinned range that does not fit its device, a part that fits no
 device, the whole model and its KV cache beyond every usable device's memory together, an
 error budget below the least error any bit-widths give. ``diagnose`` (after a solver found
-no plan) says whether the error budget or the pins are to blame, by solving without them,
-else names the memory and links.
+no plan) says whether the error budget, the limits on the time to first token and the
+tokens/s or the pins are to blame, by solving without them, else names the memory and
+links.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ def diagnose(inst: Inst, resolve: Callable[[Any], bool]) -> str:
         return reason
     if s.error_budget is not None and resolve(inst.with_settings(error_budget=None)):
         return f"infeasible: every plan that fits the memory, links and pins breaks the error budget {s.error_budget:.6g}"
+    if s.has_time_limits and resolve(inst.with_settings(ttft_limit_ms=None, min_tokens_per_s=None)):
+        return (f"infeasible: every plan that fits the memory, links, pins and error budget breaks the time limits: "
+                f"{' and '.join(s.limit_texts())}")
     if s.pins and resolve(inst.with_settings(pins={})):
         return "infeasible: the pins (settings.pins) leave no plan that fits the devices' memory and links"
     d = data(inst)

@@ -22,7 +22,9 @@
   ``memory_bytes``; a device running both ends of a model with tied embeddings holds the
   matrix once;
 * limits: memory, a link between consecutive devices (and from the last to the first in a
-  ring), pins, the error budget; a plan that breaks one lists it in ``violations``.
+  ring), pins, the error budget, the time to first token (``ttft_limit_ms``) and the
+  pipeline's tokens/s (``min_tokens_per_s``: at most ``1000 / it`` ms per token); a plan
+  that breaks one lists it in ``violations``.
 """
 
 from __future__ import annotations
@@ -177,7 +179,7 @@ def _stage_load(inst: Instance[LlmSettings], d: LlmData, plan: LlmPlan, k: int) 
 
 
 def _violations(inst: Instance[LlmSettings], d: LlmData, plan: LlmPlan, loads: tuple[StageLoad, ...],
-                error: float) -> list[str]:
+                error: float, ttft: float, per_token: float) -> list[str]:
     """The limits the plan breaks, one line each."""
     s = inst.settings
     out = []
@@ -203,6 +205,13 @@ def _violations(inst: Instance[LlmSettings], d: LlmData, plan: LlmPlan, loads: t
             out.append(f"device '{device}' is pinned to {first}..{last} (settings.pins) but runs {runs}")
     if s.error_budget is not None and error > s.error_budget * (1 + RTOL) + 1e-12:
         out.append(f"error {error:.6g} exceeds the error budget {s.error_budget:.6g}")
+    if s.ttft_limit_ms is not None and ttft > s.ttft_limit_ms * (1 + RTOL) + 1e-12:
+        out.append(f"time to first token {ttft:.6g} ms exceeds the limit {s.ttft_limit_ms:.6g} ms "
+                   "(settings.ttft_limit_ms)")
+    floor_ms = s.ms_per_token_limit
+    if floor_ms is not None and per_token > floor_ms * (1 + RTOL) + 1e-12:
+        out.append(f"{1000.0 / per_token:.6g} tokens/s ({per_token:.6g} ms per token) is below the least "
+                   f"{s.min_tokens_per_s:.6g} tokens/s (settings.min_tokens_per_s)")
     return out
 
 
@@ -238,7 +247,7 @@ def evaluate(inst: Instance[LlmSettings], plan: LlmPlan) -> LlmMetrics:
     per_token, bottleneck = max(limits, key=lambda v: v[0])
     return LlmMetrics(objective=inst.objective, ttft_ms=ttft, token_latency_ms=round_trip, ms_per_token=per_token,
                       bottleneck=bottleneck, streams=S, error=error, stages=loads, schedule=_schedule(plan, loads),
-                      violations=tuple(_violations(inst, d, plan, loads, error)))
+                      violations=tuple(_violations(inst, d, plan, loads, error, ttft, per_token)))
 
 
 def stage_of(plan: LlmPlan, device: str) -> Stage | None:

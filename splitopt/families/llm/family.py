@@ -9,6 +9,7 @@ cache at the context limit, links, pins and an error budget. Formulation:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Iterator, Sequence
 
 from splitopt.core.errors import NotApplicable
@@ -110,7 +111,9 @@ class LlmFamily(Family):
         raise NotApplicable(f"problem 'llm' builds no program of kind '{kind}'")
 
     def methods(self) -> Sequence[Method]:
-        return METHODS
+        # llm-dp runs behind its refusal of a limit on time it cannot hold (``limits.py``)
+        limited = deferred("splitopt.families.llm.limits:llm_dp")
+        return tuple(dataclasses.replace(m, run=limited) if m.name == "llm-dp" else m for m in METHODS)
 
     def enumerate_plans(self, inst: Instance, limit: int) -> Iterator[Any]:
         from splitopt.families.llm.enumerate import enumerate_plans
@@ -131,7 +134,8 @@ class LlmFamily(Family):
         from splitopt.families.llm.methods import dp_refusal
 
         self.prepare(inst)
-        return "llm-dp" if dp_refusal(inst) is None else "milp-highs"
+        # a limit on the time to first token or the tokens/s: llm-dp refuses it (limits.py)
+        return "llm-dp" if dp_refusal(inst) is None and not inst.settings.has_time_limits else "milp-highs"
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.llm.examples import random_data
@@ -156,3 +160,17 @@ class LlmFamily(Family):
     contract_examples = 60
     # ttft and token_latency are sums of stage times and link times (latency + bits / bandwidth)
     affine_objectives = ("ttft", "token_latency")
+    # time to first token against the pipeline's tokens/s (default), tokens/s against error
+    front_measure = "throughput"
+    front_measures = ("throughput", "error")
+    # auto: llm-dp where it is exact, else milp-highs (cpsat proves the large fronts' points slower)
+    front_backend = "auto"
+
+    def pareto_front(self, inst: Instance, solve: Callable[[Instance], Any], points: int, mode: str,
+                     against: str = "throughput") -> Any:
+        """Time to first token against tokens/s, or (``against="error"``) tokens/s against
+        the weight error (``pareto.py``)."""
+        from splitopt.families.llm.pareto import pareto_front
+
+        self.prepare(inst)
+        return pareto_front(inst, solve, points, mode, against)

@@ -48,6 +48,8 @@ def build_milp(inst: Instance[LlmSettings], start: LlmPlan | None) -> Program:
     error_rows(inst, v)
     ring_rows(v)
     identical_device_rows(inst, v)
+    ttft_limit_rows(inst, v)
+    tokens_per_s_rows(inst, v)
     objective(inst, v)
     return Program(kind="linear", model=lp, decode=lambda values: decode_plan(v, values),
                    hint=None if start is None else encode_plan(inst, v, start),
@@ -222,6 +224,44 @@ def identical_device_rows(inst: Instance[LlmSettings], v: StageVariables) -> Non
         form = {i: float(k[1]) for k, i in v.of(a)}
         form.update({i: float(n + 1 - k[1]) for k, i in v.of(b)})  # start_a - start_b + (n + 1) used_b <= n
         v.lp.add(form, "<=", float(n), kind="dominance", name=f"mirror_order[{a},{b}]")
+
+
+def ttft_limit_rows(inst: Instance[LlmSettings], v: StageVariables) -> None:
+    """Row 10 (``"time"``, ``settings.ttft_limit_ms``): the time to first token, the
+    prefill of every stage, hand-over and the ring's return, within the limit."""
+    limit, d = inst.settings.ttft_limit_ms, v.d
+    if limit is None:
+        return
+    sums = {(dev, w): range_sums(d.prefill_ms[:, dev, w]) for dev in range(d.D) for w in d.bits_of(dev)}
+    form: Form = {i: float(sums[dev, w][a, b]) for (dev, a, b, w), i in v.z.items()}
+    form.update({i: float(d.link_prefill_ms[k]) for k, i in v.e.items()})
+    form.update({i: float(d.return_ms[k]) for k, i in v.r.items()})
+    v.lp.add(form, "<=", float(limit), kind="time", name="ttft_limit")
+
+
+def tokens_per_s_rows(inst: Instance[LlmSettings], v: StageVariables) -> None:
+    """Rows 11 (``"time"``, ``settings.min_tokens_per_s``): at most ``L = 1000 /
+    min_tokens_per_s`` ms per token: each device's decode time, each pair's busy time and
+    the return's within ``L`` (rows only where some choice exceeds it), the round trip
+    within ``S L``."""
+    limit, d, lp = inst.settings.ms_per_token_limit, v.d, v.lp
+    if limit is None:
+        return
+    for dev in range(d.D):
+        terms = {i: v.decode[k] for k, i in v.of(dev)}
+        if max(terms.values(), default=0.0) > limit:
+            lp.add(terms, "<=", limit, kind="time", name=f"stage_limit[{d.devices[dev]}]")
+        for nxt in range(d.D):
+            busy = {i: float(d.link_busy_ms[k]) for k, i in v.e.items() if k[1:] == (dev, nxt)}
+            if max(busy.values(), default=0.0) > limit:
+                lp.add(busy, "<=", limit, kind="time", name=f"busy_limit[{d.devices[dev]},{d.devices[nxt]}]")
+            if (dev, nxt) in v.r and d.return_busy_ms[dev, nxt] > limit:
+                lp.add({v.r[dev, nxt]: float(d.return_busy_ms[dev, nxt])}, "<=", limit, kind="time",
+                       name=f"return_limit[{d.devices[dev]},{d.devices[nxt]}]")
+    trip: Form = {i: v.decode[k] for k, i in v.z.items()}
+    trip.update({i: float(d.link_decode_ms[k]) for k, i in v.e.items()})
+    trip.update({i: float(d.return_ms[k]) for k, i in v.r.items()})
+    lp.add(trip, "<=", inst.settings.streams * limit, kind="time", name="round_trip_limit")
 
 
 def round_trip_bound(d: LlmData) -> float:

@@ -42,6 +42,8 @@ def report(console, inst: Instance[LlmSettings], plan: LlmPlan, m: LlmMetrics, s
                   f"limited by {esc(m.bottleneck)})")
     if s.error_budget is not None:
         console.print(f"[bold]Error[/bold] {m.error:.6g} (budget {s.error_budget:.6g})")
+    if s.has_time_limits:
+        console.print(f"[bold]Limits[/bold] {esc(', '.join(s.limit_texts()))}")
     runtime = runtime_assignment(inst, plan)
     console.print("[bold]Runtime layers[/bold] " + "; ".join(
         esc(f"{r['device']}: blocks [{r['first_block']}, {r['end_block']})"

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Mapping
 
 from splitopt.core.errors import InvalidInstance
 from splitopt.core.jsonfile import shown
+from splitopt.core.ranges import MAX_TOTAL_MS
 from splitopt.core.settings import FamilySettings
 from splitopt.families.llm.measured import MEASURED_SCHEMA, MeasuredTimes
 from splitopt.families.settings_fields import optional_float, schema_of, unused_schema
@@ -38,6 +39,8 @@ REFERENCE_BITS = 16
 #: sizes and times stay within the ranges the programs represent exactly
 MAX_TOKENS = 2**24
 MAX_STREAMS = 2**16
+#: the largest tokens/s floor an instance may ask for (a time per token of 1 ns)
+MAX_TOKENS_PER_S = 1e9
 
 _TOKENS = {"type": "integer", "minimum": 1, "maximum": MAX_TOKENS}
 _COUNT = {"type": "integer", "minimum": 1, "maximum": 2**20}
@@ -114,7 +117,10 @@ class DecoderShape:
 @dataclass(frozen=True)
 class LlmSettings(FamilySettings):
     """See the module docstring and ``SCHEMA``. Tokens are counts; ``error_budget`` bounds
-    the summed ``weight_error`` of every layer at its device's bit-width (None: none)."""
+    the summed ``weight_error`` of every layer at its device's bit-width (None: none);
+    ``ttft_limit_ms`` bounds the time to first token (ms) and ``min_tokens_per_s`` the
+    pipeline's tokens/s over all streams from below (None: no limit), whatever the
+    objective."""
 
     model: DecoderShape
     prompt_tokens: int = 512
@@ -126,6 +132,8 @@ class LlmSettings(FamilySettings):
     kv_bits: int = 16
     activation_bits: int = 16
     error_budget: float | None = None
+    ttft_limit_ms: float | None = None
+    min_tokens_per_s: float | None = None
     exclude: tuple[str, ...] = ()
     pins: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     measured: Mapping[str, MeasuredTimes] = field(default_factory=dict)
@@ -151,6 +159,13 @@ class LlmSettings(FamilySettings):
         "kv_bits": {"enum": list(KV_BITS), "description": "Bits per element of the KV cache (default 16)."},
         "activation_bits": {"$ref": "#/$defs/bits",
                             "description": "Bits per element of the hidden states held and sent (default 16)."},
+        "ttft_limit_ms": {"oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_TOTAL_MS}, {"type": "null"}],
+                          "description": "Limit on the time to first token (ms), whatever the objective; null: none."},
+        "min_tokens_per_s": {"oneOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TOKENS_PER_S},
+                                       {"type": "null"}],
+                             "description": "Least tokens/s of the pipeline over all streams (objective throughput's "
+                                            "measure: at most 1000 / it ms per token), whatever the objective; null: "
+                                            "none."},
         "exclude": {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/identifier"},
                     "description": "Devices not to use."},
         "pins": {"type": "object",
@@ -181,6 +196,8 @@ class LlmSettings(FamilySettings):
             kv_bits=int(raw.get("kv_bits", 16)),
             activation_bits=int(raw.get("activation_bits", 16)),
             error_budget=optional_float(raw, "error_budget"),
+            ttft_limit_ms=optional_float(raw, "ttft_limit_ms"),
+            min_tokens_per_s=optional_float(raw, "min_tokens_per_s"),
             exclude=tuple(raw.get("exclude", ())),
             pins={str(d): (str(r[0]), str(r[1])) for d, r in raw.get("pins", {}).items()},
             measured={str(d): MeasuredTimes.from_json(m) for d, m in raw.get("measured", {}).items()},
@@ -211,11 +228,35 @@ class LlmSettings(FamilySettings):
                "exclude": list(self.exclude), "pins": {d: list(r) for d, r in self.pins.items()}}
         if self.measured:
             out["measured"] = {d: m.to_json() for d, m in self.measured.items()}
+        # the limits on time where set (an instance without them reads and writes as before)
+        for key in ("ttft_limit_ms", "min_tokens_per_s"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     def describe(self) -> str:
+        limits = "".join(f", {text}" for text in self.limit_texts())
         return (f"{self.topology}, prompt {self.prompt_tokens} + {self.generated_tokens} tokens, context "
-                f"{self.context_limit}, {self.streams} stream{'s' if self.streams != 1 else ''}")
+                f"{self.context_limit}, {self.streams} stream{'s' if self.streams != 1 else ''}{limits}")
+
+    @property
+    def ms_per_token_limit(self) -> float | None:
+        """The most ms per token of the pipeline ``min_tokens_per_s`` allows (None: no limit)."""
+        return None if self.min_tokens_per_s is None else 1000.0 / self.min_tokens_per_s
+
+    @property
+    def has_time_limits(self) -> bool:
+        """Whether a limit on the time to first token or on the tokens/s is set."""
+        return self.ttft_limit_ms is not None or self.min_tokens_per_s is not None
+
+    def limit_texts(self) -> list[str]:
+        """The time limits that are set, in words."""
+        out = []
+        if self.ttft_limit_ms is not None:
+            out.append(f"time to first token at most {self.ttft_limit_ms:g} ms")
+        if self.min_tokens_per_s is not None:
+            out.append(f"at least {self.min_tokens_per_s:g} tokens/s")
+        return out
 
     @property
     def reference_bits(self) -> int:
