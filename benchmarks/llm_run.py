@@ -3,8 +3,9 @@ split over two processes; measured time to first token and tokens/s against the
 evaluator's prediction.
 
 For each model (``gpt2``: the configuration of openai-community/gpt2, 124 M weights; the
-Llama-architecture ``llama-l6-h384-a6-kv2-i1024-v4096``; random weights, float32, one
-torch thread per process):
+Llama-architecture ``llama-l6-h384-a6-kv2-i1024-v4096`` (12.6 M) and
+``llama-l8-h768-a12-kv4-i2048-v8192`` (63 M, more work per stage so that the per-hop
+costs are a smaller share); random weights, float32, one torch thread per process):
 
 1. ``splitopt profile MODEL --devices host,host2`` (two processes of this host, times
    measured here, the loopback link measured between two processes);
@@ -19,9 +20,12 @@ the profile and the run see the same load on a shared host); the table gives the
 over rounds of measured / predicted time to first token and tokens/s, and per stage and
 link.
 
-The host is shared with other jobs: the load average before and after each model is
-reported. Run: ``python benchmarks/llm_run.py [--rounds 3] [--repeats 5]``; writes
-``benchmarks/results/llm_run.md``.
+The host is shared with other jobs: the load average before and after each model and
+each run is reported, and per stage the CPU time of the run's steps (``process_time`` of
+the stage process) beside the profile's CPU time of the same parts: where these agree
+while the wall times do not, the stage waited for a core (other jobs), it did not do more
+work than the profile measured. Run: ``python benchmarks/llm_run.py [--rounds 3] [--repeats 5] [--docs]``; writes
+``benchmarks/results/llm_run.md`` (``--docs``: and the tables of the README and the llm guide).
 """
 
 from __future__ import annotations
@@ -42,10 +46,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from machine import machine  # noqa: E402
 
-MODELS = ("gpt2", "llama-l6-h384-a6-kv2-i1024-v4096")
+MODELS = ("gpt2", "llama-l6-h384-a6-kv2-i1024-v4096", "llama-l8-h768-a12-kv4-i2048-v8192")
 #: the scenario (tokens)
 PROMPT, GENERATED = 64, 32
 OUT = ROOT / "benchmarks" / "results" / "llm_run.md"
+#: the header lines of the tables ``--docs`` rewrites
+README_HEADER = "| model, split over 2 processes | time to first token | tokens/s (one stream) |"
+GUIDE_HEADER = ("| model | split | time to first token, measured / predicted | tokens/s, measured / predicted |")
 
 
 def splitopt(*args: str) -> str:
@@ -108,24 +115,63 @@ def table(results: list[dict[str, Any]]) -> list[str]:
 
 
 def pieces(r: dict[str, Any]) -> list[str]:
-    """Per stage and link of one model: medians over the rounds, measured and predicted."""
+    """Per stage and link of one model: medians over the rounds, measured and predicted;
+    per stage the CPU times of the run and of the profile."""
     reps = r["reports"]
     lines = [f"**{r['model']}** (load average before {r['load_before']}, after {r['load_after']}; profile "
-             f"{r['profile_s']:.0f} s; the first round's split, predicted figures of its profile):", "", "| piece | prefill measured ms | predicted | decode step measured ms | "
-             "predicted |", "|---|---|---|---|---|"]
+             f"{r['profile_s']:.0f} s; the first round's split, predicted figures of its profile; CPU: the run's / "
+             "the profile's CPU time of the stage's parts):", "",
+             "| piece | prefill measured ms | predicted | prefill CPU run / profile | decode step measured ms | "
+             "predicted | decode CPU run / profile |", "|---|---|---|---|---|---|---|"]
     for k, st in enumerate(reps[0]["stages"]):
         m = [x["stages"][k]["measured"] for x in reps]
         p = st["predicted"]
+        pc = [x["stages"][k]["profiled_cpu"] for x in reps]
+        cpu_pre = cpu_dec = "-"
+        if all(pc):
+            cpu_pre = (f"{median([v['prefill_cpu_ms'] for v in m]):.3f} / "
+                       f"{median([v['prefill_cpu_ms'] for v in pc]):.3f}")
+            cpu_dec = (f"{median([v['decode_cpu_ms'] for v in m]):.3f} / "
+                       f"{median([v['decode_cpu_ms'] for v in pc]):.3f}")
         lines.append(f"| stage {st['device']} ({st['first']}..{st['last']}) | {median([v['prefill_ms'] for v in m]):.3f} "
-                     f"| {p['prefill_ms']:.3f} | {median([v['decode_ms'] for v in m]):.3f} | {p['decode_ms']:.3f} |")
+                     f"| {p['prefill_ms']:.3f} | {cpu_pre} | {median([v['decode_ms'] for v in m]):.3f} | "
+                     f"{p['decode_ms']:.3f} | {cpu_dec} |")
     for k, link in enumerate(reps[0]["links"]):
         m = [x["links"][k]["measured"] for x in reps]
         p = link["predicted"] or {"prefill_ms": float("nan"), "decode_ms": float("nan")}
         lines.append(f"| link {link['source']}->{link['target']} ({link['carries']}) | "
-                     f"{median([v['prefill_ms'] for v in m]):.3f} | {p['prefill_ms']:.3f} | "
-                     f"{median([v['decode_ms'] for v in m]):.3f} | {p['decode_ms']:.3f} |")
-    rounds = ", ".join(f"{x['ratios']['ttft']:.2f}/{x['ratios']['tokens_per_s']:.2f}" for x in reps)
-    return lines + ["", f"Rounds (ttft ratio / tokens/s ratio): {rounds}; splits: {'; '.join(r['splits'])}.", ""]
+                     f"{median([v['prefill_ms'] for v in m]):.3f} | {p['prefill_ms']:.3f} | - | "
+                     f"{median([v['decode_ms'] for v in m]):.3f} | {p['decode_ms']:.3f} | - |")
+    rounds = ", ".join(f"{x['ratios']['ttft']:.2f}/{x['ratios']['tokens_per_s']:.2f} (1-min load "
+                       f"{x['load_average']['before'][0]:.2f})" for x in reps)
+    return lines + ["", f"Rounds (ttft ratio / tokens/s ratio, the load as the run started): {rounds}; splits: "
+                        f"{'; '.join(r['splits'])}.", ""]
+
+
+def doc_rows(results: list[dict[str, Any]], with_split: bool) -> list[str]:
+    """The rows of the "Run it for real" tables of the README (``with_split`` False) and
+    the llm guide (True): medians over the rounds, measured / predicted (ratio)."""
+    rows = []
+    for r in results:
+        reps = r["reports"]
+        m_ttft, p_ttft = (median([x[k]["ttft_ms"] for x in reps]) for k in ("measured", "predicted"))
+        m_tps, p_tps = (median([x[k]["tokens_per_s"] for x in reps]) for k in ("measured", "predicted"))
+        name = f"{r['model']} ({r['weights'] / 1e6:.0f} M{', random weights' if not with_split else ''})"
+        split = f" {r['splits'][0]} |" if with_split else ""
+        rows.append(f"| {name} |{split} {m_ttft:.1f} / {p_ttft:.1f} ms "
+                    f"({median([x['ratios']['ttft'] for x in reps]):.2f}) | {m_tps:.1f} / {p_tps:.1f} "
+                    f"({median([x['ratios']['tokens_per_s'] for x in reps]):.2f}) |")
+    return rows
+
+
+def update_table(path: Path, header: str, rows: list[str]) -> None:
+    """Replace the rows of the table under the line ``header`` in ``path`` by ``rows``."""
+    lines = path.read_text().split("\n")
+    start = lines.index(header) + 2  # the header and its |---| line
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    path.write_text("\n".join(lines[:start] + rows + lines[end:]))
 
 
 def main() -> None:
@@ -133,6 +179,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--docs", action="store_true",
+                        help="also rewrite the tables of README.md and docs/guide/llm.md ('Run it for real')")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="splitopt-llm-run-") as tmp:
         results = [bench(m, args.rounds, args.repeats, Path(tmp)) for m in args.models.split(",")]
@@ -149,6 +197,9 @@ def main() -> None:
     for r in results:
         lines += pieces(r)
     OUT.write_text("\n".join(lines))
+    if args.docs:
+        update_table(ROOT / "README.md", README_HEADER, doc_rows(results, with_split=False))
+        update_table(ROOT / "docs" / "guide" / "llm.md", GUIDE_HEADER, doc_rows(results, with_split=True))
     print("\n".join(lines))
 
 

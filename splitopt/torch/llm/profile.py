@@ -22,9 +22,11 @@ from its config (:mod:`splitopt.torch.llm.models`), with times measured on this 
   ``offchip_bytes_per_s`` (a copy of 256 MB) measured at the same thread count, for the
   roofline where no time is measured; its memory this host's divided among them.
 * **Links** between every pair: measured on loopback TCP between two processes of this
-  host with the frames a run sends (:mod:`splitopt.torch.llm.wire`), each transfer
-  :data:`WAIT_MS` after the last (the receiver waiting, as a stage waits for its
-  input): the median transfer time of the hidden states of one token and of each measured
+  host with the frames a run sends (:mod:`splitopt.torch.llm.wire`), as a run hands over:
+  before each transfer the sender computes for :data:`WAIT_MS` (matrix products of the
+  model's hidden size, as a stage computes its parts) while the receiver waits in its
+  read; a transfer right after computing takes longer than one after a sleep (on this
+  host about twice, under load). The median transfer time of the hidden states of one token and of each measured
   prompt length, a least-squares line in the bits sent giving the latency (its intercept)
   and the rate.
 * **Scenario**: ``--prompt-tokens``, ``--generated-tokens``, the context their sum, a ring
@@ -52,10 +54,10 @@ WARMUP = 2
 MATMUL_SIDE, COPY_ELEMENTS = 512, 64 * 1024 * 1024
 #: the least slope of a link's fit (ms per bit: 1 Tbit/s), where the bits' time is below the noise
 MIN_MS_PER_BIT = 1e-9
-#: ms the process sleeps before each timed pass over the parts and the sender of a link
-#: measurement before each transfer: in a run a stage waits for its input while the
-#: other stages compute, and both its compute after the wait and a transfer to a waiting
-#: process include the wake-up, which back-to-back runs do not
+#: ms the process sleeps before each timed pass over the parts, and the sender of a link
+#: measurement computes before each transfer: in a run a stage waits for its input while
+#: the other stages compute, and its compute after the wait and a transfer from a stage
+#: that has just computed to a waiting one take longer than back-to-back runs
 WAIT_MS = 10.0
 
 
@@ -203,6 +205,13 @@ def queue_get(queue: Any, procs: Sequence[Any], timeout_s: float, what: str) -> 
                 raise SplitoptError(f"{what} was not ready within {timeout_s:g} s") from None
 
 
+def compute_for(seconds: float, a: torch.Tensor, b: torch.Tensor) -> None:
+    """Matrix products ``a @ b`` for ``seconds`` (the sender's compute before a hand-over)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        torch.mm(a, b)
+
+
 def measure_link(hidden: int, lengths: Sequence[int], repeats: int, threads: int, host: str = "127.0.0.1",
                  timeout_s: float = 60.0) -> tuple[float, float, list[dict[str, float]]]:
     """``(latency ms, bits/s, points)`` of loopback TCP between two processes of this host
@@ -227,10 +236,11 @@ def measure_link(hidden: int, lengths: Sequence[int], repeats: int, threads: int
         conn = connect(host, int(queue_get(ports, [proc], timeout_s, "the link's receiving process")),
                        timeout_s=timeout_s)
         step = 0
+        work = (torch.randn(16, hidden), torch.randn(hidden, 4 * hidden))
         for T in sizes:
             x = torch.randn(1, T, hidden)
             for _ in range(WARMUP + repeats):
-                time.sleep(WAIT_MS / 1000.0)
+                compute_for(WAIT_MS / 1000.0, *work)
                 send_tensor(conn, step, 0, x)
                 ack = conn.read()
                 if ack.kind is not Kind.ACK or ACK.unpack(ack.payload)[0] != step:
