@@ -24,7 +24,7 @@ The host is shared with other jobs: the load average before and after each model
 each run is reported, and per stage the CPU time of the run's steps (``process_time`` of
 the stage process) beside the profile's CPU time of the same parts: where these agree
 while the wall times do not, the stage waited for a core (other jobs), it did not do more
-work than the profile measured. Run: ``python benchmarks/llm_run.py [--rounds 3] [--repeats 5] [--docs]``; writes
+work than the profile measured. Run: ``python benchmarks/llm_run.py [--rounds 3] [--repeats 5] [--wait-load 2.5] [--docs]``; writes
 ``benchmarks/results/llm_run.md`` (``--docs``: and the tables of the README and the llm guide).
 """
 
@@ -83,13 +83,21 @@ def round_trip(model: str, repeats: int, workdir: Path) -> tuple[dict[str, Any],
     return report, data, profile_s
 
 
+def model_weights(data: dict[str, Any]) -> float:
+    """The model's weights: the parts' sum, a tied embedding matrix once (the head's part
+    holds a copy of it)."""
+    layers = data["graph"]["layers"]
+    tied = min(layers[0]["weights"], layers[-1]["weights"]) if data["settings"]["model"].get("tied_embeddings") else 0
+    return sum(layer["weights"] for layer in layers) - tied
+
+
 def bench(model: str, rounds: int, repeats: int, workdir: Path) -> dict[str, Any]:
     before = load()
     done = [round_trip(model, repeats, workdir) for _ in range(rounds)]
     reports, data, profile_s = [r for r, _, _ in done], done[0][1], done[0][2]
     after = load()
     return {"model": model, "profile_s": profile_s, "load_before": before, "load_after": after, "reports": reports,
-            "weights": sum(layer["weights"] for layer in data["graph"]["layers"]),
+            "weights": model_weights(data),
             "stages": [f"{s['device']} {s['first']}..{s['last']}" for s in reports[0]["stages"]],
             "splits": [" / ".join(f"{s['first']}..{s['last']}" for s in r["stages"]) for r in reports]}
 
@@ -174,6 +182,26 @@ def update_table(path: Path, header: str, rows: list[str]) -> None:
     path.write_text("\n".join(lines[:start] + rows + lines[end:]))
 
 
+#: what came before the profile measured passes after a wait and hand-overs after compute
+EARLIER = ("Earlier (commit bd866df, before the profile timed each pass after a wait and each hand-over after "
+           "the sender computed; load average 4-7.5): gpt2 1.01 / 0.99, llama-l6-h384-a6-kv2-i1024-v4096 1.05 / "
+           "0.68 (ttft / tokens/s ratios): its decode stages took about twice their profiled time in the run "
+           "(12.2 against 6.5 ms) and each hand-over 2-3 ms against 0.7 ms profiled.")
+
+
+def wait_for_load(below: float, max_wait_s: float) -> str:
+    """Wait until the 1-minute load average is below ``below`` (polled every 15 s), at most
+    ``max_wait_s``; what happened, for the results."""
+    t0 = time.monotonic()
+    while os.getloadavg()[0] >= below and time.monotonic() - t0 < max_wait_s:
+        time.sleep(15)
+    waited = time.monotonic() - t0
+    now = os.getloadavg()[0]
+    if now < below:
+        return f"started after waiting {waited:.0f} s for a 1-minute load average below {below:g} ({now:.2f})"
+    return f"the 1-minute load average stayed at or above {below:g} for {waited:.0f} s; started at {now:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -181,7 +209,11 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--docs", action="store_true",
                         help="also rewrite the tables of README.md and docs/guide/llm.md ('Run it for real')")
+    parser.add_argument("--wait-load", type=float, default=0.0,
+                        help="first wait (up to --max-wait s) for the 1-minute load average below this")
+    parser.add_argument("--max-wait", type=float, default=900.0)
     args = parser.parse_args()
+    waited = wait_for_load(args.wait_load, args.max_wait) if args.wait_load > 0 else ""
     with tempfile.TemporaryDirectory(prefix="splitopt-llm-run-") as tmp:
         results = [bench(m, args.rounds, args.repeats, Path(tmp)) for m in args.models.split(",")]
     lines = ["# llm: measured against predicted, split over two processes", "",
@@ -193,7 +225,7 @@ def main() -> None:
              f"processes over loopback TCP (`splitopt run`): the median of {args.repeats} generations after one "
              f"untimed; {args.rounds} such rounds, each with its own profile; below the median over the rounds. Ratio: "
              "measured / predicted (tokens/s: of one stream, the sampled token's way back included).", "",
-             *table(results), ""]
+             *table(results), "", *([f"Load: {waited}."] if waited else []), "", EARLIER, ""]
     for r in results:
         lines += pieces(r)
     OUT.write_text("\n".join(lines))
