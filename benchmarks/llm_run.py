@@ -186,7 +186,10 @@ def update_table(path: Path, header: str, rows: list[str]) -> None:
 EARLIER = ("Earlier (commit bd866df, before the profile timed each pass after a wait and each hand-over after "
            "the sender computed; load average 4-7.5): gpt2 1.01 / 0.99, llama-l6-h384-a6-kv2-i1024-v4096 1.05 / "
            "0.68 (ttft / tokens/s ratios): its decode stages took about twice their profiled time in the run "
-           "(12.2 against 6.5 ms) and each hand-over 2-3 ms against 0.7 ms profiled.")
+           "(12.2 against 6.5 ms) and each hand-over 2-3 ms against 0.7 ms profiled. With the profile as it is "
+           "now, at a 1-minute load average of 1.4-3.8 (commit 56e9473): gpt2 0.94 / 0.87, "
+           "llama-l6-h384-a6-kv2-i1024-v4096 1.08 / 1.16, llama-l8-h768-a12-kv4-i2048-v8192 1.00 / 1.00 (its "
+           "rounds 0.86-1.03 / 0.93-1.23).")
 
 
 def wait_for_load(below: float, max_wait_s: float) -> str:
