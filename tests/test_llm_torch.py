@@ -95,6 +95,8 @@ def test_a_decode_line_below_zero_counts_zero():
     (lambda m: m["parts"].update(nowhere={"prefill_ms": [1, 1, 1], "decode_ms": [1, 1, 1]}),
      "instance.settings.measured.host.parts.nowhere"),
     (lambda m: m["parts"]["head"].update(decode_ms=[1.0]), "instance.settings.measured.host.parts.head.decode_ms"),
+    (lambda m: m["parts"]["head"].update(prefill_cpu_ms=[1.0, 1.0, 1.0], decode_cpu_ms=[1.0]),
+     "instance.settings.measured.host.parts.head.decode_cpu_ms"),
 ])
 def test_bad_measured_tables_are_one_line_naming_the_field(change, field):
     d = _measured_data(lambda i, P: 1.0, lambda i, c: 1.0)
@@ -168,6 +170,8 @@ def test_profile_writes_a_valid_instance_with_measured_tables(profiled):
         assert m.weight_bits == 32 and m.prompt_tokens == (6, 12) and m.contexts == (8, 18)
         assert set(m.parts) == {layer.name for layer in inst.layers}
         assert all(t > 0 for pre, dec in m.parts.values() for t in (*pre, *dec))
+        assert set(m.cpu_parts) == set(m.parts)
+        assert all(t >= 0 for pre, dec in m.cpu_parts.values() for t in (*pre, *dec))
         assert m.how and m.where and m.when
         assert len(inst.links) == 6 and all(link.bandwidth_bits_per_s > 0 for link in inst.links)
         assert inst.source["hf_model"]["name"] == name and s.topology == "ring"
@@ -199,6 +203,10 @@ def test_gpt2_split_over_two_processes_gives_the_unsplit_tokens(profiled):
         ("host", "host2", True), ("host2", "host", True)]
     for piece in (*report["stages"], *report["links"]):
         assert piece["measured"]["prefill_ms"] > 0 and piece["predicted"]["decode_ms"] > 0
+    for stage in report["stages"]:  # CPU time of the run's steps, and the profile's of the same parts
+        assert stage["measured"]["prefill_cpu_ms"] >= 0 and stage["measured"]["decode_cpu_ms"] >= 0
+        assert stage["profiled_cpu"]["prefill_cpu_ms"] > 0 and stage["profiled_cpu"]["decode_cpu_ms"] > 0
+    assert len(report["load_average"]["before"]) == 3 and len(report["load_average"]["after"]) == 3
 
 
 @torch_needed

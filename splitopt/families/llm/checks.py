@@ -166,6 +166,13 @@ def check_measured(inst: Instance[LlmSettings]) -> None:
                 if len(times) != want:
                     raise InvalidInstance(f"{where}.parts.{name}.{key}: {len(times)} times for the {want} lengths of "
                                           f"{where}.{grid}")
+        for name, (prefill, decode) in m.cpu_parts.items():
+            for key, times, grid in (("prefill_cpu_ms", prefill, "prompt_tokens"),
+                                     ("decode_cpu_ms", decode, "contexts")):
+                want = len(getattr(m, grid))
+                if len(times) != want:
+                    raise InvalidInstance(f"{where}.parts.{name}.{key}: {len(times)} times for the {want} lengths of "
+                                          f"{where}.{grid}")
 
 
 def check_sizes(inst: Instance[LlmSettings]) -> None:

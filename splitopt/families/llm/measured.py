@@ -14,6 +14,11 @@ measured times on a device at a bit-width they replace the roofline there:
   contexts (exact on affine measurements); a step at context ``c`` takes ``max(0, t(c))``
   inside and outside the measured contexts alike, and the tables hold its mean over the
   scenario's decode steps (:func:`splitopt.families.llm.data.mean_decode_ms`).
+
+Beside the wall times a part may carry the CPU time (ms, the process's) of the same runs
+(``prefill_cpu_ms``, ``decode_cpu_ms``): not read by the cost model; a run reports them
+beside its own CPU times, so that a gap between measured and predicted wall times can be
+told apart into more work (CPU times differ) and waiting for a core (they agree).
 """
 
 from __future__ import annotations
@@ -44,7 +49,11 @@ MEASURED_SCHEMA: Mapping[str, Any] = {
                       "additionalProperties": {
                           "type": "object", "required": ["prefill_ms", "decode_ms"], "additionalProperties": False,
                           "properties": {"prefill_ms": dict(_TIMES, description="ms per prompt length."),
-                                         "decode_ms": dict(_TIMES, description="ms of one step per context.")}},
+                                         "decode_ms": dict(_TIMES, description="ms of one step per context."),
+                                         "prefill_cpu_ms": dict(_TIMES, description="CPU ms of the same prefills "
+                                                                "(not read by the cost model)."),
+                                         "decode_cpu_ms": dict(_TIMES, description="CPU ms of the same decode steps "
+                                                               "(not read by the cost model).")}},
                       "description": "Layer name -> its measured times."},
             "how": {"type": "string", "description": "How the times were measured (repeats, statistic, threads)."},
             "where": {"type": "string", "description": "The machine (processor, cores)."},
@@ -57,7 +66,8 @@ MEASURED_SCHEMA: Mapping[str, Any] = {
 @dataclass(frozen=True)
 class MeasuredTimes:
     """One device's measured times (module docstring): ``parts`` maps a layer name to
-    ``(prefill_ms per prompt length, decode_ms per context)``."""
+    ``(prefill_ms per prompt length, decode_ms per context)``; ``cpu_parts`` the same for
+    the CPU times, where measured."""
 
     weight_bits: int
     prompt_tokens: tuple[int, ...]
@@ -66,6 +76,7 @@ class MeasuredTimes:
     how: str = ""
     where: str = ""
     when: str = ""
+    cpu_parts: Mapping[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> "MeasuredTimes":
@@ -73,13 +84,18 @@ class MeasuredTimes:
                    contexts=tuple(int(c) for c in raw["contexts"]),
                    parts={str(name): (tuple(float(t) for t in v["prefill_ms"]), tuple(float(t) for t in v["decode_ms"]))
                           for name, v in raw["parts"].items()},
-                   how=str(raw.get("how", "")), where=str(raw.get("where", "")), when=str(raw.get("when", "")))
+                   how=str(raw.get("how", "")), where=str(raw.get("where", "")), when=str(raw.get("when", "")),
+                   cpu_parts={str(name): (tuple(float(t) for t in v["prefill_cpu_ms"]),
+                                          tuple(float(t) for t in v["decode_cpu_ms"]))
+                              for name, v in raw["parts"].items() if "prefill_cpu_ms" in v and "decode_cpu_ms" in v})
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"weight_bits": self.weight_bits, "prompt_tokens": list(self.prompt_tokens),
                                "contexts": list(self.contexts),
                                "parts": {name: {"prefill_ms": list(pre), "decode_ms": list(dec)}
                                          for name, (pre, dec) in self.parts.items()}}
+        for name, (pre, dec) in self.cpu_parts.items():
+            out["parts"][name].update(prefill_cpu_ms=list(pre), decode_cpu_ms=list(dec))
         for key in ("how", "where", "when"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
@@ -92,6 +108,15 @@ class MeasuredTimes:
     def decode_line(self, part: str) -> tuple[float, float]:
         """``(alpha, beta)``: the part's decode step ``alpha + beta c`` (ms), :func:`affine_fit`."""
         return affine_fit(self.contexts, self.parts[part][1])
+
+    def cpu_ms(self, part: str, prompt_tokens: int, context: float) -> tuple[float, float] | None:
+        """``(prefill CPU ms at prompt_tokens, decode step CPU ms at context)`` of the
+        part, by the rules of the wall times; None where no CPU times were measured."""
+        if part not in self.cpu_parts:
+            return None
+        pre, dec = self.cpu_parts[part]
+        alpha, beta = affine_fit(self.contexts, dec)
+        return interpolate(self.prompt_tokens, pre, prompt_tokens), max(0.0, alpha + beta * context)
 
 
 def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float:

@@ -6,20 +6,27 @@ from its config (:mod:`splitopt.torch.llm.models`), with times measured on this 
   public configs' instances) and the decoder's shape in ``settings.model``.
 * **Times** (``settings.measured``, :mod:`splitopt.families.llm.measured`): the whole model
   runs part by part in this process, each part's call timed on its own
-  (``time.perf_counter``), so that every part runs between the others as it does in a
-  stage; per prompt length, a prefill of a fresh prompt (fresh KV caches); per context
-  ``c``, one decode step with every KV cache holding ``c - 1`` positions (filled by an
-  untimed prefill; the step's entry is dropped again after each run). Each measurement:
-  :data:`WARMUP` untimed runs, then the median of ``repeats`` (the rule of ``profile
-  --measure``), at ``torch_threads`` intra-op threads, float32.
+  (``time.perf_counter``, and its CPU time, ``time.process_time``), so that every part
+  runs between the others as it does in a stage; per prompt length, a prefill of a fresh
+  prompt (fresh KV caches); per context ``c``, one decode step with every KV cache holding
+  ``c - 1`` positions (filled by an untimed prefill; the step's entry is dropped again
+  after each run). Each pass starts after the process has slept :data:`WAIT_MS`, as a
+  stage of a run computes right after it waited for its input: a step after a wait takes
+  longer (caches and the core's state gone cold; on this 2-core host about twice the CPU
+  time of back-to-back steps of a small model) and a profile of back-to-back steps
+  predicts a run too fast. Each measurement: :data:`WARMUP` untimed runs, then the median
+  of ``repeats`` (the rule of ``profile --measure``), at ``torch_threads`` intra-op
+  threads, float32.
 * **Devices**: one per name of ``--devices``, each a process on this host with the same
   measured times; its ``mac_per_s`` (a 512 x 512 float32 matrix product) and
   ``offchip_bytes_per_s`` (a copy of 256 MB) measured at the same thread count, for the
   roofline where no time is measured; its memory this host's divided among them.
 * **Links** between every pair: measured on loopback TCP between two processes of this
-  host with the frames a run sends (:mod:`splitopt.torch.llm.wire`), each transfer
-  :data:`LINK_GAP_MS` after the last (the receiver waiting, as a stage waits for its
-  input): the median transfer time of the hidden states of one token and of each measured
+  host with the frames a run sends (:mod:`splitopt.torch.llm.wire`), as a run hands over:
+  before each transfer the sender computes for :data:`WAIT_MS` (matrix products of the
+  model's hidden size, as a stage computes its parts) while the receiver waits in its
+  read; a transfer right after computing takes longer than one after a sleep (on this
+  host about twice, under load). The median transfer time of the hidden states of one token and of each measured
   prompt length, a least-squares line in the bits sent giving the latency (its intercept)
   and the rate.
 * **Scenario**: ``--prompt-tokens``, ``--generated-tokens``, the context their sum, a ring
@@ -47,10 +54,11 @@ WARMUP = 2
 MATMUL_SIDE, COPY_ELEMENTS = 512, 64 * 1024 * 1024
 #: the least slope of a link's fit (ms per bit: 1 Tbit/s), where the bits' time is below the noise
 MIN_MS_PER_BIT = 1e-9
-#: ms the sender of a link measurement waits before each transfer: in a run a stage waits
-#: for its input while the stages before it compute, and a transfer to a waiting process
-#: includes its wake-up, which a back-to-back transfer does not
-LINK_GAP_MS = 10.0
+#: ms the process sleeps before each timed pass over the parts, and the sender of a link
+#: measurement computes before each transfer: in a run a stage waits for its input while
+#: the other stages compute, and its compute after the wait and a transfer from a stage
+#: that has just computed to a waiting one take longer than back-to-back runs
+WAIT_MS = 10.0
 
 
 def default_grids(prompt: int, generated: int, max_context: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -80,27 +88,36 @@ def _median_ms(times: Sequence[float]) -> float:
 
 
 def measure_parts(parts: Sequence[tuple[str, Any]], spec: DecoderSpec, prompt_lengths: Sequence[int],
-                  contexts: Sequence[int], repeats: int, seed: int) -> dict[str, tuple[list[float], list[float]]]:
-    """Per part ``(prefill ms per prompt length, decode ms per context)`` (module docstring)."""
+                  contexts: Sequence[int], repeats: int, seed: int) -> dict[str, dict[str, list[float]]]:
+    """Per part its ``prefill_ms``, ``prefill_cpu_ms`` (per prompt length) and ``decode_ms``,
+    ``decode_cpu_ms`` (per context), medians (module docstring)."""
     names = [n for n, _ in parts]
-    prefill: dict[str, list[float]] = {n: [] for n in names}
-    decode: dict[str, list[float]] = {n: [] for n in names}
+    out: dict[str, dict[str, list[float]]] = {n: {"prefill_ms": [], "decode_ms": [], "prefill_cpu_ms": [],
+                                                  "decode_cpu_ms": []} for n in names}
+
+    def timed_pass(x: Any, wall: dict[str, list[float]], cpu: dict[str, list[float]], keep: bool) -> None:
+        time.sleep(WAIT_MS / 1000.0)
+        for name, part in parts:
+            t0, c0 = time.perf_counter(), time.process_time()
+            x = part(x)
+            t1, c1 = time.perf_counter(), time.process_time()
+            if keep:
+                wall[name].append(t1 - t0)
+                cpu[name].append(c1 - c0)
+
     with torch.no_grad():
         for P in prompt_lengths:
             progress.step(f"prefill of {P} tokens")
             ids = prompt_ids(spec, P, seed)
-            runs: dict[str, list[float]] = {n: [] for n in names}
+            wall: dict[str, list[float]] = {n: [] for n in names}
+            cpu: dict[str, list[float]] = {n: [] for n in names}
             for r in range(WARMUP + repeats):
                 for _, part in parts:
                     part.reset()
-                x = ids
-                for name, part in parts:
-                    t0 = time.perf_counter()
-                    x = part(x)
-                    if r >= WARMUP:
-                        runs[name].append(time.perf_counter() - t0)
+                timed_pass(ids, wall, cpu, r >= WARMUP)
             for n in names:
-                prefill[n].append(_median_ms(runs[n]))
+                out[n]["prefill_ms"].append(_median_ms(wall[n]))
+                out[n]["prefill_cpu_ms"].append(_median_ms(cpu[n]))
         for c in contexts:
             progress.step(f"decode step at context {c}")
             for _, part in parts:
@@ -110,20 +127,16 @@ def measure_parts(parts: Sequence[tuple[str, Any]], spec: DecoderSpec, prompt_le
             if c > 1:
                 for _, part in parts:
                     x = part(x)
-            runs = {n: [] for n in names}
+            wall, cpu = {n: [] for n in names}, {n: [] for n in names}
             for r in range(WARMUP + repeats):
-                x = token[:, c - 1:]
-                for name, part in parts:
-                    t0 = time.perf_counter()
-                    x = part(x)
-                    if r >= WARMUP:
-                        runs[name].append(time.perf_counter() - t0)
+                timed_pass(token[:, c - 1:], wall, cpu, r >= WARMUP)
                 for _, part in parts:
                     part.drop_last()
             for n in names:
-                decode[n].append(_median_ms(runs[n]))
+                out[n]["decode_ms"].append(_median_ms(wall[n]))
+                out[n]["decode_cpu_ms"].append(_median_ms(cpu[n]))
     progress.step("")
-    return {n: (prefill[n], decode[n]) for n in names}
+    return out
 
 
 def host_rates(repeats: int = 5) -> tuple[float, float]:
@@ -192,6 +205,13 @@ def queue_get(queue: Any, procs: Sequence[Any], timeout_s: float, what: str) -> 
                 raise SplitoptError(f"{what} was not ready within {timeout_s:g} s") from None
 
 
+def compute_for(seconds: float, a: torch.Tensor, b: torch.Tensor) -> None:
+    """Matrix products ``a @ b`` for ``seconds`` (the sender's compute before a hand-over)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        torch.mm(a, b)
+
+
 def measure_link(hidden: int, lengths: Sequence[int], repeats: int, threads: int, host: str = "127.0.0.1",
                  timeout_s: float = 60.0) -> tuple[float, float, list[dict[str, float]]]:
     """``(latency ms, bits/s, points)`` of loopback TCP between two processes of this host
@@ -216,10 +236,11 @@ def measure_link(hidden: int, lengths: Sequence[int], repeats: int, threads: int
         conn = connect(host, int(queue_get(ports, [proc], timeout_s, "the link's receiving process")),
                        timeout_s=timeout_s)
         step = 0
+        work = (torch.randn(16, hidden), torch.randn(hidden, 4 * hidden))
         for T in sizes:
             x = torch.randn(1, T, hidden)
             for _ in range(WARMUP + repeats):
-                time.sleep(LINK_GAP_MS / 1000.0)
+                compute_for(WAIT_MS / 1000.0, *work)
                 send_tensor(conn, step, 0, x)
                 ack = conn.read()
                 if ack.kind is not Kind.ACK or ACK.unpack(ack.payload)[0] != step:
@@ -278,9 +299,10 @@ def profile_decoder(spec: DecoderSpec, devices: Sequence[str], prompt: int, gene
         link_info = {"latency_ms": latency, "bandwidth_bits_per_s": rate, "points": points}
     where, when = machine_text(), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     how = (f"median of {repeats} runs after {WARMUP} warm-up runs, the whole model run part by part in one process, "
+           f"each pass after a {WAIT_MS:g} ms sleep (as a stage computes after waiting for its input), "
            f"torch {torch.__version__}, {threads} intra-op thread(s), float32")
     measured = {"weight_bits": MODEL_BITS, "prompt_tokens": list(prompt_lengths), "contexts": list(contexts),
-                "parts": {n: {"prefill_ms": pre, "decode_ms": dec} for n, (pre, dec) in times.items()},
+                "parts": times,
                 "how": how, "where": where, "when": when}
     memory = memory_bytes() / len(devices)
     devs = [{"name": d, "description": f"a process on this host ({where}); rates measured by splitopt profile",

@@ -21,7 +21,10 @@ then ``G - 1`` decode steps, one token through every stage and back. ``warmup`` 
 generations, then ``repeats`` timed ones, every KV cache emptied before each.
 
 Measured (CLOCK_MONOTONIC, shared by the processes of one host; ms; medians over the timed
-generations): per stage its prefill compute and its mean decode step; per link the
+generations): per stage its prefill compute and its mean decode step, each also as the
+stage process's CPU time (``time.process_time``; beside the profile's CPU times of the
+same parts where it holds them: CPU times that agree while wall times do not say the
+stage waited for a core, not that it did more work); per link the
 prefill transfer and the mean decode transfer (sender's start before packing to the
 tensor unpacked); time to first token (the first stage starts the prefill until the
 token is sampled, and until it is back at the first stage in a ring); the mean decode
@@ -34,6 +37,7 @@ afterwards at the same threads; ``ok``: every generation's tokens equal its toke
 
 from __future__ import annotations
 
+import os
 import signal
 import statistics
 import time
@@ -99,10 +103,10 @@ def _stage(rank: int, spec: Mapping[str, Any], ports: Sequence[Any]) -> dict[str
                     else:
                         _, _, rec["sent_ns"], x = recv_tensor(up, torch.float32)
                         rec["received_ns"] = time.monotonic_ns()
-                    rec["start_ns"] = time.monotonic_ns()
+                    rec["start_ns"], rec["start_cpu_s"] = time.monotonic_ns(), time.process_time()
                     for part in parts:
                         x = part(x)
-                    rec["end_ns"] = time.monotonic_ns()
+                    rec["end_ns"], rec["end_cpu_s"] = time.monotonic_ns(), time.process_time()
                     if last:
                         tokens.append(int(x.reshape(-1)[0]))
                     if down is not None:
@@ -179,8 +183,12 @@ def generation_times(reports: Mapping[int, dict[str, Any]], gen: int, ring: bool
         return steps[0][j]["return_received_ns"] if ring else steps[last][j]["end_ns"]
 
     decode = range(1, G)
+    def cpu_ms(rec: Mapping[str, Any]) -> float:
+        return 1000.0 * (rec["end_cpu_s"] - rec["start_cpu_s"])
+
     stages = [{"prefill_ms": _ms(steps[r][0]["start_ns"], steps[r][0]["end_ns"]),
-               "decode_ms": _mean([_ms(steps[r][j]["start_ns"], steps[r][j]["end_ns"]) for j in decode])}
+               "decode_ms": _mean([_ms(steps[r][j]["start_ns"], steps[r][j]["end_ns"]) for j in decode]),
+               "prefill_cpu_ms": cpu_ms(steps[r][0]), "decode_cpu_ms": _mean([cpu_ms(steps[r][j]) for j in decode])}
               for r in range(world)]
     links = []
     for r in range(world - 1):
@@ -211,6 +219,23 @@ def _ratio(measured: float, predicted: float) -> float | None:
     return measured / predicted if predicted > 0 else None
 
 
+def profiled_cpu_ms(inst: Any, device: str, parts: Sequence[str]) -> dict[str, float] | None:
+    """The profile's CPU times of ``parts`` on ``device`` summed: the prefill at the
+    scenario's prompt and the decode step at its mean context (ms); None where the
+    profile holds none."""
+    from splitopt.families.llm.data import decode_contexts
+
+    s = inst.settings
+    measured = s.measured.get(device)
+    if measured is None:
+        return None
+    first, last = decode_contexts(s)
+    times = [measured.cpu_ms(name, s.prompt_tokens, (first + last) / 2.0) for name in parts]
+    if any(t is None for t in times):
+        return None
+    return {"prefill_cpu_ms": sum(t[0] for t in times if t), "decode_cpu_ms": sum(t[1] for t in times if t)}
+
+
 def run_plan(inst: Any, plan: Any, *, repeats: int = 3, warmup: int = 1, threads: int = 1, host: str = "127.0.0.1",
              timeout_s: float = 60.0, run_timeout_s: float = 900.0) -> dict[str, Any]:
     """Run ``plan`` of ``inst`` (module docstring): the JSON-ready report with measured and
@@ -230,9 +255,11 @@ def run_plan(inst: Any, plan: Any, *, repeats: int = 3, warmup: int = 1, threads
             "devices": [st.device for st in plan.stages], "prompt_tokens": s.prompt_tokens,
             "generated_tokens": s.generated_tokens, "warmup": warmup, "repeats": repeats, "threads": threads,
             "host": host, "timeout_s": timeout_s}
+    load_before = os.getloadavg()
     t0 = time.perf_counter()
     reports = launch(spec, run_timeout_s)
     wall = time.perf_counter() - t0
+    load_after = os.getloadavg()
     runs = [generation_times(reports, warmup + k, ring) for k in range(repeats)]
     last = len(plan.stages) - 1
     split_tokens = [reports[last]["generations"][g]["tokens"] for g in range(warmup + repeats)]
@@ -248,7 +275,9 @@ def run_plan(inst: Any, plan: Any, *, repeats: int = 3, warmup: int = 1, threads
     for k, (st, load) in enumerate(zip(plan.stages, metrics.stages)):
         stages.append({"device": st.device, "first": load.first, "last": load.last, "parts": load.parts,
                        "measured": measured["stages"][k],
-                       "predicted": {"prefill_ms": load.prefill_ms, "decode_ms": load.decode_ms}})
+                       "predicted": {"prefill_ms": load.prefill_ms, "decode_ms": load.decode_ms},
+                       "profiled_cpu": profiled_cpu_ms(inst, st.device,
+                                                       [inst.layers[i].name for i in range(st.start, st.end)])})
     links = []
     for k, load in enumerate(metrics.stages):
         if k < len(measured["links"]):
@@ -265,6 +294,7 @@ def run_plan(inst: Any, plan: Any, *, repeats: int = 3, warmup: int = 1, threads
     return {"instance": inst.name, "model": model.name, "seed": seed, "topology": s.topology,
             "prompt_tokens": s.prompt_tokens, "generated_tokens": s.generated_tokens, "processes": len(plan.stages),
             "threads": threads, "host": host, "warmup": warmup, "repeats": repeats, "wall_s": wall,
+            "load_average": {"before": list(load_before), "after": list(load_after)},
             "measured": {"ttft_ms": measured["ttft_ms"], "token_latency_ms": measured["token_latency_ms"],
                          "cycle_ms": measured["cycle_ms"], "tokens_per_s": tokens_per_s},
             "predicted": predicted,

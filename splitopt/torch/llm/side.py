@@ -123,12 +123,19 @@ class LlmSide(TorchSide):
             console.print(f"  stage {st['device']} ({st['first']}..{st['last']}): prefill {sm['prefill_ms']:.2f} ms "
                           f"(predicted {sp['prefill_ms']:.2f}), decode step {sm['decode_ms']:.3f} ms (predicted "
                           f"{sp['decode_ms']:.3f})", highlight=False)
+            pc = st.get("profiled_cpu")
+            profiled = (f" (profiled {pc['prefill_cpu_ms']:.2f} / {pc['decode_cpu_ms']:.3f})" if pc else "")
+            console.print(f"    CPU time: prefill {sm['prefill_cpu_ms']:.2f} ms, decode step {sm['decode_cpu_ms']:.3f} "
+                          f"ms{profiled}", highlight=False)
         for link in report["links"]:
             lm, lp = link["measured"], link["predicted"]
             pred = (f" (predicted {lp['prefill_ms']:.3f} / {lp['decode_ms']:.3f})" if lp is not None
                     else " (not in a chain's model)")
             console.print(f"  link {link['source']}->{link['target']} ({link['carries']}): prefill "
                           f"{lm['prefill_ms']:.3f} ms, decode {lm['decode_ms']:.3f} ms{pred}", highlight=False)
+        load = report["load_average"]
+        console.print(f"  load average (1/5/15 min): before {'/'.join(f'{x:.2f}' for x in load['before'])}, after "
+                      f"{'/'.join(f'{x:.2f}' for x in load['after'])}", highlight=False)
         console.print(f"  greedy tokens: {report['tokens'][:12]}{' ...' if len(report['tokens']) > 12 else ''}",
                       highlight=False)
         console.print("[green]OK[/green]: the same greedy tokens as the unsplit model" if report["ok"]
