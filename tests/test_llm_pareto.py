@@ -112,6 +112,29 @@ def test_llm_dp_refuses_a_time_limit_and_auto_runs_a_program():
     assert free.metrics.ttft_ms > 480 and free.objective < res.objective  # the limit binds
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SEEDS, st.sampled_from(["ttft", "throughput"]), st.sampled_from([0.999, 1.0, 1.001]))
+def test_llm_dp_holds_a_limit_on_the_measure_it_minimises_as_brute_force_does(seed, objective, factor):
+    """A time to first token limit under ``ttft``, a tokens/s floor under ``throughput``:
+    llm-dp takes it (its optimum meets it or no plan does), with brute force's answer."""
+    inst = fam.random_instance(seed).with_settings(objective=objective)
+    fam.prepare(inst)
+    free = solve(inst, "brute-force")
+    if free.status is not Status.OPTIMAL:
+        return
+    limit = {"ttft_limit_ms": free.objective * factor} if objective == "ttft" else \
+        {"min_tokens_per_s": 1000.0 / (free.objective * factor)}
+    limited = inst.with_settings(**limit)
+    fam.prepare(limited)
+    ref, res = solve(limited, "brute-force"), solve(limited, "llm-dp")
+    assert fam.exact_method(limited) == "llm-dp"
+    assert res.status is ref.status, (res.message, ref.message)
+    if ref.status is Status.OPTIMAL:
+        assert res.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12) and res.metrics.feasible
+    else:  # the diagnosis names the limits that conflict (the time limit, or the budget it leaves)
+        assert "infeasible" in res.message.lower() and ("limit" in res.message or "budget" in res.message), res.message
+
+
 def test_an_unreachable_limit_is_infeasible_naming_it():
     res = runner.invoke(app, ["solve", str(QWEN), "--set", "settings.ttft_limit_ms=10"])
     assert res.exit_code != 0
