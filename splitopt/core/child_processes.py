@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 #: seconds the children get to end after SIGTERM before SIGKILL
 TERMINATE_GRACE_S = 3.0
@@ -107,6 +107,7 @@ class ChildFailure(Exception):
         super().__init__(kind)
         self.kind, self.rank, self.exitcode, self.error, self.trace = kind, rank, exitcode, error, trace
         self.done, self.world, self.timeout_s = done, world, timeout_s
+        self.pids: list[int] = []  # the processes of the run (set by run_spawned)
 
 
 def collect_reports(procs: Sequence[Any], results: Any, timeout_s: float,
@@ -137,3 +138,37 @@ def collect_reports(procs: Sequence[Any], results: Any, timeout_s: float,
     for p in procs:
         p.join(5.0)
     return reports
+
+
+def run_spawned(target: Callable[..., Any], spec: Mapping[str, Any], names: Sequence[str], port_count: int,
+                timeout_s: float) -> dict[int, dict[str, Any]]:
+    """Start one ``spawn`` process per name, each running ``target(rank, spec, ports,
+    results)`` (``ports``: ``port_count`` queues the processes share; ``results``: where each
+    puts ``(rank, report)``), and collect one report each within ``timeout_s``
+    (:func:`collect_reports`). Every process is ended and the queues closed whatever
+    happens; SIGTERM interrupts meanwhile as Ctrl-C does. ChildFailure (with ``pids``) on a
+    failure or the deadline, for the caller to word."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    ports = [ctx.Queue() for _ in range(port_count)]
+    procs: list[Any] = []
+    previous = sigterm_interrupts()
+    try:
+        for rank, name in enumerate(names):
+            p = ctx.Process(target=target, args=(rank, dict(spec), ports, results), daemon=True, name=name)
+            p.start()
+            procs.append(p)
+        try:
+            return collect_reports(procs, results, timeout_s)
+        except ChildFailure as f:
+            f.pids = [p.pid for p in procs if p.pid is not None]
+            raise
+    finally:
+        stop_processes(procs)
+        for q in (results, *ports):
+            q.close()
+            q.cancel_join_thread()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -56,13 +56,12 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import statistics
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from splitopt.core.child_processes import ChildFailure, collect_reports, sigterm_interrupts, stop_processes
+from splitopt.core.child_processes import ChildFailure, run_spawned
 from splitopt.core.errors import SplitoptError
 from splitopt.netrun.frames import DEFAULT_MAX_FRAME_BYTES
 from splitopt.netrun.pacing import DEFAULT_CHUNK_BYTES
@@ -87,39 +86,19 @@ def launch(spec: Mapping[str, Any], timeout_s: float) -> dict[int, dict[str, Any
     """Start one spawn process per device running :func:`splitopt.netrun.device.device_main`, collect one report per
     device within ``timeout_s``; every process is ended whatever happens (NetRunError
     on a device's failure or the deadline)."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
     world = len(spec["devices"])
-    results = ctx.Queue()
-    ports = [ctx.Queue() for _ in range(world - 1)]
-    procs: list[Any] = []
-    previous = sigterm_interrupts()
+    names = [f"splitopt-netrun-{device}" for device in spec["devices"]]
     try:
-        for rank in range(world):
-            p = ctx.Process(target=device_main, args=(rank, dict(spec), ports, results), daemon=True,
-                            name=f"splitopt-netrun-{spec['devices'][rank]}")
-            p.start()
-            procs.append(p)
-        try:
-            return collect_reports(procs, results, timeout_s)
-        except ChildFailure as f:
-            pids = [p.pid for p in procs]
-            if f.kind == "timeout":
-                raise NetRunError(f"run-tcp: timed out after {timeout_s:g} s with {f.done} of {world} device "
-                                  "processes done", pids) from None
-            if f.kind == "died":
-                raise NetRunError(f"run-tcp: device '{spec['devices'][f.rank]}' process died (exit code "
-                                  f"{f.exitcode})", pids) from None
-            log.debug(f.trace)
-            raise NetRunError(f"run-tcp: device '{spec['devices'][f.rank]}': {f.error}", pids) from None
-    finally:
-        stop_processes(procs)
-        for q in (results, *ports):
-            q.close()
-            q.cancel_join_thread()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        return run_spawned(device_main, spec, names, world - 1, timeout_s)
+    except ChildFailure as f:
+        if f.kind == "timeout":
+            raise NetRunError(f"run-tcp: timed out after {timeout_s:g} s with {f.done} of {world} device "
+                              "processes done", f.pids) from None
+        if f.kind == "died":
+            raise NetRunError(f"run-tcp: device '{spec['devices'][f.rank]}' process died (exit code "
+                              f"{f.exitcode})", f.pids) from None
+        log.debug(f.trace)
+        raise NetRunError(f"run-tcp: device '{spec['devices'][f.rank]}': {f.error}", f.pids) from None
 
 
 def _predicted(setup: RunSetup, plan: int, bandwidth: float | None) -> dict[str, Any]:

@@ -38,13 +38,12 @@ afterwards at the same threads; ``ok``: every generation's tokens equal its toke
 from __future__ import annotations
 
 import os
-import signal
 import statistics
 import time
 import traceback
 from typing import Any, Mapping, Sequence
 
-from splitopt.core.child_processes import ChildFailure, collect_reports, sigterm_interrupts, stop_processes
+from splitopt.core.child_processes import ChildFailure, run_spawned
 from splitopt.core.errors import SplitoptError
 
 
@@ -131,37 +130,17 @@ def _stage(rank: int, spec: Mapping[str, Any], ports: Sequence[Any]) -> dict[str
 def launch(spec: Mapping[str, Any], timeout_s: float) -> dict[int, dict[str, Any]]:
     """Start one spawn process per stage, collect one report each within ``timeout_s``;
     every process is ended whatever happens (LlmRunError on a failure or the deadline)."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
     world = len(spec["stages"])
-    results = ctx.Queue()
-    ports = [ctx.Queue() for _ in range(world)]
-    procs: list[Any] = []
-    previous = sigterm_interrupts()
     try:
-        for rank in range(world):
-            p = ctx.Process(target=stage_main, args=(rank, dict(spec), ports, results), daemon=True,
-                            name=f"splitopt-llm-stage-{rank}")
-            p.start()
-            procs.append(p)
-        try:
-            return collect_reports(procs, results, timeout_s)
-        except ChildFailure as f:
-            device = spec["devices"][f.rank] if f.rank is not None else ""
-            if f.kind == "timeout":
-                raise LlmRunError(f"run: timed out after {timeout_s:g} s with {f.done} of {world} stage processes "
-                                  "done (--run-timeout)") from None
-            if f.kind == "died":
-                raise LlmRunError(f"run: stage '{device}' process died (exit code {f.exitcode})") from None
-            raise LlmRunError(f"run: stage '{device}': {f.error}") from None
-    finally:
-        stop_processes(procs)
-        for q in (results, *ports):
-            q.close()
-            q.cancel_join_thread()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        return run_spawned(stage_main, spec, [f"splitopt-llm-stage-{rank}" for rank in range(world)], world, timeout_s)
+    except ChildFailure as f:
+        device = spec["devices"][f.rank] if f.rank is not None else ""
+        if f.kind == "timeout":
+            raise LlmRunError(f"run: timed out after {timeout_s:g} s with {f.done} of {world} stage processes "
+                              "done (--run-timeout)") from None
+        if f.kind == "died":
+            raise LlmRunError(f"run: stage '{device}' process died (exit code {f.exitcode})") from None
+        raise LlmRunError(f"run: stage '{device}': {f.error}") from None
 
 
 def _ms(a: int, b: int) -> float:
