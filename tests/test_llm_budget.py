@@ -89,6 +89,33 @@ def test_subset_min_is_the_least_over_subsets():
         assert np.allclose(out[M], R[subsets].min(axis=0))
 
 
+@given(rows=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 1), st.integers(0, 4),
+                                st.integers(0, 4)), min_size=1, max_size=40), ring=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_undominated_keeps_exactly_one_of_each_state_s_pareto_labels(rows, ring):
+    """A label is kept iff no other label of its state (``first`` counts only in a ring) has
+    no more time and no more error, ties broken to one; on small integer grids, so ties occur."""
+    first, used, last, time, error = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    n = len(rows)
+    z = np.zeros(n, dtype=np.int64)
+    labels = budget.Labels(time.astype(float), error.astype(float), first, used, last, z, z, z - 1, z.astype(float))
+    kept = set(budget.undominated(labels, ring).tolist())
+
+    def state(i):
+        return (first[i] if ring else 0, used[i], last[i])
+
+    for i in range(n):
+        beaten = any(state(j) == state(i) and time[j] <= time[i] and error[j] <= error[i]
+                     and (time[j], error[j]) != (time[i], error[i]) for j in range(n))
+        if beaten:
+            assert i not in kept
+    for key in {state(i) for i in range(n)}:
+        front = {(time[i], error[i]) for i in range(n) if state(i) == key and not any(
+            state(j) == key and time[j] <= time[i] and error[j] <= error[i] and (time[j], error[j]) != (time[i], error[i])
+            for j in range(n))}
+        assert sorted((time[i], error[i]) for i in kept if state(i) == key) == sorted(front)
+
+
 def test_completion_bounds_are_the_least_completion():
     """``H[U, e, b]`` is the least cost of running ``[b, n)`` on unused devices after ``e``,
     checked against every sequence of devices and ranges on a random instance."""

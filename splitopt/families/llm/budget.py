@@ -15,24 +15,30 @@ two steps:
    the walk runs the chain's program (cheaper by the device count; its value, without the
    return, still bounds the ring's) and measures each plan with its return.
 2. **Closing the gap** (where the hull's best plan within the budget is not already within
-   tolerance of the bound): a best-first search over partial pipelines (labels ``(time,
-   error)`` at states ``(first device, devices used, last device, boundary)``), pruned by
-   (a) the Lagrangian bound of the best completion, from the same program run over the
-   reversed parts (``R[U', e', b]``: the least ``time + lam * error`` running ``[b, n)`` on
-   the devices ``U'``, ``e'`` first; its minimum over subsets of the unused devices), (b) the
-   least time of any completion (the same at ``lam = 0``), (c) the least error any completion
-   adds, and (d) dominance between labels of one state. The search stops when the least
-   bound left is the incumbent's value: the incumbent is optimal (within ``RTOL``).
+   tolerance of the bound): a search over partial pipelines (labels ``(time, error)`` at
+   states ``(first device, devices used, last device, boundary)``), pruned by (a) the
+   Lagrangian bound of the best completion, from the same program run over the reversed
+   parts (``R[U', e', b]``: the least ``time + lam * error`` running ``[b, n)`` on the
+   devices ``U'``, ``e'`` first; its minimum over subsets of the unused devices), (b) the
+   least time of any completion (the same at ``lam = 0``), (c) the least error any
+   completion adds, and (d) dominance between labels of one state. Every extension ends at
+   a later boundary, so the search sweeps the boundaries in order: at boundary ``b`` every
+   label that will ever end there is known, the dominated ones are dropped at once and the
+   rest are extended together (numpy over labels and the stages the tables allow from
+   ``b``). A first sweep keeps only the labels of least bound at each boundary (a beam: a
+   good incumbent early); the exact sweep after it keeps every label below the incumbent,
+   which at the last boundary is optimal (within ``RTOL``).
 
 ``throughput`` (``max(busiest resource, round trip / S)``) keeps the dynamic program's
 crossing argument (``dp.py``) with the least round trip *within the budget*, ``T_E(v)``,
 which also falls as ``v`` grows; each test of ``T_E(v)`` against ``S v`` is the sum method
-above on the stages and links no busier than ``v`` (:func:`throughput_within_budget`).
+above on the stages and links no busier than ``v`` (:func:`throughput_within_budget`); the
+first plan met whose value is its round trip over ``S`` is closed by one exact search.
 """
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
@@ -272,20 +278,6 @@ def completion_bounds(t: BudgetTables, cost: np.ndarray, stop: Stop | None) -> n
 
 
 @dataclass(frozen=True)
-class Label:
-    """A partial pipeline: its time so far (ms), error, the state and its last stage."""
-
-    time: float
-    error: float
-    first: int
-    used: int
-    last: int
-    end: int
-    stage: Stage
-    parent: int  # index of the label it extends, -1 for a first stage
-
-
-@dataclass(frozen=True)
 class BusyTables:
     """What each resource is busy per token (ms), for ``throughput``: ``stage[w, e, a, b]``
     (the stage's mean decode step), ``link[b, e, e']`` (no latency), ``back[e, f]``."""
@@ -390,6 +382,11 @@ def throughput_within_budget(t: BudgetTables, busy: BusyTables, streams: int,
     candidates = np.concatenate([np.unique(np.concatenate(values)), [math.inf]])
     hi = int(np.searchsorted(candidates, value(incumbent), side="left"))
     lo_k = min(int(np.searchsorted(candidates, lo, side="left")), hi)
+    def round_trip_bound(f: Found) -> bool:
+        """Whether ``f``'s value is its round trip over ``S`` (not its busiest resource)."""
+        return f.time / streams >= busiest(busy, f.stages)
+
+    closed = False  # whether the exact step below has run
     try:
         while lo_k < hi:  # the least k with T_E(v_k) / S <= v_k (it holds at hi)
             mid = (lo_k + hi) // 2
@@ -400,6 +397,24 @@ def throughput_within_budget(t: BudgetTables, busy: BusyTables, streams: int,
             if got.best is not None:
                 incumbent = min(incumbent, got.best, key=value)
                 hi = min(mid, int(np.searchsorted(candidates, value(got.best), side="left")))
+                if not closed and round_trip_bound(incumbent):
+                    # a plan better than z = value(incumbent) is below z on both terms: the least
+                    # round trip of the plans no busier than the last candidate below z, under S z,
+                    # either does not exist (the incumbent is optimal), or is optimal where its
+                    # round trip bounds its value, or lowers the upper end
+                    closed, z = True, value(incumbent)
+                    below = int(np.searchsorted(candidates, z, side="left")) - 1
+                    if below < 0:
+                        break
+                    exact = test(float(candidates[below]), streams * z, False)
+                    if not exact.optimal:
+                        raise Stopped
+                    if exact.best is None:
+                        return _answer(incumbent, value, z, True)
+                    incumbent = min(incumbent, exact.best, key=value)
+                    if round_trip_bound(exact.best):
+                        return _answer(incumbent, value, value(incumbent), True)
+                    hi = min(hi, int(np.searchsorted(candidates, value(exact.best), side="left")))
             else:
                 lo_k = mid + 1
         if hi > 0:
@@ -420,10 +435,70 @@ def _answer(best: Found, value: Callable[[Found], float], bound: float, optimal:
     return BudgetAnswer(Found(best.stages, v, best.error), min(bound, v), optimal)
 
 
+#: labels a beam sweep keeps at each boundary (``Search.run``)
+BEAM_LABELS = 256
+#: labels expanded at once (each makes ``W * D * (n + 1)`` candidate extensions)
+CHUNK_LABELS = 1024
+
+
+@dataclass
+class Labels:
+    """Partial pipelines as columns (numpy arrays of one length): ``time`` (ms) and
+    ``error`` so far, the state (``first`` device, ``used`` devices as a bit mask,
+    ``last`` device; the boundary is the bucket they are kept in), their last stage
+    (``start``, ``width``; it ends at the bucket's boundary), the index of the label they
+    extend (``parent``, -1 for a first stage) and their bound (``lb``, ms)."""
+
+    time: np.ndarray
+    error: np.ndarray
+    first: np.ndarray
+    used: np.ndarray
+    last: np.ndarray
+    start: np.ndarray
+    width: np.ndarray
+    parent: np.ndarray
+    lb: np.ndarray
+
+    def take(self, rows: np.ndarray) -> "Labels":
+        return Labels(*(getattr(self, f)[rows] for f in LABEL_FIELDS))
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+
+LABEL_FIELDS = ("time", "error", "first", "used", "last", "start", "width", "parent", "lb")
+
+
+def _join(parts: Sequence[Labels]) -> Labels:
+    return Labels(*(np.concatenate([getattr(p, f) for p in parts]) for f in LABEL_FIELDS))
+
+
+def undominated(labels: Labels, ring: bool) -> np.ndarray:
+    """The rows of ``labels`` (all at one boundary) that no other row of the same state
+    (``first`` in a ring, ``used``, ``last``) beats on both time and error (of equal rows,
+    one), by one sort: within a state in order of time, a row is dominated where an earlier
+    row's error is no larger (a running minimum of error ranks, each state's ranks shifted
+    below every earlier state's so that the minimum needs no reset)."""
+    first = labels.first if ring else np.zeros_like(labels.first)
+    order = np.lexsort((labels.error, labels.time, labels.last, labels.used, first))
+    key = np.stack([first[order], labels.used[order], labels.last[order]])
+    new_state = np.concatenate([[True], np.any(key[:, 1:] != key[:, :-1], axis=0)])
+    group = np.cumsum(new_state) - 1
+    ranks = np.unique(labels.error[order], return_inverse=True)[1].astype(np.int64)
+    shifted = ranks - group * (int(ranks.max(initial=0)) + 1)
+    before = np.concatenate([[np.iinfo(np.int64).max], np.minimum.accumulate(shifted)[:-1]])
+    return order[before > shifted]
+
+
 class Search:
-    """Step 2 of the module docstring: best-first over labels until the least bound left
-    reaches the incumbent's value; where any plan below a cap will do, depth first (the
-    most promising extension first), which meets a complete plan sooner."""
+    """Step 2 of the module docstring, as a sweep over the boundaries: a label ends at a
+    boundary and every extension ends at a later one, so once the sweep reaches boundary
+    ``b`` every label that will ever end there is known. The labels of ``b`` are then
+    reduced to the undominated ones of each state (:func:`undominated`), those whose bound
+    is below the incumbent are extended together (numpy over labels, widths, devices and
+    ends), and complete plans below the incumbent replace it. The search ends at the last
+    boundary (the incumbent is optimal within ``RTOL``) or, where any plan below a cap will
+    do, at the first one found."""
 
     def __init__(self, t: BudgetTables, lam: float, stop: Stop | None):
         self.t, self.lam, self.stop = t, lam, stop
@@ -433,39 +508,75 @@ class Search:
         self.error_cap = t.budget * (1 + RTOL) + 1e-12
         self.back_least = np.zeros(t.D) if t.back is None else \
             np.array([min((t.back[x, f] for x in range(t.D) if x != f), default=0.0) for f in range(t.D)])
-        self.ends = np.arange(t.n + 1)
-        self.labels: list[Label] = []
-        self.fronts: dict[tuple[int, int, int, int], list[tuple[float, float]]] = {}
-        self.heap: list[tuple[float, int]] = []
+        self.back = np.zeros((t.D, t.D)) if t.back is None else np.asarray(t.back)
+        self.bits = (1 << np.arange(t.D)).astype(np.int64)
+        #: ``follows[e]``: the bit of the twin device ``e`` joins after (0: none)
+        self.follows = np.array([1 << t.after[e] if e in t.after else 0 for e in range(t.D)], dtype=np.int64)
+        self.store: list[Labels] = []  # every label expanded, in chunks (``parent`` indexes their concatenation)
+        self.chunk_ends: list[int] = []  # the boundary every label of a chunk ends at
+        self.offsets: list[int] = [0]
+        self.expanded = 0
+        self.steps_from: dict[int, tuple[np.ndarray, ...]] = {}
 
     def run(self, inc: Found | None, ub: float, bound: float, any_below: bool = False) -> BudgetAnswer:
         """The best plan below ``ub`` (the incumbent ``inc``'s time or a cap), or with
-        ``any_below`` the first one found."""
+        ``any_below`` the first one found. A beam sweep first (at each boundary only the
+        ``BEAM_LABELS`` labels of least bound go on) meets a good plan early, which the exact
+        sweep after it then prunes by."""
         try:  # (a) the Lagrangian bound and (b) the least time of any completion
             self.bounds_for([0.0, self.lam] if self.lam > 0 else [0.0])
         except Stopped:
             return BudgetAnswer(inc, bound, False)
-        self.best, self.ub, self.dive = inc, ub, any_below
-        self.expand(-1, 0.0, 0.0, 0, 0, 0, 0)
-        heap = self.heap
-        while heap:
-            if self.stop is not None and self.stop():
-                return BudgetAnswer(self.best, min(lb for lb, _ in heap) if not self.dive else bound, False)
-            lb, i = heap.pop() if self.dive else heapq.heappop(heap)
+        self.best, self.ub = inc, ub
+        for beam in (BEAM_LABELS, None):
+            stopped = self.sweep(beam, any_below, bound)
+            if stopped is not None:
+                return stopped
             if any_below and self.best is not None:
                 break
-            if lb >= self.ub - RTOL * max(1.0, abs(self.ub)):
-                if self.dive:
-                    continue
-                break
-            if len(self.labels) > GRID_AFTER_LABELS and len(self.lams) < 3 and self.lam > 0:
-                try:  # a long search: tighter bounds from more multipliers pay for themselves
-                    self.bounds_for([0.0] + [self.lam * f for f in MULTIPLIER_GRID])
-                except Stopped:
-                    return BudgetAnswer(self.best, bound, False)
-            L = self.labels[i]
-            self.expand(i, L.time, L.error, L.first, L.used, L.last, L.end)
         return BudgetAnswer(self.best, self.ub, True)
+
+    def sweep(self, beam: int | None, any_below: bool, bound: float) -> BudgetAnswer | None:
+        """One sweep over the boundaries (only the ``beam`` labels of least bound at each,
+        where given); the answer where ``stop()`` said to stop, else None."""
+        n = self.n
+        self.pending: list[list[Labels]] = [[] for _ in range(n + 1)]
+        empty = np.zeros(1, dtype=np.int64)
+        root = Labels(np.zeros(1), np.zeros(1), empty - 1, empty.copy(), empty - 1, empty.copy(), empty.copy(),
+                      empty - 1, np.zeros(1))
+        for b in range(n):
+            if any_below and self.best is not None:
+                break
+            if b == 0:
+                labels = root
+            else:
+                if not self.pending[b]:
+                    continue
+                labels = _join(self.pending[b])
+                self.pending[b] = []
+                labels = labels.take(np.nonzero(labels.lb < self._threshold())[0])
+                if not len(labels):
+                    continue
+                labels = labels.take(undominated(labels, self.t.back is not None))
+                if beam is not None and len(labels) > beam:
+                    labels = labels.take(np.argpartition(labels.lb, beam)[:beam])
+            for lo in range(0, len(labels), CHUNK_LABELS):
+                if self.stop is not None and self.stop():
+                    if beam is not None or any_below:
+                        return BudgetAnswer(self.best, bound, False)
+                    rest = [labels.lb[lo:]] + [p.lb for bucket in self.pending[b + 1:] for p in bucket]
+                    least = float(np.concatenate(rest).min(initial=math.inf))
+                    return BudgetAnswer(self.best, min(self.ub, least), False)
+                if self.expanded > GRID_AFTER_LABELS and len(self.lams) < 3 and self.lam > 0:
+                    try:  # a long search: tighter bounds from more multipliers pay for themselves
+                        self.bounds_for([0.0] + [self.lam * f for f in MULTIPLIER_GRID])
+                    except Stopped:
+                        return BudgetAnswer(self.best, bound, False)
+                self.expand(labels.take(np.arange(lo, min(lo + CHUNK_LABELS, len(labels)))), b)
+        return None
+
+    def _threshold(self) -> float:
+        return self.ub - RTOL * max(1.0, abs(self.ub))
 
     def bounds_for(self, lams: Sequence[float]) -> None:
         """The completion bounds (a) and (b) for each multiplier in ``lams``."""
@@ -474,55 +585,75 @@ class Search:
         self.H = np.stack([completion_bounds(t, (t.time + lam * t.error[:, None]).min(axis=0), self.stop)
                            for lam in lams])  # (K, sets, D, N1)
 
-    def expand(self, parent: int, time: float, error: float, first: int, used: int, last: int, at: int) -> None:
-        """Push every extension of a label by one stage that may still beat the incumbent
-        (bounds (a)-(c), dominance (d)); take every complete one that does."""
+    def _keep(self, labels: Labels, end: int) -> np.ndarray:
+        """The global indices of ``labels`` (ending at boundary ``end``) once stored."""
+        start = self.offsets[-1]
+        self.store.append(labels)
+        self.chunk_ends.append(end)
+        self.offsets.append(start + len(labels))
+        return np.arange(start, start + len(labels))
+
+    def steps(self, at: int) -> tuple[np.ndarray, ...]:
+        """Every stage that may start at boundary ``at`` (those the tables allow: memory and
+        pins keep a device's stages short): its width, device, end, time (ms) and error."""
+        if at not in self.steps_from:
+            w, e, b = np.nonzero(np.isfinite(self.t.time[:, :, at, :]))
+            w, e, b = w[b > at], e[b > at], b[b > at]
+            self.steps_from[at] = (w, e, b, self.t.time[w, e, at, b], self.t.error[w, at, b])
+        return self.steps_from[at]
+
+    def expand(self, labels: Labels, at: int) -> None:
+        """Extend every label (all ending at boundary ``at``) by one stage on a device it has
+        not used (twins in order): take the complete extensions below the incumbent, and
+        bucket by their end the others that bounds (a)-(c) keep."""
         t, n = self.t, self.n
-        others = np.array([e for e in range(self.D) if not used >> e & 1 and (e not in t.after or used >> t.after[e] & 1)],
-                          dtype=np.int64)
-        if not len(others):
+        self.expanded += len(labels)
+        ids = self._keep(labels, at) if at > 0 else np.full(1, -1)
+        sw, se, sb, stime, serror = self.steps(at)
+        used = labels.used[:, None]
+        free = ((used & self.bits[se][None, :]) == 0) & \
+            ((self.follows[se][None, :] == 0) | ((used & self.follows[se][None, :]) != 0))  # (L, steps)
+        i, k = np.nonzero(free)
+        e, b = se[k], sb[k]
+        tm = labels.time[i] + stime[k] + (0.0 if at == 0 else t.link[at, labels.last[i], e])
+        er = labels.error[i] + serror[k]
+        first = e if at == 0 else labels.first[i]
+        sets = labels.used[i] | self.bits[e]
+        ok = np.isfinite(tm) & (er + self.least_error[b] <= self.error_cap)
+        threshold = self._threshold()
+        done = np.nonzero(ok & (b == n) & ((sets & t.required) == t.required))[0]
+        if len(done):
+            total = tm[done] + self.back[e[done], first[done]]
+            best = int(np.argmin(total))
+            if total[best] < threshold:
+                r = done[best]
+                stages = (self._walk(int(ids[i[r]])) if at > 0 else ()) + ((int(e[r]), at, n, int(sw[k[r]])),)
+                self.best = measure(t, stages)
+                self.ub = float(total[best])
+                threshold = self._threshold()
+        rows = np.nonzero(ok & (b < n))[0]
+        if not len(rows):
             return
-        hand = np.zeros(len(others)) if parent < 0 else t.link[at, last, others]
-        times = time + hand[None, :, None] + t.time[:, others, at, :]  # (W, E, N1)
-        errors = np.broadcast_to(error + t.error[:, at, :][:, None, :], times.shape)
-        firsts = others if parent < 0 else np.full(len(others), first)
-        sets = used | (1 << others)
-        back = np.zeros(len(others)) if t.back is None else t.back[others, firsts]
-        done = times[:, :, n] + back[None, :]
-        complete = (done < self.ub - RTOL * max(1.0, abs(self.ub))) & (errors[:, :, n] <= self.error_cap) & \
-            ((sets & t.required) == t.required)[None, :]
-        for w, k in zip(*np.nonzero(complete)):
-            if done[w, k] < self.ub - RTOL * max(1.0, abs(self.ub)):
-                self.best = measure(t, _walk(self.labels, parent) + ((int(others[k]), at, n, int(w)),))
-                self.ub = float(done[w, k])
-        slack_error = errors - t.budget  # (W, E, N1)
-        lb = (self.lams[:, None, None, None] * slack_error[None] + self.H[:, sets, others][:, None]).max(axis=0)
-        lb += times + self.back_least[firsts][None, :, None]
-        keep = (self.ends < n)[None, None, :] & (lb < self.ub - RTOL * max(1.0, abs(self.ub))) & \
-            (errors + self.least_error[None, None, :] <= self.error_cap)
-        children: list[tuple[float, int]] = []
-        for w, k, b in zip(*np.nonzero(keep)):
-            tm, er = float(times[w, k, b]), float(errors[w, k, b])
-            e = int(others[k])
-            key = (int(firsts[k]) if t.back is not None else 0, int(sets[k]), e, int(b))  # a chain: any first
-            front = self.fronts.setdefault(key, [])
-            slack = RTOL * max(1.0, abs(tm))
-            if any(t0 <= tm + slack and e0 <= er for t0, e0 in front):
-                continue
-            front[:] = [f for f in front if not (tm <= f[0] and er <= f[1])] + [(tm, er)]
-            self.labels.append(Label(tm, er, key[0], key[1], e, key[3], (e, at, key[3], int(w)), parent))
-            children.append((float(lb[w, k, b]), len(self.labels) - 1))
-        if self.dive:  # depth first, the most promising child on top
-            self.heap.extend(sorted(children, reverse=True))
-        else:
-            for child in children:
-                heapq.heappush(self.heap, child)
+        i, k, e, b, tm, er, first, sets = i[rows], k[rows], e[rows], b[rows], tm[rows], er[rows], first[rows], sets[rows]
+        lb = (self.lams[:, None] * (er - t.budget)[None, :] + self.H[:, sets, e, b]).max(axis=0) + tm + \
+            self.back_least[first]
+        keep = np.nonzero(lb < threshold)[0]
+        if not len(keep):
+            return
+        b = b[keep]
+        children = Labels(tm[keep], er[keep], first[keep].astype(np.int64), sets[keep], e[keep].astype(np.int64),
+                          np.full(len(keep), at, dtype=np.int64), sw[k[keep]].astype(np.int64), ids[i[keep]], lb[keep])
+        order = np.argsort(b, kind="stable")
+        ends, cuts = np.unique(b[order], return_index=True)
+        for end, part in zip(ends, np.split(order, cuts[1:])):
+            self.pending[int(end)].append(children.take(part))
 
-
-def _walk(labels: list[Label], i: int) -> tuple[Stage, ...]:
-    """The stages of label ``i`` and its ancestors, first stage first."""
-    out: list[Stage] = []
-    while i >= 0:
-        out.append(labels[i].stage)
-        i = labels[i].parent
-    return tuple(reversed(out))
+    def _walk(self, i: int) -> tuple[Stage, ...]:
+        """The stages of stored label ``i`` and its ancestors, first stage first."""
+        out: list[Stage] = []
+        while i >= 0:
+            k = bisect.bisect_right(self.offsets, i) - 1
+            chunk, row = self.store[k], i - self.offsets[k]
+            out.append((int(chunk.last[row]), int(chunk.start[row]), self.chunk_ends[k], int(chunk.width[row])))
+            i = int(chunk.parent[row])
+        return tuple(reversed(out))
