@@ -436,7 +436,7 @@ def _answer(best: Found, value: Callable[[Found], float], bound: float, optimal:
 
 
 #: labels a beam sweep keeps at each boundary (``Search.run``)
-BEAM_LABELS = 256
+BEAM_LABELS = 16
 #: labels expanded at once (each makes ``W * D * (n + 1)`` candidate extensions)
 CHUNK_LABELS = 1024
 
