@@ -90,30 +90,41 @@ def test_subset_min_is_the_least_over_subsets():
 
 
 @given(rows=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 1), st.integers(0, 4),
-                                st.integers(0, 4)), min_size=1, max_size=40), ring=st.booleans())
+                                st.integers(0, 4), st.integers(0, 3)), min_size=1, max_size=40),
+       ring=st.booleans(), resources=st.sampled_from([1, 2]))
 @settings(max_examples=200, deadline=None)
-def test_undominated_keeps_exactly_one_of_each_state_s_pareto_labels(rows, ring):
-    """A label is kept iff no other label of its state (``first`` counts only in a ring) has
-    no more time and no more error, ties broken to one; on small integer grids, so ties occur."""
-    first, used, last, time, error = (np.array(c, dtype=np.int64) for c in zip(*rows))
+def test_undominated_keeps_each_state_s_pareto_labels(rows, ring, resources):
+    """A label some other label of its state (``first`` counts only in a ring) beats on time
+    and every amount is dropped where there is one resource, and may be kept where there are
+    two (a bounded window); every label of the Pareto set is kept once (equal labels: one),
+    and every dropped label is beaten or equalled by a kept one; on small integer grids, so
+    ties occur."""
+    first, used, last, time, *amounts = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    amount = np.stack(amounts[:resources], axis=1).astype(float)
     n = len(rows)
     z = np.zeros(n, dtype=np.int64)
-    labels = budget.Labels(time.astype(float), error.astype(float), first, used, last, z, z, z - 1, z.astype(float))
-    kept = set(budget.undominated(labels, ring).tolist())
+    labels = budget.Labels(time.astype(float), amount, first, used, last, z, z, z - 1, z.astype(float))
+    kept = budget.undominated(labels, ring).tolist()
+    assert len(kept) == len(set(kept))
 
     def state(i):
         return (first[i] if ring else 0, used[i], last[i])
 
-    for i in range(n):
-        beaten = any(state(j) == state(i) and time[j] <= time[i] and error[j] <= error[i]
-                     and (time[j], error[j]) != (time[i], error[i]) for j in range(n))
-        if beaten:
-            assert i not in kept
+    def point(i):
+        return (int(time[i]), *map(int, amount[i]))
+
+    def beats(j, i):
+        return state(j) == state(i) and all(x <= y for x, y in zip(point(j), point(i)))
+
     for key in {state(i) for i in range(n)}:
-        front = {(time[i], error[i]) for i in range(n) if state(i) == key and not any(
-            state(j) == key and time[j] <= time[i] and error[j] <= error[i] and (time[j], error[j]) != (time[i], error[i])
-            for j in range(n))}
-        assert sorted((time[i], error[i]) for i in kept if state(i) == key) == sorted(front)
+        rows_of = [i for i in range(n) if state(i) == key]
+        front = {point(i) for i in rows_of if not any(beats(j, i) and point(j) != point(i) for j in rows_of)}
+        kept_points = [point(i) for i in kept if state(i) == key]
+        assert front <= set(kept_points)
+        if resources == 1:
+            assert sorted(kept_points) == sorted(front)
+    for i in set(range(n)) - set(kept):
+        assert any(beats(j, i) for j in kept)
 
 
 def test_completion_bounds_are_the_least_completion():

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from splitopt.analysis.pareto import pareto_front
 from splitopt.cli.app import app
-from splitopt.core.errors import InvalidOption, NotApplicable
+from splitopt.core.errors import InvalidOption
 from splitopt.core.program import row_violations
 from splitopt.core.result import Status
 from splitopt.families.llm.pareto import STEP_RTOL, free_error_budget
@@ -99,17 +99,40 @@ def test_the_evaluator_names_a_broken_time_limit():
     assert [v for v in slow.violations if "settings.min_tokens_per_s" in v], slow.violations
 
 
-def test_llm_dp_refuses_a_time_limit_and_auto_runs_a_program():
+def test_llm_dp_holds_a_limit_on_a_second_measure_and_auto_runs_it():
     from splitopt.api import load_instance
 
     inst = load_instance(QWEN, overrides=["settings.ttft_limit_ms=480", "settings.objective=throughput"])
-    with pytest.raises(NotApplicable, match="llm-dp: .*time to first token at most 480 ms"):
-        solve(inst, "llm-dp")
-    res = solve(inst, "auto")
-    assert res.status is Status.OPTIMAL and "milp-highs" in res.message
+    assert fam.exact_method(inst) == "llm-dp"
+    res, program = solve(inst, "llm-dp"), solve(inst, "milp-highs")
+    assert res.status is Status.OPTIMAL and program.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(program.objective, rel=1e-6)
     assert res.metrics.feasible and res.metrics.ttft_ms <= 480
     free = solve(inst.with_settings(ttft_limit_ms=None), "auto")
     assert free.metrics.ttft_ms > 480 and free.objective < res.objective  # the limit binds
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SEEDS, st.sampled_from(["ttft", "token_latency", "throughput"]), st.booleans())
+def test_llm_dp_holds_limits_on_second_measures_as_brute_force_does(seed, objective, with_budget):
+    """A time to first token limit and/or a tokens/s floor drawn among the best plans'
+    values, under every objective, with and without an error budget that binds: llm-dp
+    (the limits as resources of its search) gives brute force's answer; where none is met,
+    the message names a limit."""
+    inst = with_limits(seed).with_settings(objective=objective)
+    if with_budget:
+        fam.prepare(inst)
+        errors = sorted({round(m.error, 12) for _, m in every_plan(inst) if m.feasible})
+        if len(errors) > 1:
+            inst = inst.with_settings(error_budget=errors[len(errors) // 2])
+    fam.prepare(inst)
+    ref, res = solve(inst, "brute-force"), solve(inst, "llm-dp")
+    assert res.status is ref.status, (res.message, ref.message)
+    if ref.status is Status.OPTIMAL:
+        assert res.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12), (res.objective, ref.objective)
+        assert res.metrics.feasible, res.metrics.violations
+    else:
+        assert any(w in res.message for w in LIMIT_WORDS), res.message
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

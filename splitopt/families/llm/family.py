@@ -131,12 +131,10 @@ class LlmFamily(Family):
         """``llm-dp`` where it takes the devices (at most 10, 8 in a ring); else
         ``milp-highs``, whose path program proves what CP-SAT's model proves slower or not
         at all (``benchmarks/results/llm_solve.md``)."""
-        from splitopt.families.llm.limits import time_limit_refusal
         from splitopt.families.llm.methods import dp_refusal
 
         self.prepare(inst)
-        # a limit on a second measure (time to first token, tokens/s): llm-dp refuses it (limits.py)
-        return "llm-dp" if dp_refusal(inst) is None and time_limit_refusal(inst) is None else "milp-highs"
+        return "llm-dp" if dp_refusal(inst) is None else "milp-highs"
 
     def random_instance(self, seed: int) -> Instance:
         from splitopt.families.llm.examples import random_data

@@ -32,6 +32,8 @@ import time
 from itertools import combinations
 from typing import Sequence
 
+import numpy as np
+
 from splitopt.core.errors import NotApplicable
 from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
@@ -39,7 +41,7 @@ from splitopt.core.result import BackendOutput, Status
 from splitopt.families.base import plan_output
 from splitopt.families.llm import budget, dp
 from splitopt.families.llm.data import LlmData, data, twins
-from splitopt.families.llm.evaluate import evaluate
+from splitopt.families.llm.evaluate import RTOL, evaluate
 from splitopt.families.llm.plan import LlmPlan, plan_of
 from splitopt.families.llm.settings import LlmSettings
 
@@ -94,7 +96,7 @@ def llm_dp(inst: Inst, options: SolveOptions) -> BackendOutput:
     reason = dp_refusal(inst)
     if reason is not None:
         raise NotApplicable(f"llm-dp: {reason}; use cpsat or milp-highs")
-    if budget_binds(inst):
+    if budget_binds(inst) or second_limits(inst):
         return llm_dp_within_budget(inst, options)
     t0 = time.perf_counter()
     plan = dp_plan(inst, lowest_widths(data(inst)), stop=options.out_of_time)
@@ -109,21 +111,64 @@ def llm_dp(inst: Inst, options: SolveOptions) -> BackendOutput:
     return BackendOutput(Status.OPTIMAL, plan=plan, objective=value, bound=value, extra=extra)
 
 
+def second_limits(inst: Inst) -> list[str]:
+    """The limits on time ``inst`` sets on a measure other than its objective's
+    (``ttft_limit_ms`` unless the objective is ``ttft``, ``min_tokens_per_s`` unless it is
+    ``throughput``)."""
+    s, own = inst.settings, {"ttft": "ttft_limit_ms", "throughput": "min_tokens_per_s"}.get(inst.objective)
+    return [k for k in ("ttft_limit_ms", "min_tokens_per_s") if getattr(s, k) is not None and k != own]
+
+
+#: how each limited measure is named in a message, and the setting that holds it
+RESOURCE_TEXT = {"error": ("error", "the error budget"),
+                 "time to first token": ("time to first token", "settings.ttft_limit_ms"),
+                 "round trip": ("round trip per token", "settings.min_tokens_per_s")}
+
+
+def limited_tables(inst: Inst, binds: bool) -> tuple[budget.BudgetTables, budget.BusyTables]:
+    """The objective's tables with every limit as a resource (the error budget first where
+    it binds; the time to first token; the pipeline's tokens/s as the busy time of every
+    stage and link removed above ``1000 / min_tokens_per_s`` ms and the round trip held
+    within ``streams`` times it), and the decode step's busy tables. Where the error budget
+    cannot bind, every device runs only its lowest width (fewer bits never cost time)."""
+    d, s = data(inst), inst.settings
+    if inst.objective == "ttft":
+        part_ms, link = d.prefill_ms, d.link_prefill_ms
+    else:
+        part_ms, link = d.decode_ms, d.link_decode_ms
+    back = d.return_ms if d.ring else None
+    decode = budget.stage_times(d, d.decode_ms)
+    busy = budget.BusyTables(decode, d.link_busy_ms, d.return_busy_ms if d.ring else None)
+    resources = []
+    limits = second_limits(inst)
+    if "ttft_limit_ms" in limits:
+        assert s.ttft_limit_ms is not None
+        resources.append(budget.Resource("time to first token", budget.stage_times(d, d.prefill_ms), s.ttft_limit_ms,
+                                         d.link_prefill_ms, back))
+    if "min_tokens_per_s" in limits:
+        assert s.ms_per_token_limit is not None
+        resources.append(budget.Resource("round trip", decode, s.streams * s.ms_per_token_limit, d.link_decode_ms, back))
+    tables = budget.budget_tables(d, part_ms, link, s.error_budget if binds else None, twins(inst, d), resources)
+    if not binds:
+        lowest = np.array([[w == d.lowest(e) for e in range(d.D)] for w in range(len(d.widths))])
+        tables = dataclasses.replace(tables, time=np.where(lowest[:, :, None, None], tables.time, np.inf))
+    if "min_tokens_per_s" in limits:
+        assert s.ms_per_token_limit is not None
+        tables = budget.held_to(tables, busy, s.ms_per_token_limit * (1 + RTOL) + 1e-12)
+    return tables, busy
+
+
 def llm_dp_within_budget(inst: Inst, options: SolveOptions) -> BackendOutput:
-    """``llm-dp`` where the error budget binds: the Lagrangian bound and the search of
-    ``budget.py`` over device choice, order, ranges and each device's bit-width."""
+    """``llm-dp`` where the error budget binds or a limit on a second measure is set: the
+    Lagrangian bound and the search of ``budget.py`` over device choice, order, ranges and
+    each device's bit-width."""
     d, s, stop = data(inst), inst.settings, options.out_of_time
-    assert s.error_budget is not None
     t0 = time.perf_counter()
+    tables, busy = limited_tables(inst, budget_binds(inst))
     answer: budget.BudgetAnswer | None
     if inst.objective == "throughput":
-        tables = budget.budget_tables(d, d.decode_ms, d.link_decode_ms, s.error_budget, twins(inst, d))
-        busy = budget.BusyTables(tables.time, d.link_busy_ms, d.return_busy_ms if d.ring else None)
         answer = budget.throughput_within_budget(tables, busy, s.streams, stop)
     else:
-        part_ms, link = (d.prefill_ms, d.link_prefill_ms) if inst.objective == "ttft" else \
-            (d.decode_ms, d.link_decode_ms)
-        tables = budget.budget_tables(d, part_ms, link, s.error_budget, twins(inst, d))
         answer = budget.pipeline_within_budget(tables, stop)
     extra = {"solve_s": time.perf_counter() - t0}
     if answer is not None and answer.best is not None:
@@ -137,13 +182,35 @@ def llm_dp_within_budget(inst: Inst, options: SolveOptions) -> BackendOutput:
         return BackendOutput(Status.NO_SOLUTION_FOUND, message="llm-dp: the time limit stopped the program",
                              extra=dict(extra, stopped_by="time limit"))
     if answer is None:
+        if "min_tokens_per_s" in second_limits(inst) and dp_plan(inst, lowest_widths(d)) is not None:
+            return BackendOutput(Status.INFEASIBLE, message=f"llm-dp: settings.min_tokens_per_s {s.min_tokens_per_s:.6g}: "
+                                                            f"no pipeline that meets the memory limits, links and pins "
+                                                            f"keeps every stage and link within {s.ms_per_token_limit:.6g} "
+                                                            f"ms per token", extra=extra)
         return BackendOutput(Status.INFEASIBLE, message="llm-dp: no choice of devices, order and ranges meets every "
                                                         "memory limit, link and pin", extra=extra)
-    least = budget.lagrangian_plan(tables, math.inf, None)
-    least_error = f"{least.plan.error:.6g}" if least is not None else "unknown"
-    return BackendOutput(Status.INFEASIBLE, message=f"llm-dp: error budget {s.error_budget:.6g}: the least error of any "
-                                                    f"pipeline that meets the memory limits, links and pins is "
-                                                    f"{least_error}", extra=extra)
+    return BackendOutput(Status.INFEASIBLE, message=f"llm-dp: {infeasible_text(inst, tables, answer)}", extra=extra)
+
+
+def infeasible_text(inst: Inst, tables: budget.BudgetTables, answer: budget.BudgetAnswer) -> str:
+    """Which limit no plan meets: the first resource's, naming the least amount any pipeline
+    reaches, or (where each can be met alone) the limits together."""
+    first = tables.resources[0]
+    name, where = RESOURCE_TEXT[first.name]
+    if math.isinf(answer.bound):
+        least = budget.lagrangian_plan(tables, math.inf, None)
+        amount = f"{least.plan.amounts[0]:.6g}" if least is not None else "unknown"
+        if first.name == "error":
+            return (f"error budget {first.limit:.6g}: the least error of any pipeline that meets the memory limits, "
+                    f"links and pins is {amount}")
+        limit = first.limit / inst.settings.streams if first.name == "round trip" else first.limit
+        unit = " ms per token" if first.name == "round trip" else " ms"
+        return (f"{where} {limit:.6g}{unit}: the least {name} of any pipeline that meets the memory limits, links, "
+                f"pins{' and the tokens/s' if 'min_tokens_per_s' in second_limits(inst) else ''} is {amount} ms")
+    names = [RESOURCE_TEXT[r.name][1] for r in tables.resources]
+    if "min_tokens_per_s" in second_limits(inst) and "settings.min_tokens_per_s" not in names:
+        names.append("settings.min_tokens_per_s")
+    return f"no pipeline meets {' and '.join(names)} together"
 
 
 # ----- baselines --------------------------------------------------------------------------------
