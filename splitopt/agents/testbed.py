@@ -65,7 +65,7 @@ import time
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from splitopt.agents import testbed_cgroups as cgroups
 from splitopt.agents import testbed_net as net
@@ -295,19 +295,9 @@ class Testbed:
         return "loopback"
 
     def _why_not_netns(self) -> Optional[str]:
-        if not sys.platform.startswith("linux"):
-            return f"not Linux ({sys.platform})"
-        if os.geteuid() != 0:
-            return "not running as root"
-        reason = net.probe(self.prefix)
-        if reason is not None:
-            return reason
-        found = cgroups.find_hierarchy()
+        found = netns_unavailable(self.prefix)
         if isinstance(found, str):
             return found
-        reason = cgroups.probe(found, f"{self.prefix}-probe")
-        if reason is not None:
-            return reason
         self._hierarchy = found
         return None
 
@@ -562,6 +552,25 @@ class Testbed:
             "token_file": None if self._given_token is None and self._token is None else str(self.token_file),
             "devices": devices, "links": links,
         }
+
+
+def netns_unavailable(prefix: Optional[str] = None) -> Union[str, cgroups.CpuHierarchy]:
+    """Why this process cannot make namespaced devices (one phrase: not Linux, not root, no
+    iproute2/nsenter, namespaces, veth or tbf refused, no writable cgroup CPU controller),
+    else the cgroup hierarchy to use. Tries a throw-away namespace and cgroup named
+    ``PREFIX-probe`` (default: a fresh prefix) and removes them."""
+    if not sys.platform.startswith("linux"):
+        return f"not Linux ({sys.platform})"
+    if os.geteuid() != 0:
+        return "not running as root"
+    prefix = prefix or new_prefix()
+    reason = net.probe(prefix)
+    if reason is not None:
+        return reason
+    found = cgroups.find_hierarchy()
+    if isinstance(found, str):
+        return found
+    return cgroups.probe(found, f"{prefix}-probe") or found
 
 
 def check_template(template: str) -> None:
