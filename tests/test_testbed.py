@@ -339,6 +339,16 @@ def test_makes_namespaces_links_qdiscs_cgroups_and_removes_them(netns):
     assert _empty(prefix)
 
 
+def test_many_devices_come_and_go_in_a_second(netns):
+    devices = [DeviceSpec(f"d{i}", cpu=0.5) for i in range(16)]
+    links = [LinkSpec(f"d{i}", f"d{i + 1}", 1e6 * (i + 1)) for i in range(0, 16, 2)]
+    start = time.monotonic()
+    with Testbed(devices, links) as tb:
+        prefix = tb.prefix
+        assert len(_state(prefix)["namespaces"]) == 16
+    assert _empty(prefix) and time.monotonic() - start < 5
+
+
 def test_removes_everything_when_the_body_raises(netns):
     with pytest.raises(RuntimeError, match="boom"):
         with Testbed(parse_devices("a:cpu=0.5,b"), [parse_link("a-b:1mbit")]) as tb:

@@ -43,9 +43,10 @@ count. The description records which of the two it is.
 Teardown (leaving the ``with``, on an exception, on Ctrl-C, SIGTERM or SIGHUP: the testbed
 turns those into KeyboardInterrupt while it is up and restores the previous handlers after)
 ends every process it started and anything else in its namespaces, cgroups or carrying its
-mark (environment ``SPLITOPT_TESTBED=PREFIX``), then removes its namespaces (their veths
-and qdiscs go with them), root-side veths, cgroups and temporary files. Only what carries
-its prefix is touched. :func:`cleanup_testbeds` removes what a killed testbed left.
+mark (environment ``SPLITOPT_TESTBED=PREFIX``), then removes its root-side veths (each
+takes its pair along), its namespaces (their link veths and qdiscs go with them; the kernel
+frees a namespace's interfaces shortly after), cgroups and temporary files. Only what
+carries its prefix is touched. :func:`cleanup_testbeds` removes what a killed testbed left.
 """
 
 from __future__ import annotations
@@ -228,14 +229,15 @@ class Testbed:
         problems: list[str] = []
         try:
             self._end_processes(problems)
+            # root-side ends first: deleting one removes its pair at once, where a deleted
+            # namespace takes its interfaces with it only later (the kernel frees it lazily)
+            for name in reversed(self._root_links):
+                if not net.delete_root_link(name) and name in net.root_links():
+                    problems.append(f"interface {name} could not be removed")
+            self._root_links.clear()
             for ns in reversed(self._namespaces):
                 net.delete_namespace(ns)
             self._namespaces.clear()
-            present = set(net.root_links()) if self._root_links else set()
-            for name in reversed(self._root_links):
-                if name in present and not net.delete_root_link(name):
-                    problems.append(f"interface {name} could not be removed")
-            self._root_links.clear()
             for path in reversed(self._cgroups):
                 try:
                     cgroups.remove(path)
@@ -718,13 +720,13 @@ def cleanup_testbeds(prefix: Optional[str] = None) -> list[str]:
         pids.discard(os.getpid())
         _kill_all(pids)
         removed += [f"process {pid}" for pid in sorted(pids)]
-        for ns in ours:
-            if net.delete_namespace(ns):
-                removed.append(f"namespace {ns}")
         if have_ip:
             for link in net.root_links():
                 if net.prefix_of_root_link(link) == p and net.delete_root_link(link):
                     removed.append(f"interface {link}")
+        for ns in ours:
+            if net.delete_namespace(ns):
+                removed.append(f"namespace {ns}")
         for g in groups:
             try:
                 if cgroups.remove(g):
