@@ -232,6 +232,11 @@ def test_forced_loopback_runs_devices_as_processes_and_ends_them():
         d = tb.describe()
         assert d["emulated"] == "loopback" and d["links"][0]["shaped_by"] == "none"
         assert d["devices"]["edge"]["namespace"] is None and d["devices"]["edge"]["cfs_quota_us"] is None
+        if d["cpu_control"] == "affinity":  # taskset found: the device with a share is pinned to ceil(share) CPUs
+            assert len(d["devices"]["edge"]["cpus"]) == 1 and d["devices"]["server"]["cpus"] is None
+            pinned = tb.start("edge", ["grep", "Cpus_allowed_list", "/proc/self/status"], stdout=subprocess.PIPE,
+                              text=True)
+            assert pinned.communicate(timeout=10)[0].split()[-1] == str(d["devices"]["edge"]["cpus"][0])
         m = tb.agents_map()
         assert m["edge"]["address"].startswith("127.0.0.1:")
         assert m["edge"]["peers"] == {"server": m["server"]["address"]}
@@ -240,6 +245,24 @@ def test_forced_loopback_runs_devices_as_processes_and_ends_them():
         assert marked_processes(tb.prefix) == [sleeper.pid]
         prefix = tb.prefix
     assert sleeper.poll() is not None and marked_processes(prefix) == []
+
+
+def test_signal_handlers_are_restored():
+    def mine(signum, frame):
+        pass
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        with Testbed([DeviceSpec("a")], emulation="loopback"):
+            assert signal.getsignal(signal.SIGTERM) is not mine
+        assert signal.getsignal(signal.SIGTERM) is mine
+        with pytest.raises(KeyboardInterrupt):
+            with Testbed([DeviceSpec("a")], emulation="loopback"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_environment_forces_loopback(monkeypatch):

@@ -353,10 +353,16 @@ class Testbed:
         pin = bool(cpus) and net.find_tool("taskset") is not None
         self.cpu_control = "affinity" if pin else "none"
         offset = 0
+        held = []  # free ports, all held until each device has its own, then released for their programs
+        try:
+            for dev in self._devices.values():
+                held.append(socket.socket())
+                held[-1].bind(("127.0.0.1", 0))
+                dev.port = held[-1].getsockname()[1]
+        finally:
+            for s in held:
+                s.close()
         for dev in self._devices.values():
-            with socket.socket() as s:  # a free port, released for the device's program to take
-                s.bind(("127.0.0.1", 0))
-                dev.port = s.getsockname()[1]
             if pin and dev.spec.cpu is not None:
                 n = min(len(cpus), max(1, math.ceil(dev.spec.cpu)))
                 dev.cpus = sorted(cpus[(offset + k) % len(cpus)] for k in range(n))
@@ -441,9 +447,7 @@ class Testbed:
             assert dev.cgroup is not None and dev.namespace is not None
             nsenter = net.find_tool("nsenter")
             assert nsenter is not None  # checked by the probe
-            netns = next((d / dev.namespace for d in NETNS_DIRS if (d / dev.namespace).exists()), None)
-            if netns is None:
-                raise TestbedError(f"namespace {dev.namespace}: not found under {', '.join(map(str, NETNS_DIRS))}")
+            netns = self._netns_path(dev)
             # the shell joins the cgroup, then becomes nsenter (same pid), which enters the
             # namespace and becomes the command: nothing of it runs outside either
             script = 'echo $$ > "$0" || exit 125; exec "$@"'
@@ -454,6 +458,14 @@ class Testbed:
             if taskset is not None:
                 return [taskset, "-c", ",".join(map(str, dev.cpus)), *argv]
         return argv
+
+    @staticmethod
+    def _netns_path(dev: _Device) -> Path:
+        assert dev.namespace is not None
+        found = next((d / dev.namespace for d in NETNS_DIRS if (d / dev.namespace).exists()), None)
+        if found is None:
+            raise TestbedError(f"namespace {dev.namespace}: not found under {', '.join(map(str, NETNS_DIRS))}")
+        return found
 
     def start_agents(self, template: str = DEFAULT_AGENT_COMMAND, **popen: Any) -> dict[str, subprocess.Popen]:
         """Start ``template`` (:meth:`command`) in every device; the processes by device."""
@@ -470,14 +482,17 @@ class Testbed:
         procs = self.processes(device)
         if not procs:
             raise TestbedError(f"device {device}: nothing started there")
-        proc, port = procs[-1], self._device(device).port
+        dev = self._device(device)
+        proc, port = procs[-1], dev.port
+        netns = self._netns_path(dev) if self.emulated == "netns" else None
         deadline = time.monotonic() + timeout_s
         while True:
             code = proc.poll()
             if code is not None:
                 raise TestbedError(f"device {device}: its command exited with status {code} before listening "
                                    f"at port {port}")
-            if listening(proc.pid, port):
+            # under netns, only once the process is in the device's namespace (not the host's table)
+            if (netns is None or _same_namespace(proc.pid, netns)) and listening(proc.pid, port):
                 return
             if time.monotonic() > deadline:
                 raise TestbedError(f"device {device}: nothing listening at port {port} after {timeout_s:g} s")
@@ -608,6 +623,15 @@ def listening(pid: int, port: int) -> bool:
             if len(fields) > 3 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
                 return True
     return False
+
+
+def _same_namespace(pid: int, netns: Path) -> bool:
+    """Whether process ``pid`` is in the network namespace ``ip netns`` keeps at ``netns``."""
+    try:
+        mine, theirs = os.stat(f"/proc/{pid}/ns/net"), os.stat(netns)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def marked_processes(prefix: str) -> list[int]:
