@@ -372,6 +372,31 @@ def test_many_devices_come_and_go_in_a_second(netns):
     assert _empty(prefix) and time.monotonic() - start < 5
 
 
+def test_a_failure_while_making_it_removes_what_was_made(netns, monkeypatch):
+    def refuse(*args):
+        raise TestbedError("tc: refused for the test")
+
+    monkeypatch.setattr(net, "add_tbf", refuse)
+    tb = Testbed(parse_devices("a:cpu=0.5,b"), [parse_link("a-b:1mbit")])
+    with pytest.raises(TestbedError, match="refused for the test"):
+        tb.up()
+    assert _empty(tb.prefix)
+
+
+def test_never_removes_a_namespace_it_did_not_make(netns, monkeypatch):
+    import splitopt.agents.testbed as testbed_module
+
+    prefix = f"so-{os.getpid()}-9999"
+    monkeypatch.setattr(testbed_module, "new_prefix", lambda: prefix)
+    net.add_namespace(f"{prefix}-a")  # someone else's, with the name the testbed wants
+    try:
+        with pytest.raises(TestbedError, match="netns add"):
+            Testbed([DeviceSpec("a")]).up()
+        assert f"{prefix}-a" in net.namespaces()
+    finally:
+        net.delete_namespace(f"{prefix}-a")
+
+
 def test_removes_everything_when_the_body_raises(netns):
     with pytest.raises(RuntimeError, match="boom"):
         with Testbed(parse_devices("a:cpu=0.5,b"), [parse_link("a-b:1mbit")]) as tb:

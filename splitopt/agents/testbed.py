@@ -204,8 +204,8 @@ class Testbed:
         if self._up:
             raise TestbedError(f"testbed {self.prefix} is already up")
         self._up = True
-        self._catch_signals()
         try:
+            self._catch_signals()
             mode = self._choose_emulation()
             if mode == "netns":
                 self._make_network()
@@ -228,25 +228,11 @@ class Testbed:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, held) if hasattr(signal, "pthread_sigmask") else None
         problems: list[str] = []
         try:
-            self._end_processes(problems)
-            # root-side ends first: deleting one removes its pair at once, where a deleted
-            # namespace takes its interfaces with it only later (the kernel frees it lazily)
-            for name in reversed(self._root_links):
-                if not net.delete_root_link(name) and name in net.root_links():
-                    problems.append(f"interface {name} could not be removed")
-            self._root_links.clear()
-            for ns in reversed(self._namespaces):
-                net.delete_namespace(ns)
-            self._namespaces.clear()
-            for path in reversed(self._cgroups):
+            for step in (self._end_processes, self._remove_network, self._remove_cgroups, self._remove_files):
                 try:
-                    cgroups.remove(path)
-                except OSError as e:
-                    problems.append(f"cgroup {path}: {e.strerror or e}")
-            self._cgroups.clear()
-            if self._workdir is not None:
-                shutil.rmtree(self._workdir, ignore_errors=True)
-                self._workdir = None
+                    step(problems)
+                except Exception as e:  # the next steps still run: leave as little as possible behind
+                    problems.append(f"{step.__name__.strip('_').replace('_', ' ')}: {e}")
             self._up = False
         finally:
             self._restore_signals()
@@ -254,6 +240,32 @@ class Testbed:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         if problems:
             raise TestbedError(f"testbed {self.prefix}: " + "; ".join(problems))
+
+    def _remove_network(self, problems: list[str]) -> None:
+        # root-side ends first: deleting one removes its pair at once, where a deleted
+        # namespace takes its interfaces with it only later (the kernel frees it lazily)
+        for name in reversed(self._root_links):
+            if not net.delete_root_link(name) and name in net.root_links():
+                problems.append(f"interface {name} could not be removed")
+        self._root_links.clear()
+        for ns in reversed(self._namespaces):
+            if not net.delete_namespace(ns) and ns in net.namespaces():
+                problems.append(f"namespace {ns} could not be removed")
+        self._namespaces.clear()
+
+    def _remove_cgroups(self, problems: list[str]) -> None:
+        for path in reversed(self._cgroups):
+            try:
+                cgroups.remove(path)
+            except OSError as e:
+                problems.append(f"cgroup {path}: {e.strerror or e}")
+        self._cgroups.clear()
+
+    def _remove_files(self, problems: list[str]) -> None:
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+        self._token = None
 
     def _catch_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():
