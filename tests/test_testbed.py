@@ -324,6 +324,18 @@ def test_cli_up_loopback_then_sigterm(tmp_path):
     assert marked_processes(description["prefix"]) == []
 
 
+def test_cli_help_states_the_defaults():
+    import typer
+
+    from splitopt.agents.testbed import DEFAULT_AGENT_COMMAND
+    from splitopt.agents.testbed_spec import DEFAULT_PORT
+    from splitopt.cli.app import app
+
+    up = typer.main.get_command(app).commands["testbed"].commands["up"]
+    helps = {p.name: p.help for p in up.params}
+    assert f"default {DEFAULT_PORT}" in helps["port"] and DEFAULT_AGENT_COMMAND in helps["command"]
+
+
 def test_cli_bad_input_is_one_line_exit_2():
     done = subprocess.run([PYTHON, "-m", "splitopt", "testbed", "up", "--devices", "edge:cpu=3x"], env=_env(),
                           capture_output=True, text=True)
@@ -458,7 +470,11 @@ def test_cpu_quota_caps_a_busy_loop(netns):
     with Testbed(parse_devices("slow:cpu=0.3")) as tb:
         busy = tb.start("slow", tb.command(PROBE + " busy --seconds 1", "slow"), stdout=subprocess.PIPE, text=True)
         share = _wait(busy)["share"]
-    assert 0.1 <= share <= 0.4, share
+        stat = dict(line.split() for line in (Path(tb.describe()["devices"]["slow"]["cgroup"]) / "cpu.stat")
+                    .read_text().splitlines())
+    # the cap, and the kernel's own account that the quota (not other load) held it back
+    assert 0.05 <= share <= 0.4, share
+    assert int(stat["nr_throttled"]) > 0, stat
 
 
 def test_address_block_in_use_is_refused(netns):
@@ -476,7 +492,7 @@ def test_cli_up_netns_then_ctrl_c(netns, tmp_path):
                     "--command", PROBE + " receive --port {port} --timeout 60"], out)
     prefix = json.loads((tmp_path / "tb.description.json").read_text())["prefix"]
     assert len(_state(prefix)["namespaces"]) == 2
-    assert json.loads(out.read_text())["edge"]["address"].endswith(":7070")
+    assert json.loads(out.read_text())["edge"]["address"].endswith(":7431")
     proc.send_signal(signal.SIGINT)
     text, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0 and "stopped and removed" in text

@@ -71,7 +71,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from splitopt.agents import testbed_cgroups as cgroups
 from splitopt.agents import testbed_net as net
 from splitopt.agents.testbed_net import TestbedError
-from splitopt.agents.testbed_spec import DeviceSpec, LinkSpec, check_topology, tbf_parameters
+from splitopt.agents.testbed_spec import DEFAULT_PORT, DeviceSpec, LinkSpec, check_topology, tbf_parameters
 from splitopt.core.errors import InvalidOption
 
 #: how a testbed emulates devices: "auto" (namespaces where permitted, else loopback)
@@ -82,11 +82,9 @@ ENV_EMULATION = "SPLITOPT_TESTBED_EMULATION"
 ENV_MARK = "SPLITOPT_TESTBED"
 #: and the device it runs as
 ENV_DEVICE = "SPLITOPT_TESTBED_DEVICE"
-#: the port every device's agent listens at in its namespace (loopback: a free port each)
-DEFAULT_PORT = 7070
 #: the command started in every device by :meth:`Testbed.start_agents` (placeholders: :meth:`Testbed.command`)
 DEFAULT_AGENT_COMMAND = ("{python} -m splitopt agent --listen {address} --allow-remote "
-                         "--token-file {token_file} --threads {threads}")
+                         "--token-file {token_file} --threads {threads} --name {device}")
 #: placeholders a command template may use
 PLACEHOLDERS = ("python", "address", "port", "control", "device", "threads", "token_file", "prefix")
 #: seconds a process has after SIGTERM before SIGKILL

@@ -32,6 +32,8 @@ from typing import Any, Optional
 
 from splitopt.core.errors import InvalidOption
 
+#: the port every device's agent listens at in its namespace (the agent's own default)
+DEFAULT_PORT = 7431
 #: a device name: letters, digits and underscores (it becomes part of namespace and cgroup names)
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,19}")
 #: bits/s accepted for a link direction

@@ -44,8 +44,8 @@ def up_command(
     link: Optional[list[str]] = typer.Option(None, "--link", help="A link (repeat for more): A-B:RATE[/RATE_BA][:LATENCY], e.g. edge-server:10mbit, edge-server:10mbit/2mbit:5ms. RATE in bits/s (8e6) or bit/kbit/mbit/gbit; each direction shaped by tbf. LATENCY (ms) is recorded for the senders to pace: the kernel does not delay packets."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write {device: {\"address\": HOST:PORT, \"peers\": {other: HOST:PORT}}} (what agent controllers read) here once every device listens, and the full description (CPU shares, link rates, tbf parameters, emulation) beside it as NAME.description.json. Default: print the map."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="The agents' shared token file ({token_file}); made with a fresh token (mode 600) when missing. Default: a fresh token in a private temporary file, removed at the end."),
-    command: str = typer.Option("", "--command", help="The command started in every device, with placeholders {python} {address} (where it listens) {port} {control} {device} {threads} {token_file} {prefix}. Default: the device agent, `{python} -m splitopt agent --listen {address} --allow-remote --token-file {token_file} --threads {threads}`."),
-    port: int = typer.Option(7070, "--port", help="Port the devices' commands listen at inside their namespaces (loopback: a free port each)."),
+    command: str = typer.Option("", "--command", help="The command started in every device, with placeholders {python} {address} (where it listens) {port} {control} {device} {threads} {token_file} {prefix}. Default: the device agent, `{python} -m splitopt agent --listen {address} --allow-remote --token-file {token_file} --threads {threads} --name {device}`."),
+    port: Optional[int] = typer.Option(None, "--port", help="Port the devices' commands listen at inside their namespaces (default 7431, the agent's own; loopback: a free port each)."),
     subnet: Optional[str] = typer.Option(None, "--subnet", help="Private /24 for the testbed's addresses (default: the first free 10.213.K.0/24); refused when the host already routes any of it."),
     emulation: Emulation = typer.Option(Emulation.auto, "--emulation", help="auto: namespaces where permitted (root, iproute2, cgroups), else loopback; netns: refuse where not permitted; loopback: plain processes on 127.0.0.1, links and CPU not shaped."),
     ready_timeout: float = typer.Option(30.0, "--ready-timeout", help="Seconds every device's command has to listen at its port before the testbed gives up (0: do not wait)."),
@@ -60,7 +60,7 @@ def up_command(
     with errors():
         from splitopt.agents.testbed import DEFAULT_AGENT_COMMAND, Testbed, check_template
         from splitopt.agents.testbed_net import TestbedError
-        from splitopt.agents.testbed_spec import parse_devices, parse_link
+        from splitopt.agents.testbed_spec import DEFAULT_PORT, parse_devices, parse_link
 
         specs = parse_devices(devices)
         links = [parse_link(item) for item in link or []]
@@ -75,7 +75,7 @@ def up_command(
             raise InvalidOption(f"--log-dir {log_dir}: not a directory")
         if token_file is not None:
             _ensure_token(token_file)
-        testbed = Testbed(specs, links, port=port, subnet=subnet, emulation=emulation.value, token_file=token_file,
+        testbed = Testbed(specs, links, port=DEFAULT_PORT if port is None else port, subnet=subnet, emulation=emulation.value, token_file=token_file,
                           notice=error_line)
         logs: list[Any] = []
         try:
@@ -90,9 +90,9 @@ def up_command(
                     for spec in specs:
                         testbed.wait_listening(spec.name, ready_timeout)
                 agents = testbed.agents_map()
-                if out is not None:
-                    out.write_text(json.dumps(agents, indent=2) + "\n")
-                    _description_path(out).write_text(json.dumps(testbed.describe(), indent=2) + "\n")
+                if out is not None:  # the map last: once it exists, both are complete
+                    _write_whole(_description_path(out), testbed.describe())
+                    _write_whole(out, agents)
                     console.print(f"testbed {testbed.prefix} ({testbed.emulated}): {len(specs)} devices; "
                                   f"agents map in {out}, description in {_description_path(out)}")
                 else:
@@ -112,6 +112,15 @@ def up_command(
         finally:
             for f in logs:
                 f.close()
+
+
+def _write_whole(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON so that a reader sees the whole file or none (a rename)."""
+    import os
+
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(partial, path)
 
 
 def _ensure_token(path: Path) -> None:
