@@ -324,6 +324,19 @@ def test_cli_up_loopback_then_sigterm(tmp_path):
     assert marked_processes(description["prefix"]) == []
 
 
+def test_cleanup_ends_what_a_killed_loopback_testbed_left():
+    proc, prefix = _holder(**{ENV_EMULATION: "loopback"})
+    proc.kill()
+    proc.wait()
+    left = marked_processes(prefix)
+    assert len(left) == 1  # the device's process outlived its testbed
+    assert cleanup_testbeds(prefix) == [f"process {left[0]}"]
+    deadline = time.monotonic() + 10
+    while marked_processes(prefix) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marked_processes(prefix) == []
+
+
 def test_cli_help_states_the_defaults():
     import typer
 
@@ -432,8 +445,8 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def _holder() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([PYTHON, "-c", HOLDER], env=_env(), stdout=subprocess.PIPE, text=True)
+def _holder(**env: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([PYTHON, "-c", HOLDER], env=dict(_env(), **env), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     prefix = proc.stdout.readline().strip()
     assert prefix.startswith("so-"), prefix
