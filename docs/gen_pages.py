@@ -172,6 +172,8 @@ def command_section(name: str, command) -> str:
                 facts.append("required")
             lines.append(f"- {names} ({', '.join(facts)}): {escape(' '.join((p.help or '').split()))}")
         lines.append("")
+    for sub, subcommand in getattr(command, "commands", {}).items():  # a group (`splitopt testbed`): its commands
+        lines += [command_section(f"{name} {sub}", subcommand), ""]
     return "\n".join(lines)
 
 

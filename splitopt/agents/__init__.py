@@ -1,0 +1,1 @@
+"""Device agents and the one-machine testbed that emulates devices and links for them."""

@@ -1,0 +1,139 @@
+"""Probes run inside a testbed's devices to measure the emulation itself (standard library
+only, so a device needs nothing else): ``python -m splitopt.agents.testbed_probe``
+
+- ``receive --port P``: accept one TCP connection at 0.0.0.0:P, read it to its end, print
+  ``{"bytes": N, "seconds": S, "bits_per_s": R}`` with S from the first byte read to the
+  last (what the link delivered, not the sender's start-up);
+- ``send --to HOST:PORT --seconds S``: send 64 KiB blocks as fast as TCP takes them for S
+  seconds, then close; print ``{"bytes": N, "seconds": S}``;
+- ``echo --port P``: accept one TCP connection at 0.0.0.0:P and send back every byte until
+  it closes; ``ping --to HOST:PORT --count N``: N round trips of one byte to an echo (after
+  10 not counted), print ``{"count": N, "median_ms": M, "min_ms": m}``;
+- ``busy --seconds S``: spin for S wall seconds; print ``{"cpu_s": C, "wall_s": W, "share":
+  C/W}``, the CPU time the process got per wall second (under a quota: about the share).
+
+Each prints one JSON line on stdout; a receive waits at most ``--timeout`` seconds for its
+connection and between reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import time
+
+#: bytes per send call and per read
+BLOCK = 64 * 1024
+
+
+def receive(port: int, timeout_s: float) -> dict:
+    with _accept(port, timeout_s) as conn:
+        total, first, last = 0, 0.0, 0.0
+        while True:
+            data = conn.recv(BLOCK)
+            if not data:
+                break
+            now = time.perf_counter()
+            if total == 0:
+                first = now
+            total, last = total + len(data), now
+    seconds = last - first
+    return {"bytes": total, "seconds": seconds, "bits_per_s": total * 8 / seconds if seconds > 0 else None}
+
+
+def send(to: str, seconds: float, timeout_s: float) -> dict:
+    host, _, port = to.rpartition(":")
+    block = b"\0" * BLOCK
+    total = 0
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as conn:
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            conn.sendall(block)
+            total += len(block)
+    return {"bytes": total, "seconds": time.perf_counter() - start}
+
+
+def _accept(port: int, timeout_s: float) -> socket.socket:
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("0.0.0.0", port))
+        server.listen(1)
+        server.settimeout(timeout_s)
+        conn, _ = server.accept()
+    conn.settimeout(timeout_s)
+    return conn
+
+
+def echo(port: int, timeout_s: float) -> dict:
+    total = 0
+    with _accept(port, timeout_s) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            data = conn.recv(BLOCK)
+            if not data:
+                break
+            conn.sendall(data)
+            total += len(data)
+    return {"bytes": total}
+
+
+def ping(to: str, count: int, timeout_s: float) -> dict:
+    host, _, port = to.rpartition(":")
+    times = []
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(count + 10):
+            start = time.perf_counter()
+            conn.sendall(b"x")
+            if not conn.recv(1):
+                raise ConnectionError(f"{to} closed the connection")
+            if i >= 10:
+                times.append((time.perf_counter() - start) * 1e3)
+    times.sort()
+    return {"count": count, "median_ms": times[len(times) // 2], "min_ms": times[0]}
+
+
+def busy(seconds: float) -> dict:
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - wall0 < seconds:
+        pass
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    return {"cpu_s": cpu, "wall_s": wall, "share": cpu / wall}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m splitopt.agents.testbed_probe", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="probe", required=True)
+    r = sub.add_parser("receive")
+    r.add_argument("--port", type=int, required=True)
+    r.add_argument("--timeout", type=float, default=30.0)
+    s = sub.add_parser("send")
+    s.add_argument("--to", required=True)
+    s.add_argument("--seconds", type=float, default=1.0)
+    s.add_argument("--timeout", type=float, default=30.0)
+    e = sub.add_parser("echo")
+    e.add_argument("--port", type=int, required=True)
+    e.add_argument("--timeout", type=float, default=30.0)
+    p = sub.add_parser("ping")
+    p.add_argument("--to", required=True)
+    p.add_argument("--count", type=int, default=200)
+    p.add_argument("--timeout", type=float, default=30.0)
+    b = sub.add_parser("busy")
+    b.add_argument("--seconds", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    if args.probe == "receive":
+        result = receive(args.port, args.timeout)
+    elif args.probe == "send":
+        result = send(args.to, args.seconds, args.timeout)
+    elif args.probe == "echo":
+        result = echo(args.port, args.timeout)
+    elif args.probe == "ping":
+        result = ping(args.to, args.count, args.timeout)
+    else:
+        result = busy(args.seconds)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
