@@ -42,6 +42,7 @@ from splitopt.cli.progress import quiet_option, showing_progress
 from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
 from splitopt.cli.export import export_command
+from splitopt.cli.agent import agent_command
 from splitopt.core.errors import NotApplicable
 
 app = typer.Typer(
@@ -395,6 +396,7 @@ app.command("sweep")(sweep_command)
 app.command("bench")(bench_command)
 app.command("bandwidth")(bandwidth_command)
 app.command("devices")(devices_command)
+app.command("agent")(agent_command)
 
 
 def main() -> None:
