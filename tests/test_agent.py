@@ -40,9 +40,10 @@ KEY = TOKEN.encode()
 
 @pytest.fixture(scope="module")
 def agents(tmp_path_factory):
-    """Two agents, 'edge' and 'cloud', for the module."""
+    """Two agents, 'edge' and 'cloud', for the module; torch cannot be imported in them (a
+    device with the onnx extra alone)."""
     tmp = tmp_path_factory.mktemp("agents")
-    started = [AgentProcess(tmp, "edge"), AgentProcess(tmp, "cloud")]
+    started = [AgentProcess(tmp, "edge", block_torch=True), AgentProcess(tmp, "cloud", block_torch=True)]
     yield {a.name: a for a in started}
     assert [a.stop() for a in started] == [0, 0], [a.log() for a in started]
     assert not children(), "a child process is left"
@@ -432,3 +433,66 @@ def test_stop_with_sigterm_closes_open_sessions(tmp_path):
     with pytest.raises(AgentError):
         c.info()
     c.close()
+
+
+# ----- the wire form and the layer name map --------------------------------------------------
+
+@pytest.mark.torch
+@pytest.mark.parametrize("bits", [2, 4, 8, 16, 32])
+def test_agents_pack_crossing_tensors_as_run_tcp_does(bits):
+    """splitopt.agents.wire (numpy) gives the bytes of splitopt.netrun.wire (torch)."""
+    torch = pytest.importorskip("torch")
+    from splitopt.agents.wire import wire_pack, wire_unpack
+    from splitopt.netrun import wire as netrun_wire
+
+    g = torch.Generator().manual_seed(bits)
+    floats = torch.randn(1, 4, 5, 3, generator=g)
+    ids = torch.randint(0, 3, (1, 7), generator=g)
+    for name, t, ranges in (("a", floats, {}), ("b", floats, {"b": (-0.5, 0.25)}), ("ids", ids, {})):
+        ours = wire_pack(name, t.numpy(), bits, ranges)
+        theirs = netrun_wire.wire_pack(name, t, bits, ranges)
+        assert ours.to_bytes() == theirs.to_bytes()
+        assert np.array_equal(wire_unpack(ours, t.numpy().dtype), netrun_wire.wire_unpack(theirs, t.dtype).numpy())
+
+
+@pytest.mark.torch
+def test_model_onnx_maps_the_agent_layer_names_to_the_instance(agents):
+    """A model built in code with a rename: the agent measures the ONNX file under the
+    ONNX bridge's names, the map turns them into the instance's (captured and renamed)."""
+    torch = pytest.importorskip("torch")
+    from splitopt.agents.model_onnx import model_onnx
+    from splitopt.torch.capture import capture
+
+    namespace: dict = {}
+    exec(MODEL, namespace)
+    torch.manual_seed(0)
+    module, example = namespace["build"]()
+
+    def rename(path: str) -> str:
+        return {"c1": "stem", "c2": "block.conv_a", "c3": "block.conv_b", "fc": "head"}.get(path, f"x.{path}")
+
+    m = model_onnx(module, example, rename)
+    instance_names = [l.name for l in capture(module, example, rename=rename).layers]
+    assert list(m.layer_names.values()) == instance_names and list(m.layer_names) != instance_names
+    with client(agents["cloud"]) as c:
+        got = c.measure_layers(m.data, repeats=2, layer_names=m.layer_names)
+    assert list(got.latency_ms) == instance_names
+    with client(agents["cloud"]) as c, pytest.raises(AgentError, match="not in the layer name map"):
+        c.measure_layers(m.data, repeats=1, layer_names={})
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_model_onnx_of_mobilenet_v2_names_the_profiled_instance_layers():
+    pytest.importorskip("transformers")
+    from splitopt.agents.model_onnx import model_onnx_by_name
+    from splitopt.torch.architectures import MOBILENET_RENAME
+    from splitopt.torch.capture import capture
+    from splitopt.torch.models import build_model
+
+    m = model_onnx_by_name("mobilenet_v2", 0)
+    module, rename, example, _, _ = build_model("mobilenet_v2", 0)
+    assert rename is MOBILENET_RENAME
+    names = [l.name for l in capture(module, example, rename=rename).layers]
+    assert list(m.layer_names.values()) == names and len(names) == 64
+    assert "block11.project" in names

@@ -229,7 +229,7 @@ class AgentRun:
             self._report("RUN_END", {"samples": samples, "error": None})
             return samples
         except (FrameError, SplitoptError) as e:
-            line = f"{where}, sample {k}: {e}"
+            line = " ".join(f"{where}, sample {k}: {e}"[:2000].split())
             self.log(line)
             self._report("RUN_END", {"samples": k, "error": line})
             return k

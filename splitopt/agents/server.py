@@ -171,7 +171,7 @@ class AgentServer:
                 "deployed": self.deployed.summary if self.deployed is not None else None}
 
     def _refuse(self, peer: str, reason: str) -> None:
-        line = f"splitopt agent '{self.config.name}': refused {peer}: {reason}"
+        line = " ".join(f"splitopt agent '{self.config.name}': refused {peer}: {reason}"[:2000].split())
         self.refused.append(line)
         log.error(line)
 
@@ -241,7 +241,7 @@ class AgentServer:
             if not self.stopping.is_set():
                 self._refuse(channel.peer, str(e))
                 try:
-                    channel.send("ERROR", {"message": str(e)})
+                    channel.send("ERROR", {"message": " ".join(str(e)[:2000].split())})
                 except FrameError:
                     pass
         except Exception as e:  # noqa: BLE001 - a defect in one session must not end the agent
@@ -288,7 +288,7 @@ class AgentServer:
                     continue
                 result = self._answer(msg)
             except SplitoptError as e:
-                line = f"{msg.type}: {e}"
+                line = " ".join(f"{msg.type}: {e}"[:2000].split())
                 self._refuse(channel.peer, line)
                 channel.send("ERROR", {"message": line})
                 continue
@@ -381,7 +381,8 @@ class AgentServer:
                                    f"{part.manifest['input']['dtype']} {want}")
         agent_run = AgentRun(part, self.next_address, channel, self.upstreams, token=self.config.token,
                              agent_name=self.config.name, timeout_s=self.config.timeout_s,
-                             max_frame_bytes=self.config.max_frame_bytes, log=log.error)
+                             max_frame_bytes=self.config.max_frame_bytes,
+                             log=lambda line: log.error(f"splitopt agent '{self.config.name}': {line}"))
         self.active_run = agent_run
         try:
             agent_run.run(run, samples, inputs)
