@@ -14,17 +14,20 @@ from pathlib import Path
 
 TOKEN = "agent-test-token-0123456789abcdef"
 #: ``python -c`` program: the command line with torch (and what needs it) unimportable
-WITHOUT_TORCH = ("import sys\nfor name in ('torch', 'transformers', 'sklearn'):\n    sys.modules[name] = None\n"
-                 "sys.argv = ['splitopt', *sys.argv[1:]]\nfrom splitopt.cli import main\nmain()\n")
+BLOCKING = ("import sys\nfor name in {names!r}:\n    sys.modules[name] = None\n"
+            "sys.argv = ['splitopt', *sys.argv[1:]]\nfrom splitopt.cli import main\nmain()\n")
+WITHOUT_TORCH = ("torch", "transformers", "sklearn")
 START_TIMEOUT_S = 30.0
 
 
 class AgentProcess:
     """One agent: ``name``, ``address`` (HOST:PORT), ``proc``; :meth:`stop` ends it.
     ``block_torch``: torch cannot be imported in the agent (a device with the onnx extra
-    alone)."""
+    alone); ``block``: more packages that cannot be imported."""
 
-    def __init__(self, tmp: Path, name: str, *args: str, token: str | None = TOKEN, block_torch: bool = False) -> None:
+    def __init__(self, tmp: Path, name: str, *args: str, token: str | None = TOKEN, block_torch: bool = False,
+                 block: tuple[str, ...] = ()) -> None:
+        blocked = (WITHOUT_TORCH if block_torch else ()) + block
         self.name = name
         ready = tmp / f"{name}.ready.json"
         ready.unlink(missing_ok=True)
@@ -35,7 +38,7 @@ class AgentProcess:
             env["SPLITOPT_AGENT_TOKEN"] = token
         self.stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, *(("-c", WITHOUT_TORCH) if block_torch else ("-m", "splitopt")), "agent", "--listen", "127.0.0.1:0", "--name", name,
+            [sys.executable, *(("-c", BLOCKING.format(names=blocked)) if blocked else ("-m", "splitopt")), "agent", "--listen", "127.0.0.1:0", "--name", name,
              "--ready-file", str(ready), "--timeout-s", "10", *args],
             stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -425,6 +425,19 @@ def test_a_device_that_drops_mid_run_ends_it_with_one_line(exported, tmp_path):
     assert not {edge.proc.pid, cloud.proc.pid} & set(children())
 
 
+def test_an_agent_without_the_onnx_extra_says_so_in_one_line(tmp_path):
+    agent = AgentProcess(tmp_path, "bare", block_torch=True, block=("onnx", "onnxruntime"))
+    try:
+        with client(agent) as c:
+            with pytest.raises(AgentError) as e:
+                c.measure_layers(b"\x08\x07")
+            assert "onnx extra" in str(e.value) and "\n" not in str(e.value)
+            link = c.probe_link("bare", agent.address, max_bytes=1 << 16, max_seconds=0.5)  # probing itself
+            assert link["to_peer"]["bits_per_s"] > 0
+    finally:
+        assert agent.stop() == 0
+
+
 def test_stop_with_sigterm_closes_open_sessions(tmp_path):
     agent = AgentProcess(tmp_path, "lone")
     c = client(agent)

@@ -31,7 +31,7 @@ import numpy as np
 from splitopt.agents.addresses import Agents
 from splitopt.agents.client import AgentClient, AgentError
 from splitopt.agents.protocol import PeerError, array_from
-from splitopt.core.errors import InvalidOption
+from splitopt.core.errors import InvalidModel, InvalidOption
 from splitopt.netrun.frames import FrameError
 
 
@@ -91,6 +91,11 @@ def run_chain(clients: Mapping[str, AgentClient], manifest: Mapping[str, Any], i
     devices = [manifest["parts"][k]["device"] for k in manifest["run_order"]]
     first = manifest["input"]["device"]
     x = np.asarray(inputs)
+    spec = manifest["input"]
+    if x.ndim != len(spec["shape"]) or list(x.shape[1:]) != list(spec["shape"][1:]) or str(x.dtype) != spec["dtype"] \
+            or x.shape[0] < 1:
+        raise InvalidModel(f"inputs {x.dtype} {tuple(x.shape)} are not samples of the manifest's input "
+                           f"{spec['dtype']} (n, {', '.join(map(str, spec['shape'][1:]))})")
     if warmup:
         x = np.concatenate([np.repeat(x[:1], warmup, axis=0), x], axis=0)
     total = int(x.shape[0])

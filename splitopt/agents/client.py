@@ -29,6 +29,8 @@ from splitopt.netrun.frames import DEFAULT_MAX_FRAME_BYTES, FrameError
 #: default seconds an agent may stay silent inside an exchange (a layer measurement and a
 #: link probe answer within it)
 DEFAULT_TIMEOUT_S = 120.0
+#: seconds :meth:`AgentClient.close` waits for the agent to end the session
+CLOSE_WAIT_S = 5.0
 
 
 class AgentUnavailable(InvalidOption):
@@ -169,10 +171,14 @@ class AgentClient:
         return self.channel.read(("SAMPLE_REPORT", "RUN_END"))
 
     def close(self) -> None:
-        """End the session (BYE) and close the connection."""
+        """End the session (BYE), wait (up to :data:`CLOSE_WAIT_S`) until the agent has
+        closed its side, so that the next controller finds it free, and close."""
         try:
             self.channel.send("BYE", {})
-        except FrameError:
+            self.channel.sock.settimeout(CLOSE_WAIT_S)
+            while self.channel.sock.recv(65536):
+                pass
+        except (FrameError, OSError):
             pass
         self.channel.close()
 

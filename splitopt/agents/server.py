@@ -57,6 +57,8 @@ PEER_REQUESTS = ("PING", "PROBE_SINK", "PROBE_SOURCE", "STREAM", "BYE")
 DEFAULT_TIMEOUT_S = 30.0
 #: default seconds a controller session may wait for its next request
 DEFAULT_IDLE_TIMEOUT_S = 1800.0
+#: seconds a controller waits for the previous one's session to end before it is refused as busy
+BUSY_WAIT_S = 2.0
 #: the most samples one RUN may ask for
 MAX_SAMPLES = 1_000_000
 
@@ -223,7 +225,7 @@ class AgentServer:
         def welcome(role: str) -> dict[str, Any]:
             nonlocal controller
             if role == "controller":  # one controller at a time: a second one is refused before WELCOME
-                if not self.controller_lock.acquire(blocking=False):
+                if not self.controller_lock.acquire(timeout=BUSY_WAIT_S):  # (the last one may be leaving)
                     raise ProtocolError(f"agent '{self.config.name}' is busy: another controller is connected")
                 controller = True
             return self._welcome(role)
@@ -231,10 +233,15 @@ class AgentServer:
         try:
             role, client = agent_handshake(channel, self.config.token, self.config.name, welcome)
             channel.peer = f"{role} '{client[:60]}' at {channel.peer}"
-            if role == "peer":
-                kept = self._peer_session(channel)
-            else:
-                self._controller_session(channel)
+            try:
+                if role == "peer":
+                    kept = self._peer_session(channel)
+                else:
+                    self._controller_session(channel)
+            finally:  # free before the refusal below is sent: the client may reconnect at once
+                if controller:
+                    self.controller_lock.release()
+                    controller = False
         except ControllerGone as e:
             self._refuse(channel.peer, f"the controller's connection failed: {e}")
         except FrameError as e:
