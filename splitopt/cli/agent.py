@@ -24,7 +24,7 @@ def agent_command(
     threads: int = typer.Option(1, "--threads", help="onnxruntime intra-op threads for measurements and deployed parts."),
     memory_bytes: Optional[int] = typer.Option(None, "--memory-bytes", help="Memory a deployed part may use, bytes (its file, inputs and outputs; a larger part is refused); reported to the controller (default: this host's memory)."),
     max_frame_bytes: int = typer.Option(256 * 1024 * 1024, "--max-frame-bytes", help="Largest message accepted, bytes (a model, a part, one sample's tensors); a larger one is refused and its connection dropped."),
-    timeout_s: float = typer.Option(30.0, "--timeout-s", help="Seconds a connected client or peer may stay silent inside an exchange before it is dropped."),
+    timeout_s: float = typer.Option(30.0, "--timeout-s", help="Seconds a connected client or peer may stay silent inside an exchange before it is dropped (in a run, also the longest one sample may take on the devices after this one)."),
     idle_timeout_s: float = typer.Option(1800.0, "--idle-timeout-s", help="Seconds a controller may stay silent between two requests."),
     ready_file: Optional[Path] = typer.Option(None, "--ready-file", help="Once listening, write {\"name\", \"address\", \"pid\"} as JSON to this file."),
 ) -> None:
