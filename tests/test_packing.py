@@ -190,6 +190,25 @@ def test_round_trip_property(shape, bits, seed, magnitude, offset, use_range):
         check_round_trip(x, bits)
 
 
+@given(shape=st.lists(st.integers(min_value=0, max_value=7), min_size=0, max_size=3),
+       bits=st.sampled_from(SUPPORTED_BITS),
+       dtype=st.sampled_from([torch.float32, torch.float64, torch.float16, torch.int64, torch.bool]),
+       seed=st.integers(min_value=0, max_value=2 ** 31 - 1),
+       use_range=st.booleans())
+def test_numpy_core_packs_the_same_bytes_as_the_torch_wrapper(shape, bits, dtype, seed, use_range):
+    """splitopt.core.packing (numpy, what an agent without torch uses) and
+    splitopt.torch.packing give the same wire bytes and the same unpacked values."""
+    from splitopt.core.packing import pack_array, unpack_array
+
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(tuple(shape), generator=g) * 3).to(dtype)
+    lo, hi = (-2.0, 5.0) if use_range and bits in QUANTIZED_BITS else (None, None)
+    p = pack(x, bits, lo, hi)
+    q = pack_array(x.numpy(), bits, lo, hi)
+    assert q.to_bytes() == p.to_bytes()
+    assert np.array_equal(unpack_array(q), unpack(p).numpy())
+
+
 def test_fast_on_a_resnet_activation():
     x = torch.randn(64, 56, 56, generator=torch.Generator().manual_seed(0)).relu_()
     for bits in SUPPORTED_BITS:

@@ -43,6 +43,7 @@ from splitopt.cli.retrain import retrain_command
 from splitopt.cli.run import run_command
 from splitopt.cli.export import export_command
 from splitopt.cli.testbed import testbed_app
+from splitopt.cli.agent import agent_command
 from splitopt.core.errors import NotApplicable
 
 app = typer.Typer(
@@ -397,6 +398,7 @@ app.command("bench")(bench_command)
 app.command("bandwidth")(bandwidth_command)
 app.command("devices")(devices_command)
 app.add_typer(testbed_app, name="testbed")
+app.command("agent")(agent_command)
 
 
 def main() -> None:

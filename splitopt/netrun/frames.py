@@ -23,7 +23,9 @@ Header: ``16 + N`` bytes (:func:`header_bytes`). Payloads by kind:
   downstream): ``uint64`` sample index;
 * ``PLAN`` (switch plans before the next sample; forwarded down the chain): ``uint32``
   plan index, ``float64`` the new bandwidth of the table's link, bits/s;
-* ``CLOSE``: empty; the sender has nothing more to send.
+* ``CLOSE``: empty; the sender has nothing more to send;
+* ``AGENT``: one message of the device agent (:mod:`splitopt.agents.protocol`: a
+  versioned JSON header and binary blobs); ``splitopt run-tcp`` never sends it.
 
 A reader (:func:`read_frame`) refuses, with :class:`FrameError` naming the field and
 value: a wrong magic, version or kind, a name that is too long or not UTF-8, a payload
@@ -66,6 +68,7 @@ class Kind(IntEnum):
     ACK = 3  #: the sample is done downstream
     PLAN = 4  #: switch to another plan of the breakpoint table
     CLOSE = 5  #: the end of the session
+    AGENT = 6  #: a device agent's message (:mod:`splitopt.agents.protocol`)
 
 
 #: exact payload size (bytes) of the fixed-size kinds

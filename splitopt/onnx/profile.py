@@ -37,7 +37,9 @@ def eyeriss_parts(calibrated: bool) -> tuple[list[dict], list[dict], dict[str, A
     return preset_hardware("eyeriss", None, 0.0, DEFAULT_BITS, calibrated)
 
 
-def _shape_arg(input_shape: Any) -> Any:
+def read_shape_arg(input_shape: Any) -> Any:
+    """``input_shape`` as :func:`splitopt.onnx.graph.load` takes it: None, a mapping, or
+    ``"1,3,224,224"`` / a sequence of ints as a tuple."""
     from splitopt.onnx.graph import parse_input_shape
 
     if input_shape is None or isinstance(input_shape, Mapping):
@@ -122,7 +124,7 @@ def profile_onnx(
         return run_shapes(model, inputs, tensors, high=input_high)
 
     with progress.phase("reading the model"):
-        graph = load(path, _shape_arg(input_shape), shape_fill=fill, input_bits=input_bits or FLOAT_INPUT_BITS)
+        graph = load(path, read_shape_arg(input_shape), shape_fill=fill, input_bits=input_bits or FLOAT_INPUT_BITS)
     graph_inputs, bits_rules = _input_bits(graph, input_high) if input_bits is None else \
         (graph.graph_dict()["inputs"], {})
     feeds = _calibration_feeds(calibration, graph, input_high)

@@ -1,0 +1,240 @@
+"""One agent's side of a RUN: its deployed part on every sample, the tensors in from the
+previous device and out to the next one, and a report per sample to the controller.
+
+Links. The agent whose part sends (all but the last) connects to the next device's agent
+(the address DEPLOY gave), authenticates as a peer, measures the round trip
+(:func:`splitopt.agents.probe.round_trip_ms`) and sends STREAM with the run's id; the
+next agent's server hands that connection to its own RUN (:class:`Upstreams`).
+
+One sample, closed loop (one sample in flight): the first agent takes sample ``k`` from
+the controller's inputs; any other agent reads a SAMPLE message from upstream, answers
+RECEIVED at once (with ``receive_ms``: its first to last byte on its own clock) and
+unpacks the tensors; the part runs; an agent that sends packs its sends at their bits
+(:mod:`splitopt.agents.wire`), sends SAMPLE, reads RECEIVED and then DONE (the sample is
+done downstream); the last agent reads the model outputs. Then the agent answers DONE
+upstream and sends the controller a SAMPLE_REPORT.
+
+Link time without a shared clock: the sender times, on its own clock, from the start of
+the SAMPLE send to the arrival of RECEIVED, and takes off half the round trip measured
+at connect time: ``transfer_ms`` estimates the time from the sender's first byte to the
+receiver's last byte (RECEIVED's own way back being half a round trip). The receiver's
+``receive_ms`` (its first to last byte) is reported beside it.
+
+SAMPLE_REPORT fields: ``sample``; ``compute_ms`` (the part's onnxruntime call),
+``unpack_ms``, ``pack_ms``; ``link`` (None for the last device): ``to``, ``bytes`` (the
+message on the wire: frame and headers included), ``payload_bytes`` (packed tensor
+payloads), ``header_bytes`` (packing headers), ``send_ms`` (the send call),
+``transfer_ms``, ``receive_ms``, ``rtt_ms``; ``outputs`` (last device: array specs, one
+blob each). A failure (a peer that drops or stays silent past the timeout, a bad
+message) ends the run: RUN_END carries one line naming the device and the sample, the
+reports sent so far stand, and the links are closed.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from splitopt.agents.addresses import Address
+from splitopt.agents.channel import Channel, client_handshake, connect
+from splitopt.agents.probe import round_trip_ms
+from splitopt.agents.protocol import Message, ProtocolError, array_blob, int_field
+from splitopt.agents.runtime import DeployedPart
+from splitopt.core.errors import SplitoptError
+from splitopt.core.packing import PackedTensor
+from splitopt.netrun.frames import FrameError
+
+
+class ControllerGone(Exception):
+    """The controller's own channel failed: nobody is left to report to."""
+
+
+class Upstreams:
+    """Connections handed over by STREAM, waiting for the RUN whose id they carry."""
+
+    def __init__(self) -> None:
+        self.waiting: queue.Queue[tuple[str, Channel]] = queue.Queue()
+
+    def hand_over(self, run: str, channel: Channel) -> None:
+        self.waiting.put((run, channel))
+
+    def take(self, run: str, timeout_s: float, what: str) -> Channel:
+        """The connection of run ``run`` (others, left from earlier runs, are closed);
+        FrameError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                got, channel = self.waiting.get(timeout=max(left, 0.0))
+            except queue.Empty:
+                raise FrameError(f"{what} did not connect within {timeout_s:g} s") from None
+            if got == run:
+                return channel
+            channel.close()
+
+    def drain(self) -> None:
+        while True:
+            try:
+                _, channel = self.waiting.get_nowait()
+            except queue.Empty:
+                return
+            channel.close()
+
+
+def _previous_device(part: DeployedPart) -> str | None:
+    for p in part.manifest["parts"]:
+        if any(s["to_device"] == part.device for s in p["sends"]):
+            return p["device"]
+    return None
+
+
+class AgentRun:
+    """The RUN of ``part`` (see the module docstring); :meth:`run` reports to
+    ``controller`` and returns the samples done."""
+
+    def __init__(self, part: DeployedPart, next_address: Address | None, controller: Channel, upstreams: Upstreams,
+                 *, token: bytes, agent_name: str, timeout_s: float, max_frame_bytes: int,
+                 log: Callable[[str], None]) -> None:
+        self.part = part
+        self.next_address = next_address
+        self.controller = controller
+        self.upstreams = upstreams
+        self.token = token
+        self.agent_name = agent_name
+        self.timeout_s = timeout_s
+        self.max_frame_bytes = max_frame_bytes
+        self.log = log
+        self.up: Channel | None = None
+        self.down: Channel | None = None
+        self.rtt_ms = 0.0
+
+    def shutdown(self) -> None:
+        """Wake the run's blocked reads (the agent is stopping)."""
+        for ch in (self.up, self.down):
+            if ch is not None:
+                ch.shutdown()
+
+    @staticmethod
+    def _read(channel: Channel, types: tuple[str, ...]) -> Message:
+        """A message from a neighbour; its failures name the neighbour."""
+        try:
+            return channel.read(types)
+        except FrameError as e:
+            raise type(e)(f"{channel.peer}: {e}") from None
+
+    @staticmethod
+    def _send_to(channel: Channel, type_: str, fields: dict[str, Any], blobs: list[bytes] | None = None
+                 ) -> tuple[float, float]:
+        try:
+            return channel.send(type_, fields, blobs or [])
+        except FrameError as e:
+            raise type(e)(f"{channel.peer}: {e}") from None
+
+    def _report(self, type_: str, fields: dict[str, Any], blobs: list[bytes] | None = None) -> None:
+        try:
+            self.controller.send(type_, fields, blobs or [])
+        except FrameError as e:
+            raise ControllerGone(str(e)) from None
+
+    def _open_links(self, run: str) -> None:
+        part = self.part
+        if part.next_device is not None:
+            if self.next_address is None:
+                raise ProtocolError(f"device '{part.device}' sends to '{part.next_device}' but DEPLOY gave no next "
+                                    f"address")
+            what = f"next device '{part.next_device}'"
+            self.down = connect(self.next_address, self.timeout_s, self.max_frame_bytes, what)
+            client_handshake(self.down, self.token, "peer", self.agent_name)
+            self.rtt_ms = round_trip_ms(self.down)
+            self.down.send("STREAM", {"run": run})
+        if not part.is_first:
+            prev = _previous_device(part)
+            self.up = self.upstreams.take(run, self.timeout_s, f"previous device '{prev}'")
+            self.up.peer = f"previous device '{prev}'"
+
+    def _receive(self, k: int) -> tuple[dict[str, np.ndarray], float]:
+        assert self.up is not None
+        msg = self._read(self.up, ("SAMPLE",))
+        got = int_field(msg, "sample", 0, 2 ** 62)
+        if got != k:
+            raise ProtocolError(f"{self.up.peer} sent sample {got}, expected {k}")
+        self._send_to(self.up, "RECEIVED", {"sample": k, "receive_ms": 1000.0 * (msg.last_byte_s - msg.first_byte_s)})
+        names = msg.get("tensors")
+        if not isinstance(names, list) or len(names) != len(msg.blobs) or not all(isinstance(n, str) for n in names):
+            raise ProtocolError(f"SAMPLE field tensors must name each of its {len(msg.blobs)} blobs")
+        started = time.perf_counter()
+        store = {}
+        for name, raw in zip(names, msg.blobs):
+            try:
+                packed = PackedTensor.from_bytes(raw)
+            except ValueError as e:
+                raise ProtocolError(f"SAMPLE tensor '{name[:80]}': {e}") from None
+            store[name] = self.part.unpack(name, packed)
+        return store, 1000.0 * (time.perf_counter() - started)
+
+    def _send(self, k: int, store: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
+        assert self.down is not None
+        started = time.perf_counter()
+        packed = self.part.pack_sends(store)
+        pack_ms = 1000.0 * (time.perf_counter() - started)
+        blobs = [p.to_bytes() for _, p in packed]
+        t0, t1 = self._send_to(self.down, "SAMPLE", {"sample": k, "tensors": [n for n, _ in packed]}, blobs)
+        received = self._read(self.down, ("RECEIVED",))
+        if received.get("sample") != k:
+            raise ProtocolError(f"{self.down.peer} acknowledged sample {received.get('sample')}, expected {k}")
+        ack_ms = 1000.0 * (received.last_byte_s - t0)
+        link = {"to": self.part.next_device, "bytes": self.down.last_sent_bytes,
+                "payload_bytes": sum(p.payload_bytes for _, p in packed),
+                "header_bytes": sum(p.header_bytes for _, p in packed), "send_ms": 1000.0 * (t1 - t0),
+                "transfer_ms": max(ack_ms - self.rtt_ms / 2.0, 0.0),
+                "receive_ms": received.get("receive_ms"), "rtt_ms": self.rtt_ms}
+        done = self._read(self.down, ("DONE",))
+        if done.get("sample") != k:
+            raise ProtocolError(f"{self.down.peer} finished sample {done.get('sample')}, expected {k}")
+        return link, pack_ms
+
+    def run(self, run: str, samples: int, inputs: np.ndarray | None) -> int:
+        """Run ``samples`` samples (module docstring); the number done. ControllerGone when
+        the controller's channel fails."""
+        k = 0
+        where = f"agent '{self.agent_name}' (device '{self.part.device}')"
+        try:
+            self._open_links(run)
+            for k in range(samples):
+                unpack_ms = 0.0
+                if inputs is not None:
+                    store = self.part.input_store(np.ascontiguousarray(inputs[k:k + 1]))
+                else:
+                    store, unpack_ms = self._receive(k)
+                compute_ms = self.part.compute(store)
+                report: dict[str, Any] = {"sample": k, "compute_ms": compute_ms, "unpack_ms": unpack_ms,
+                                          "pack_ms": 0.0, "link": None, "outputs": []}
+                blobs: list[bytes] = []
+                if self.down is not None:
+                    report["link"], report["pack_ms"] = self._send(k, store)
+                else:
+                    for o, value in zip(self.part.outputs, self.part.model_outputs(store)):
+                        spec, raw = array_blob(np.asarray(value))
+                        report["outputs"].append(dict(spec, name=o["name"]))
+                        blobs.append(raw)
+                if self.up is not None:
+                    self._send_to(self.up, "DONE", {"sample": k})
+                self._report("SAMPLE_REPORT", report, blobs)
+            k = samples
+            if self.down is not None:
+                self._send_to(self.down, "END", {})
+            self._report("RUN_END", {"samples": samples, "error": None})
+            return samples
+        except (FrameError, SplitoptError) as e:
+            line = " ".join(f"{where}, sample {k}: {e}"[:2000].split())
+            self.log(line)
+            self._report("RUN_END", {"samples": k, "error": line})
+            return k
+        finally:
+            for ch in (self.up, self.down):
+                if ch is not None:
+                    ch.close()
+
