@@ -156,3 +156,34 @@ def test_dnnp_eval_on_a_peer_instance():
     data = json.loads(proc.stdout)
     assert data["violations"] == []
     assert data["max_load_ms"] == pytest.approx(max(data["loads_ms"].values()))
+
+
+def _command_paths():
+    """Every command of the CLI, a group's subcommands included, as argument lists."""
+    import typer.main
+
+    from splitopt.cli.app import app
+
+    def walk(command, path):
+        subcommands = getattr(command, "commands", None)
+        if subcommands:
+            for name, sub in subcommands.items():
+                yield from walk(sub, [*path, name])
+        if path:
+            yield path
+
+    return list(walk(typer.main.get_command(app), []))
+
+
+def test_every_command_prints_its_help():
+    """Each help text renders (rich markup in an option's help, e.g. ``[/RATE]``, must be
+    escaped: unescaped it raised MarkupError instead of printing the help)."""
+    from typer.testing import CliRunner
+
+    from splitopt.cli.app import app
+
+    paths = _command_paths()
+    assert ["testbed", "up"] in paths and ["agent"] in paths
+    for path in paths:
+        res = CliRunner().invoke(app, [*path, "--help"])
+        assert res.exit_code == 0 and "Usage" in res.stdout, (path, res.stdout[-400:], res.exception)
