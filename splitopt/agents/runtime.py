@@ -278,8 +278,8 @@ def reference_run(manifest: dict[str, Any], part_files: Mapping[str, bytes | Non
         for k, d in enumerate(order):
             part = parts[d]
             part.compute(store)
+            if part.outputs:  # the device the model outputs are read on (the last one that computes)
+                rows.append(part.model_outputs(store))
             if k + 1 < len(order):
                 store = {name: parts[order[k + 1]].unpack(name, p) for name, p in part.pack_sends(store)}
-            else:
-                rows.append(part.model_outputs(store))
     return [np.concatenate([r[j] for r in rows], axis=0) for j in range(len(rows[0]))] if rows else []
