@@ -19,6 +19,9 @@ the instance's JSON form, each field saying where it came from:
   agent's layer medians (informative only: every layer carries its measured latency);
   ``bit_widths`` 2..32 (the agent runs float32 and quantize-dequantized parts);
   ``description``: the agent, its host, CPUs, CPU quota, threads and onnxruntime;
+* every layer's latency on a device is the agent's median, scaled so that the layers add
+  up to the agent's median whole run (:func:`run_scale`: under a CPU quota the throttled
+  pauses of a run fall into a few layers, which per-layer medians would leave out);
 * a link's ``bandwidth_bits_per_s`` is the probed rate from its source to its target
   (TCP payload) and ``latency_ms`` half the probed round trip;
 * settings: the family's (:meth:`splitopt.families.base.Family.topology_settings`) at the
@@ -102,6 +105,7 @@ class AgentHardware:
     infos: dict[str, dict[str, Any]]
     probes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     measured: dict[str, LayerLatency] = field(default_factory=dict)
+    scales: dict[str, float] = field(default_factory=dict)
     probed_at: str = ""
 
     def close(self) -> None:
@@ -134,9 +138,9 @@ class AgentHardware:
 
     def measure(self, onnx_bytes: bytes, layer_names: Mapping[str, str] | None, *, repeats: int = 5,
                 warmup: int = 1, input_shape: Any = None, input_high: int | None = None) -> dict[str, dict[str, float]]:
-        """Per device (agent) the median latency of every layer of the ONNX model
-        ``onnx_bytes`` (ms), keyed by the instance's layer names (``layer_names``: the
-        agent's names -> the instance's; None: the same)."""
+        """Per device (agent) the latency of every layer of the ONNX model ``onnx_bytes``
+        (ms): its median, scaled by :func:`run_scale`; keyed by the instance's layer names
+        (``layer_names``: the agent's names -> the instance's; None: the same)."""
         from splitopt.core import progress
 
         out = {}
@@ -147,7 +151,8 @@ class AgentHardware:
                                                     input_shape=input_shape, input_high=input_high,
                                                     layer_names=layer_names)
             self.measured[name] = got
-            out[name] = dict(got.latency_ms)
+            self.scales[name] = scale = run_scale(got)
+            out[name] = {layer: ms * scale for layer, ms in got.latency_ms.items()}
         progress.step("")
         return out
 
@@ -171,8 +176,8 @@ class AgentHardware:
         return devices, links, settings
 
     def _device(self, name: str, total_macs: float) -> dict[str, Any]:
-        info, m = self.infos[name], self.measured[name]
-        total_s = sum(m.latency_ms.values()) / 1000.0
+        info, m, scale = self.infos[name], self.measured[name], self.scales[name]
+        total_s = scale * sum(m.latency_ms.values()) / 1000.0
         rate = total_macs / total_s if total_s > 0 and total_macs > 0 else 1e9
         quota = info.get("cpu_quota")
         cpu = f"{info.get('cpus_usable')} of {info.get('cpu_count')} CPUs" + \
@@ -184,8 +189,8 @@ class AgentHardware:
         return {"name": name,
                 "description": f"agent '{name}' on host {info.get('hostname')} ({cpu}, {m.threads} thread(s), "
                                f"onnxruntime {m.onnxruntime}): per-layer latency measured {m.measured_at}, median of "
-                               f"{m.repeats} runs after {m.warmup} warm-up; mac_per_s informative (MACs over the "
-                               f"summed medians)",
+                               f"{m.repeats} runs after {m.warmup} warm-up, times {scale:.3f} (the layers add up to "
+                               f"the median run); mac_per_s informative (MACs over the layers' sum)",
                 "mac_per_s": rate, "offchip_bytes_per_s": None, "onchip_bytes": 0, "memory_bytes": float(memory),
                 "bit_widths": list(AGENT_BIT_WIDTHS)}
 
@@ -201,9 +206,12 @@ class AgentHardware:
                 "threads": info.get("threads"), "memory_bytes": info.get("memory_bytes"),
                 "runtimes": info.get("runtimes"), "platform": info.get("platform"),
                 "latency_ms": None if m is None else {
-                    "what": "per-layer latency, median of repeats (ms), onnxruntime on the agent",
+                    "what": "per-layer latency (ms), onnxruntime on the agent: each layer's median of repeats, times "
+                            "scale (run_ms over the medians' sum)",
                     "measured_at": m.measured_at, "repeats": m.repeats, "warmup": m.warmup, "threads": m.threads,
-                    "optimization": m.optimization, "onnxruntime": m.onnxruntime, "seconds": m.seconds}}
+                    "optimization": m.optimization, "onnxruntime": m.onnxruntime, "seconds": m.seconds,
+                    "run_ms": m.run_ms, "layers_run_ms": m.layers_run_ms,
+                    "medians_sum_ms": sum(m.latency_ms.values()), "scale": self.scales.get(name)}}
         links = []
         for (s, t), p in self.probes.items():
             links.append({"source": s, "target": t, "probed_by": s, "address": p.get("address"),
@@ -212,6 +220,19 @@ class AgentHardware:
                           "used": "bandwidth_bits_per_s: to_target.bits_per_s (TCP payload); latency_ms: half the "
                                   "round trip"})
         return {"topology": self.kind, "devices": devices, "links": links}
+
+
+def run_scale(measured: LayerLatency) -> float:
+    """The factor on an agent's per-layer medians that makes them add up to its median
+    whole run (``run_ms``; 1 where the agent reports none). Without a CPU quota it is
+    near 1 (onnxruntime's work between kernels); under a quota it is large: the quota
+    throttles a run for the rest of each period once its share is spent, and those
+    pauses fall into a few layers of each run, which the per-layer medians leave out
+    (the run's wall time keeps them)."""
+    total = sum(measured.latency_ms.values())
+    if measured.run_ms is None or measured.run_ms <= 0 or total <= 0:
+        return 1.0
+    return float(measured.run_ms / total)
 
 
 def _now() -> str:

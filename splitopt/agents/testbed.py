@@ -51,6 +51,7 @@ carries its prefix is touched. :func:`cleanup_testbeds` removes what a killed te
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -143,7 +144,9 @@ class Testbed:
     ``emulation``: "auto", "netns" (refused where not permitted) or "loopback".
     ``token_file``: the agents' shared secret (``{token_file}``); default a fresh one in a
     private temporary directory, removed at teardown. ``notice``: where the one-line notices
-    go (default stderr).
+    go (default stderr). ``cpu_period_us``: the CFS period of the devices' CPU quotas
+    (default 100 ms; a share of a core shorter than a part's run acts more like a slower
+    core with a shorter period, :mod:`splitopt.agents.testbed_cgroups`).
 
     Use as ``with Testbed(...) as tb:``; :meth:`start` / :meth:`start_agents` run commands
     in devices, :meth:`agents_map` and :meth:`describe` say where they are.
@@ -153,8 +156,18 @@ class Testbed:
 
     def __init__(self, devices: Sequence[DeviceSpec], links: Sequence[LinkSpec] = (), *, port: int = DEFAULT_PORT,
                  subnet: Optional[str] = None, emulation: str = "auto", token_file: Optional[Path] = None,
-                 notice: Optional[Callable[[str], None]] = None, grace_s: float = TERMINATE_GRACE_S):
+                 notice: Optional[Callable[[str], None]] = None, grace_s: float = TERMINATE_GRACE_S,
+                 cpu_period_us: int = cgroups.PERIOD_US):
         check_topology(list(devices), list(links))
+        if isinstance(cpu_period_us, bool) or not isinstance(cpu_period_us, int) \
+                or not cgroups.MIN_PERIOD_US <= cpu_period_us <= cgroups.MAX_PERIOD_US:
+            raise InvalidOption(f"testbed cpu_period_us {cpu_period_us!r}: must be an integer in "
+                                f"[{cgroups.MIN_PERIOD_US}, {cgroups.MAX_PERIOD_US}]")
+        low = min((d.cpu for d in devices if d.cpu is not None), default=None)
+        if low is not None and low * cpu_period_us < 1000:
+            raise InvalidOption(f"testbed cpu_period_us {cpu_period_us}: a share of {low:g} would get a quota under "
+                                f"the kernel's 1 ms per period; give a period of at least {math.ceil(1000 / low)} us")
+        self.cpu_period_us = cpu_period_us
         if emulation not in EMULATIONS:
             raise InvalidOption(f"testbed emulation {emulation!r}: must be one of {', '.join(EMULATIONS)}")
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
@@ -310,7 +323,7 @@ class Testbed:
         found = netns_unavailable(self.prefix)
         if isinstance(found, str):
             return found
-        self._hierarchy = found
+        self._hierarchy = dataclasses.replace(found, period_us=self.cpu_period_us)
         return None
 
     # ------------------------------------------------------------ making it
@@ -556,7 +569,7 @@ class Testbed:
                 "address": self.address(name), "listen": self.listen_address(name), "peers": dict(dev.peers),
                 "cpu": dev.spec.cpu, "threads": dev.spec.thread_count, "namespace": dev.namespace,
                 "cgroup": None if dev.cgroup is None else str(dev.cgroup),
-                "cfs_quota_us": quota, "cfs_period_us": None if quota is None else cgroups.PERIOD_US,
+                "cfs_quota_us": quota, "cfs_period_us": None if quota is None else self.cpu_period_us,
                 "cpus": dev.cpus,
             }
         links = []
