@@ -272,7 +272,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="profile --repeats (per-layer medians)")
     parser.add_argument("--period-ms", type=float, default=10.0, help="CFS period of the CPU quotas, ms")
     parser.add_argument("--no-write", action="store_true", help="print, do not write the results")
+    parser.add_argument("--render", action="store_true",
+                        help="only write agents_loop.md and the README table again from agents_loop.json")
     args = parser.parse_args()
+    if args.render:
+        render(json.loads((RESULTS / "agents_loop.json").read_text()))
+        return
     before = load()
     started = time.monotonic()
     cases = []
@@ -304,6 +309,19 @@ def main() -> None:
               f"period {args.period_ms:g} ms; links edge-server 20, server-cloud 10, edge-cloud 5 Mbit/s. Medians "
               f"of {args.samples} samples after {args.warmup} warm-up, one sample at a time; predicted: the "
               f"evaluator on the agents' instance; presets: the same plan on pi4/jetson/v100 presets.")
+    results = {"header": header, "testbed": description, "cases": cases, "share_as_slower_core": shares,
+               "seconds": time.monotonic() - started}
+    if args.no_write:
+        print(report_text(json.loads(json.dumps(results, default=str))))
+        return
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "agents_loop.json").write_text(json.dumps(results, indent=1, default=str))
+    render(json.loads((RESULTS / "agents_loop.json").read_text()))
+
+
+def report_text(results: dict) -> str:
+    """The results file (``agents_loop.md``) from the results' JSON form."""
+    cases, shares = results["cases"], results["share_as_slower_core"]
     compact, detail = tables(cases)
     plans_line = "; ".join(f"{c['model']} {c['topology']}: optimum {'equal' if c['plans_equal'] else 'DIFFERS'}"
                            for c in cases)
@@ -316,19 +334,38 @@ def main() -> None:
                        "| CFS period | " + " | ".join(f"{a} ms" for a in amounts) + " |",
                        "|---|" + "---:|" * len(amounts),
                        "| slower core | " + " | ".join(f"{float(a) / SHARE:.1f}" for a in amounts) + " |"]
-        share_lines += [f"| {p:g} ms | " + " | ".join(f"{v:.1f}" for v in shares[p].values()) + " |" for p in shares]
+        share_lines += [f"| {float(p):g} ms | " + " | ".join(f"{v:.1f}" for v in shares[p].values()) + " |"
+                        for p in shares]
         share_lines.append("")
-    text = "\n".join(["# Plan on the devices you have: profile, solve and run on agents\n", header, "",
-                      f"Total {time.monotonic() - started:.0f} s. Measured-instance optimum vs presets optimum: "
+    return "\n".join(["# Plan on the devices you have: profile, solve and run on agents\n", results["header"], "",
+                      f"Total {results['seconds']:.0f} s. Measured-instance optimum vs presets optimum: "
                       f"{plans_line}.", "", *compact, "", *share_lines, "## Per part and per link\n", *detail, ""])
-    if args.no_write:
-        print(text)
-        return
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "agents_loop.md").write_text(text)
-    (RESULTS / "agents_loop.json").write_text(json.dumps({"header": header, "testbed": description, "cases": cases,
-                                                          "share_as_slower_core": shares}, indent=1, default=str))
-    write_readme(compact, header)
+
+
+def readme_table(cases: list[dict]) -> list[str]:
+    """One row per model and topology: the agents' optimum measured against its prediction,
+    and whether the presets' optimum is the same plan."""
+    lines = ["| model | topology | optimum: layers per device | predicted ms | measured ms | ratio | "
+             "presets' optimum | its prediction / measured |", "|---|---|---|---:|---:|---:|---|---:|"]
+    for c in cases:
+        rows = {r["plan"]: r for r in c["rows"]}
+        best = rows["optimum, measured"]
+        e = best["report"]["end_to_end"]
+        presets = rows["optimum, presets"]
+        if "same_as" in presets:
+            presets = rows[presets["same_as"]]
+        pe = presets["report"]["end_to_end"]
+        lines.append(f"| {c['model']} | {c['topology']} | {best['layers']} | {e['predicted_ms']:.1f} | "
+                     f"{e['measured_ms']:.1f} | {ratio(e['ratio'])} | "
+                     f"{'the same' if c['plans_equal'] else presets['layers']} | "
+                     f"{presets['predicted_presets_ms']:.1f} / {pe['measured_ms']:.1f} ms |")
+    return lines
+
+
+def render(results: dict) -> None:
+    """Write ``agents_loop.md`` and the README's table from the results' JSON form."""
+    (RESULTS / "agents_loop.md").write_text(report_text(results))
+    write_readme(readme_table(results["cases"]), results["header"])
     print(f"wrote {RESULTS / 'agents_loop.md'} and the table in README.md")
 
 

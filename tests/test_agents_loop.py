@@ -162,6 +162,27 @@ def test_chain_profiled_and_run_on_three_agents(loop):
               crossing=True)
 
 
+def test_an_onnx_file_profiled_on_agents(loop, tmp_path):
+    """An .onnx model: the agents measure the file itself, its layers named by the ONNX
+    bridge as `profile MODEL.onnx` names them."""
+    from splitopt.agents.model_onnx import model_onnx
+    from splitopt.onnx.graph import load
+
+    namespace: dict = {}
+    exec(MODEL, namespace)
+    module, example = namespace["build"]()
+    path = tmp_path / "small.onnx"
+    path.write_bytes(model_onnx(module, example).data)
+    from splitopt.torch.profile_model import LayerGraphProfileOptions, profile_model
+
+    two = ",".join(f"{n}={loop['agents'][n].address}" for n in ("edge", "cloud"))
+    inst = profile_model(str(path), LayerGraphProfileOptions(agents=two, token_file=loop["token"],
+                                                             calibration_images=0, repeats=2)).instance
+    assert [l.name for l in inst.layers] == [l.name for l in load(path).layers]
+    check_provenance(inst, ["edge", "cloud"])
+    assert inst.source["generator"] == "splitopt.onnx.profile"
+
+
 def test_the_commands_profile_solve_and_run_on_agents(loop, tmp_path):
     """The command line: profile --agents, solve, run --agents --json (exit 0) and the
     printed report."""
@@ -268,8 +289,10 @@ def test_in_a_testbed_the_link_and_quota_are_measured_and_the_plan_runs(loop):
     tmp = loop["tmp"]
     rate = 8e6
     with Testbed([DeviceSpec("edge", cpu=0.4, threads=1), DeviceSpec("cloud", threads=1)],
-                 [LinkSpec("edge", "cloud", rate)], emulation="netns") as tb:
+                 [LinkSpec("edge", "cloud", rate)], emulation="netns", cpu_period_us=10_000) as tb:
         prefix = tb.prefix
+        edge = tb.describe()["devices"]["edge"]
+        assert (edge["cfs_period_us"], edge["cfs_quota_us"]) == (10_000, 4_000)
         tb.start_agents(tb_command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for d in ("edge", "cloud"):
             tb.wait_listening(d, 60)
@@ -298,3 +321,14 @@ def tb_command() -> str:
     from splitopt.agents.testbed import DEFAULT_AGENT_COMMAND
 
     return DEFAULT_AGENT_COMMAND + f" --memory-bytes {MEMORY}"
+
+
+def test_the_testbed_cpu_period_is_checked():
+    from splitopt.agents.testbed import Testbed
+    from splitopt.agents.testbed_spec import DeviceSpec
+    from splitopt.core.errors import InvalidOption
+
+    for period, message in ((500, "must be an integer in"), (2_000, "quota under the kernel's 1 ms")):
+        with pytest.raises(InvalidOption, match=message) as e:
+            Testbed([DeviceSpec("edge", cpu=0.3)], cpu_period_us=period)
+        assert "\n" not in str(e.value)
