@@ -94,6 +94,9 @@ TERMINATE_GRACE_S = 3.0
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: where ``ip netns`` keeps its namespaces
 NETNS_DIRS = (Path("/run/netns"), Path("/var/run/netns"))
+#: an empty environment of a process with an executable is read again this many times, this
+#: far apart (s): the process is in the middle of an exec (:func:`_environ`)
+EXEC_RETRIES, EXEC_RETRY_S = 50, 0.002
 #: environment variables that tell numeric libraries their thread count
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -657,16 +660,37 @@ def _same_namespace(pid: int, netns: Path) -> bool:
     return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
+def _environ(entry: Path) -> bytes:
+    """``/proc/PID/environ``. A process in the middle of an ``execve`` (a wrapper such as
+    ``taskset`` or ``nsenter`` becoming the command) reads as an empty environment for an
+    instant, until the new program's stack is set up: an empty one of a process with an
+    executable (kernel threads and zombies have none) is read again, up to
+    :data:`EXEC_RETRIES` times :data:`EXEC_RETRY_S` apart. OSError where unreadable."""
+    env = (entry / "environ").read_bytes()
+    if env:
+        return env
+    try:
+        os.readlink(entry / "exe")
+    except OSError:
+        return env
+    for _ in range(EXEC_RETRIES):
+        time.sleep(EXEC_RETRY_S)
+        env = (entry / "environ").read_bytes()
+        if env:
+            break
+    return env
+
+
 def marked_processes(prefix: str) -> list[int]:
     """The processes whose environment carries ``SPLITOPT_TESTBED=prefix`` (those this
-    process may read)."""
+    process may read; one in the middle of an exec is waited for, :func:`_environ`)."""
     mark = f"{ENV_MARK}={prefix}".encode()
     found = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
         if not entry.name.isdigit():
             continue
         try:
-            env = (entry / "environ").read_bytes()
+            env = _environ(entry)
         except OSError:
             continue
         if mark in env.split(b"\0"):
