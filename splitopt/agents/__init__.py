@@ -19,11 +19,17 @@ split models for a controller, which talks to them with :class:`splitopt.agents.
 * :mod:`splitopt.agents.model_onnx`: a model built in code as one ONNX file for
   MEASURE_LAYERS, with its layer names mapped to the instance's (needs torch, on the
   controller);
+* :mod:`splitopt.agents.hardware`: the devices and links of ``splitopt profile MODEL
+  --agents`` (the agents connected, the links probed, the layers measured, and where each
+  number came from);
+* :mod:`splitopt.agents.run_plan`: ``splitopt run INSTANCE PLAN --agents`` (a plan's parts
+  exported, deployed and run on the agents, checked and measured against the evaluator);
 * :mod:`splitopt.agents.testbed` (with ``testbed_spec``, ``testbed_net``,
   ``testbed_cgroups``, ``testbed_probe``): devices emulated on one machine as network
   namespaces with CPU-quota cgroups, links as ``tbf``-shaped veth pairs, for tests and
   benchmarks of the agents (``splitopt testbed up|down``).
 
-Nothing here imports torch except :mod:`splitopt.agents.model_onnx`; onnx and onnxruntime
+Nothing here imports torch except :mod:`splitopt.agents.model_onnx` and the export of
+:mod:`splitopt.agents.run_plan`; onnx and onnxruntime
 are imported where a model is handled. Units: ms, bytes, bits/s; timeouts in seconds.
 """

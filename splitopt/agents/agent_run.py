@@ -7,7 +7,9 @@ Links. The agent whose part sends (all but the last) connects to the next device
 next agent's server hands that connection to its own RUN (:class:`Upstreams`).
 
 One sample, closed loop (one sample in flight): the first agent takes sample ``k`` from
-the controller's inputs; any other agent reads a SAMPLE message from upstream, answers
+the controller's inputs; an agent nothing is sent to (the plan puts no layer on its
+device and it forwards nothing, e.g. the cloud of an edge-only plan) is idle and reports
+every sample at once with nothing computed; any other agent reads a SAMPLE message from upstream, answers
 RECEIVED at once (with ``receive_ms``: its first to last byte on its own clock) and
 unpacks the tensors; the part runs; an agent that sends packs its sends at their bits
 (:mod:`splitopt.agents.wire`), sends SAMPLE, reads RECEIVED and then DONE (the sample is
@@ -21,7 +23,11 @@ receiver's last byte (RECEIVED's own way back being half a round trip). The rece
 ``receive_ms`` (its first to last byte) is reported beside it.
 
 SAMPLE_REPORT fields: ``sample``; ``compute_ms`` (the part's onnxruntime call),
-``unpack_ms``, ``pack_ms``; ``link`` (None for the last device): ``to``, ``bytes`` (the
+``unpack_ms``, ``pack_ms``; ``sample_ms``: on this agent's clock, from the sample in hand
+(the first device: its input taken; the others: its SAMPLE read, unpacking included)
+until it is done downstream (DONE from the next device; the last device: its outputs
+read), so the first device's is the sample's end-to-end latency (plus the small DONE
+messages' way back); ``link`` (None for the last device): ``to``, ``bytes`` (the
 message on the wire: frame and headers included), ``payload_bytes`` (packed tensor
 payloads), ``header_bytes`` (packing headers), ``send_ms`` (the send call),
 ``transfer_ms``, ``receive_ms``, ``rtt_ms``; ``outputs`` (last device: array specs, one
@@ -150,8 +156,8 @@ class AgentRun:
             client_handshake(self.down, self.token, "peer", self.agent_name)
             self.rtt_ms = round_trip_ms(self.down)
             self.down.send("STREAM", {"run": run})
-        if not part.is_first:
-            prev = _previous_device(part)
+        prev = _previous_device(part)
+        if not part.is_first and prev is not None:  # a device nothing is sent to is idle: no upstream
             self.up = self.upstreams.take(run, self.timeout_s, f"previous device '{prev}'")
             self.up.peer = f"previous device '{prev}'"
 
@@ -206,9 +212,13 @@ class AgentRun:
             for k in range(samples):
                 unpack_ms = 0.0
                 if inputs is not None:
+                    started = time.perf_counter()
                     store = self.part.input_store(np.ascontiguousarray(inputs[k:k + 1]))
-                else:
+                elif self.up is not None:
                     store, unpack_ms = self._receive(k)
+                    started = time.perf_counter() - unpack_ms / 1000.0
+                else:  # idle: the plan puts no layer here and sends nothing here
+                    store, started = {}, time.perf_counter()
                 compute_ms = self.part.compute(store)
                 report: dict[str, Any] = {"sample": k, "compute_ms": compute_ms, "unpack_ms": unpack_ms,
                                           "pack_ms": 0.0, "link": None, "outputs": []}
@@ -220,6 +230,7 @@ class AgentRun:
                         spec, raw = array_blob(np.asarray(value))
                         report["outputs"].append(dict(spec, name=o["name"]))
                         blobs.append(raw)
+                report["sample_ms"] = 1000.0 * (time.perf_counter() - started)
                 if self.up is not None:
                     self._send_to(self.up, "DONE", {"sample": k})
                 self._report("SAMPLE_REPORT", report, blobs)

@@ -66,7 +66,7 @@ def deploy_export(clients: Mapping[str, AgentClient], agents: Agents, manifest: 
 @dataclass
 class ChainRun:
     """What a run on agents measured. ``samples``: per measured sample (warm-up left out)
-    ``{"sample", "devices": {device: {compute_ms, unpack_ms, pack_ms}}, "links": [{from,
+    ``{"sample", "devices": {device: {compute_ms, unpack_ms, pack_ms, sample_ms}}, "links": [{from,
     to, bytes, payload_bytes, header_bytes, send_ms, transfer_ms, receive_ms, rtt_ms}]}``;
     ``outputs``: the model outputs of those samples, each stacked on axis 0; ``error``:
     None, or the one line that ended the run early."""
@@ -157,8 +157,9 @@ def run_chain(clients: Mapping[str, AgentClient], manifest: Mapping[str, Any], i
     for k in range(warmup, done):
         links = [dict(reports[d][k]["link"], **{"from": d}) for d in devices if reports[d][k].get("link")]
         result.samples.append({"sample": k - warmup,
-                               "devices": {d: {key: reports[d][k][key] for key in ("compute_ms", "unpack_ms",
-                                                                                     "pack_ms")} for d in devices},
+                               "devices": {d: {key: reports[d][k].get(key) for key in ("compute_ms", "unpack_ms",
+                                                                                         "pack_ms", "sample_ms")}
+                                           for d in devices},
                                "links": links})
     if done > warmup:
         result.outputs = [np.concatenate([outputs[k][j] for k in range(warmup, done)], axis=0)

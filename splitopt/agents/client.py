@@ -45,7 +45,8 @@ class AgentError(SplitoptError):
 class LayerLatency:
     """MEASURE_LAYERS' answer: per layer the median latency (``latency_ms``, ms; keyed by
     the ONNX bridge's layer names, or by the instance's when a name map was given), and
-    how it was measured."""
+    how it was measured; ``run_ms``: the median wall time of a whole run, ``layers_run_ms``
+    the median of a run's layers added up (None from an agent that does not report them)."""
 
     agent: str
     latency_ms: dict[str, float]
@@ -56,6 +57,12 @@ class LayerLatency:
     onnxruntime: str
     measured_at: str
     seconds: float
+    run_ms: float | None = None
+    layers_run_ms: float | None = None
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 class AgentClient:
@@ -122,7 +129,8 @@ class AgentClient:
             pairs = [(layer_names[n], ms) for n, ms in pairs]
         return LayerLatency(self.name, dict(pairs), int(msg.get("repeats")), int(msg.get("warmup")),
                             int(msg.get("threads")), str(msg.get("optimization")), str(msg.get("onnxruntime")),
-                            str(msg.get("measured_at")), float(msg.get("seconds", 0.0)))
+                            str(msg.get("measured_at")), float(msg.get("seconds", 0.0)),
+                            _float_or_none(msg.get("run_ms")), _float_or_none(msg.get("layers_run_ms")))
 
     def probe_link(self, peer_name: str, peer_address: Address | str, *, max_bytes: int | None = None,
                    max_seconds: float | None = None) -> dict[str, Any]:

@@ -32,11 +32,12 @@ from splitopt.core.errors import InvalidModel
 class ModelOnnx:
     """``data``: the ONNX file's bytes; ``layer_names``: ONNX bridge layer name ->
     instance layer name (every layer, in the graph's order); ``input_shape``: the input
-    shape (batch 1)."""
+    shape (batch 1); ``total_macs``: the MACs of every layer together."""
 
     data: bytes
     layer_names: dict[str, str]
     input_shape: list[int]
+    total_macs: float = 0.0
 
 
 def model_onnx(module, example_input, rename: Callable[[str], str] | None = None) -> ModelOnnx:
@@ -74,7 +75,24 @@ def model_onnx(module, example_input, rename: Callable[[str], str] | None = None
                                f"the captured layer '{t.name}' ({t.op}, {t.macs:g} MACs, {t.output_shape}) at the "
                                f"same position")
         names[o.name] = t.name
-    return ModelOnnx(data, names, [int(d) for d in example_input.shape])
+    return ModelOnnx(data, names, [int(d) for d in example_input.shape], float(sum(t.macs for t in captured)))
+
+
+def model_onnx_file(path: Path | str, input_shape: Any = None, input_high: int | None = None) -> ModelOnnx:
+    """An ONNX file as it is: its bytes, its layers named by the ONNX bridge (the names
+    ``splitopt profile MODEL.onnx`` gives them; the map is the identity), the input shape
+    (``input_shape``: as ``--input-shape`` for a dynamic input) and its MACs (no torch)."""
+    from splitopt.onnx.graph import load
+    from splitopt.onnx.profile import read_shape_arg
+    from splitopt.onnx.runtime import run_shapes
+
+    def fill(model, inputs, tensors):
+        return run_shapes(model, inputs, tensors, high=input_high)
+
+    graph = load(Path(path), read_shape_arg(input_shape), shape_fill=fill)
+    shape: tuple[int, ...] = next(iter(graph.inputs.values()), ())
+    return ModelOnnx(Path(path).read_bytes(), {l.name: l.name for l in graph.layers}, [int(d) for d in shape],
+                     float(sum(l.macs for l in graph.layers)))
 
 
 def model_onnx_by_name(model: str, seed: int, inst: Any = None, **input_options: Any) -> ModelOnnx:

@@ -12,7 +12,10 @@ Per-layer latency (:func:`measure_layers`): the rules of ``splitopt profile MODE
 input synthesised with seed ``RUN_INPUT_SEED`` (:func:`splitopt.onnx.runtime.synthetic_inputs`),
 ``warmup`` runs then the median of ``repeats`` profiled runs per layer
 (:func:`splitopt.onnx.latency.measure_layer_latency`), onnxruntime with the agent's
-intra-op threads.
+intra-op threads. Beside them: ``run_ms``, the median wall time of a whole run
+(onnxruntime's ``model_run``), and ``layers_run_ms``, the median of a run's layers added
+up (under a CPU quota the throttled intervals fall into a few layers of each run, which
+the per-layer medians leave out, so the run's wall time is the larger).
 
 A deployed part (:class:`DeployedPart`): one part of a sequential export (edge/cloud or
 chain plans; :mod:`splitopt.torch.export_parts` writes them with ``manifest.json``), run
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -95,7 +99,7 @@ def measure_layers(data: bytes, threads: int, input_shape: Any = None, input_hig
     import onnxruntime
 
     from splitopt.onnx.graph import load
-    from splitopt.onnx.latency import measure_layer_latency
+    from splitopt.onnx.latency import layer_medians, profiled_runs
     from splitopt.onnx.profile import read_shape_arg
     from splitopt.onnx.runtime import RUN_INPUT_SEED, run_shapes, synthetic_inputs
 
@@ -111,9 +115,12 @@ def measure_layers(data: bytes, threads: int, input_shape: Any = None, input_hig
     feed = synthetic_inputs(1, graph.inputs, graph.input_types, RUN_INPUT_SEED, high=input_high)[0]
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
-    measured = measure_layer_latency(graph, feed, repeats=repeats, warmup=warmup, optimization=optimization,
-                                     threads=threads)
-    return {"layers": [[name, ms] for name, ms in measured.items()], "repeats": repeats, "warmup": warmup,
+    runs, walls = profiled_runs(graph, feed, repeats=repeats, warmup=warmup, optimization=optimization,
+                                threads=threads)
+    measured = layer_medians(graph, runs)
+    return {"layers": [[name, ms] for name, ms in measured.items()], "run_ms": statistics.median(walls),
+            "layers_run_ms": statistics.median(1000.0 * sum(r.values()) for r in runs),
+            "repeats": repeats, "warmup": warmup,
             "threads": threads, "optimization": optimization, "onnxruntime": onnxruntime.__version__,
             "measured_at": when, "seconds": round(time.monotonic() - started, 3),
             "input_shape": {n: list(s) for n, s in graph.inputs.items()}}
@@ -278,8 +285,8 @@ def reference_run(manifest: dict[str, Any], part_files: Mapping[str, bytes | Non
         for k, d in enumerate(order):
             part = parts[d]
             part.compute(store)
+            if part.outputs:  # the device the model outputs are read on (the last one that computes)
+                rows.append(part.model_outputs(store))
             if k + 1 < len(order):
                 store = {name: parts[order[k + 1]].unpack(name, p) for name, p in part.pack_sends(store)}
-            else:
-                rows.append(part.model_outputs(store))
     return [np.concatenate([r[j] for r in rows], axis=0) for j in range(len(rows[0]))] if rows else []

@@ -51,6 +51,7 @@ carries its prefix is touched. :func:`cleanup_testbeds` removes what a killed te
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -93,6 +94,9 @@ TERMINATE_GRACE_S = 3.0
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: where ``ip netns`` keeps its namespaces
 NETNS_DIRS = (Path("/run/netns"), Path("/var/run/netns"))
+#: an empty environment of a process with an executable is read again this many times, this
+#: far apart (s): the process is in the middle of an exec (:func:`_environ`)
+EXEC_RETRIES, EXEC_RETRY_S = 50, 0.002
 #: environment variables that tell numeric libraries their thread count
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -143,7 +147,9 @@ class Testbed:
     ``emulation``: "auto", "netns" (refused where not permitted) or "loopback".
     ``token_file``: the agents' shared secret (``{token_file}``); default a fresh one in a
     private temporary directory, removed at teardown. ``notice``: where the one-line notices
-    go (default stderr).
+    go (default stderr). ``cpu_period_us``: the CFS period of the devices' CPU quotas
+    (default 100 ms; a share of a core shorter than a part's run acts more like a slower
+    core with a shorter period, :mod:`splitopt.agents.testbed_cgroups`).
 
     Use as ``with Testbed(...) as tb:``; :meth:`start` / :meth:`start_agents` run commands
     in devices, :meth:`agents_map` and :meth:`describe` say where they are.
@@ -153,8 +159,18 @@ class Testbed:
 
     def __init__(self, devices: Sequence[DeviceSpec], links: Sequence[LinkSpec] = (), *, port: int = DEFAULT_PORT,
                  subnet: Optional[str] = None, emulation: str = "auto", token_file: Optional[Path] = None,
-                 notice: Optional[Callable[[str], None]] = None, grace_s: float = TERMINATE_GRACE_S):
+                 notice: Optional[Callable[[str], None]] = None, grace_s: float = TERMINATE_GRACE_S,
+                 cpu_period_us: int = cgroups.PERIOD_US):
         check_topology(list(devices), list(links))
+        if isinstance(cpu_period_us, bool) or not isinstance(cpu_period_us, int) \
+                or not cgroups.MIN_PERIOD_US <= cpu_period_us <= cgroups.MAX_PERIOD_US:
+            raise InvalidOption(f"testbed cpu_period_us {cpu_period_us!r}: must be an integer in "
+                                f"[{cgroups.MIN_PERIOD_US}, {cgroups.MAX_PERIOD_US}]")
+        low = min((d.cpu for d in devices if d.cpu is not None), default=None)
+        if low is not None and low * cpu_period_us < 1000:
+            raise InvalidOption(f"testbed cpu_period_us {cpu_period_us}: a share of {low:g} would get a quota under "
+                                f"the kernel's 1 ms per period; give a period of at least {math.ceil(1000 / low)} us")
+        self.cpu_period_us = cpu_period_us
         if emulation not in EMULATIONS:
             raise InvalidOption(f"testbed emulation {emulation!r}: must be one of {', '.join(EMULATIONS)}")
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
@@ -310,7 +326,7 @@ class Testbed:
         found = netns_unavailable(self.prefix)
         if isinstance(found, str):
             return found
-        self._hierarchy = found
+        self._hierarchy = dataclasses.replace(found, period_us=self.cpu_period_us)
         return None
 
     # ------------------------------------------------------------ making it
@@ -556,7 +572,7 @@ class Testbed:
                 "address": self.address(name), "listen": self.listen_address(name), "peers": dict(dev.peers),
                 "cpu": dev.spec.cpu, "threads": dev.spec.thread_count, "namespace": dev.namespace,
                 "cgroup": None if dev.cgroup is None else str(dev.cgroup),
-                "cfs_quota_us": quota, "cfs_period_us": None if quota is None else cgroups.PERIOD_US,
+                "cfs_quota_us": quota, "cfs_period_us": None if quota is None else self.cpu_period_us,
                 "cpus": dev.cpus,
             }
         links = []
@@ -644,16 +660,37 @@ def _same_namespace(pid: int, netns: Path) -> bool:
     return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
+def _environ(entry: Path) -> bytes:
+    """``/proc/PID/environ``. A process in the middle of an ``execve`` (a wrapper such as
+    ``taskset`` or ``nsenter`` becoming the command) reads as an empty environment for an
+    instant, until the new program's stack is set up: an empty one of a process with an
+    executable (kernel threads and zombies have none) is read again, up to
+    :data:`EXEC_RETRIES` times :data:`EXEC_RETRY_S` apart. OSError where unreadable."""
+    env = (entry / "environ").read_bytes()
+    if env:
+        return env
+    try:
+        os.readlink(entry / "exe")
+    except OSError:
+        return env
+    for _ in range(EXEC_RETRIES):
+        time.sleep(EXEC_RETRY_S)
+        env = (entry / "environ").read_bytes()
+        if env:
+            break
+    return env
+
+
 def marked_processes(prefix: str) -> list[int]:
     """The processes whose environment carries ``SPLITOPT_TESTBED=prefix`` (those this
-    process may read)."""
+    process may read; one in the middle of an exec is waited for, :func:`_environ`)."""
     mark = f"{ENV_MARK}={prefix}".encode()
     found = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
         if not entry.name.isdigit():
             continue
         try:
-            env = (entry / "environ").read_bytes()
+            env = _environ(entry)
         except OSError:
             continue
         if mark in env.split(b"\0"):

@@ -2,8 +2,12 @@
 ``cpu`` controller's own hierarchy, ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``) or the
 cgroup v2 unified hierarchy (``cpu.max``, "QUOTA PERIOD"), whichever this host has.
 
-A share ``s`` of one core is a quota of ``s x 100 ms`` per 100 ms period: the device's
-processes together run at most that long per period, on any core (2.0 = two cores' worth).
+A share ``s`` of one core is a quota of ``s x 100 ms`` per 100 ms period (or ``s x P`` per
+period ``P``, :attr:`CpuHierarchy.period_us`): the device's processes together run at
+most that long per period, on any core (2.0 = two cores' worth). Once a period's quota
+is spent they wait for the next one, so work shorter than a period may run at full speed
+(a period whose quota is unspent) or wait most of it: a shorter period makes the share
+act more like a slower core.
 It is a share of a core, not a slower core: caches, memory bandwidth and the instruction
 set stay the host's. Every device gets a cgroup (no share: no quota) so that its processes
 are known and ended at teardown. A cgroup is ``ROOT/PREFIX-DEVICE``; only the testbed's
@@ -20,18 +24,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-#: the CFS period, microseconds
+#: the CFS period, microseconds (default; the kernel takes 1 ms to 1 s)
 PERIOD_US = 100_000
+MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000
 #: where cgroup hierarchies are mounted
 CGROUP_BASE = Path("/sys/fs/cgroup")
 
 
 @dataclass(frozen=True)
 class CpuHierarchy:
-    """Where the testbed makes its cgroups: ``version`` 1 or 2, ``root`` the directory."""
+    """Where the testbed makes its cgroups: ``version`` 1 or 2, ``root`` the directory,
+    ``period_us`` the CFS period of their quotas."""
 
     version: int
     root: Path
+    period_us: int = PERIOD_US
 
     @property
     def label(self) -> str:
@@ -39,7 +46,7 @@ class CpuHierarchy:
 
     def quota_us(self, cpu: Optional[float]) -> Optional[int]:
         """CFS quota of a share (None: no quota); at least the kernel's 1 ms."""
-        return None if cpu is None else max(1000, int(round(cpu * PERIOD_US)))
+        return None if cpu is None else max(1000, int(round(cpu * self.period_us)))
 
     def create(self, name: str, cpu: Optional[float]) -> Path:
         """Make cgroup ``name`` with the quota of share ``cpu``; its path."""
@@ -48,10 +55,10 @@ class CpuHierarchy:
         quota = self.quota_us(cpu)
         try:
             if self.version == 1:
-                (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+                (path / "cpu.cfs_period_us").write_text(str(self.period_us))
                 (path / "cpu.cfs_quota_us").write_text("-1" if quota is None else str(quota))
             else:
-                (path / "cpu.max").write_text(f"{'max' if quota is None else quota} {PERIOD_US}")
+                (path / "cpu.max").write_text(f"{'max' if quota is None else quota} {self.period_us}")
         except OSError:
             _remove_made(path)
             raise

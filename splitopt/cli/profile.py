@@ -26,6 +26,7 @@ LAYER_GRAPH_PANEL = "Layer-graph models (built-in, PATH.py:FACTORY, .onnx, .pt2)
 LOADING_PANEL = "Loading options (block models)"
 SEPARABLE_PANEL = "Separable options (sep_resnext)"
 LLM_PANEL = "Decoder options (gpt2, gpt2-l.., llama-l..)"
+AGENTS_PANEL = "Device agents (layer-graph models measured on `splitopt agent` devices)"
 #: link bandwidth (bits/s) of topologies built from device presets (help text; the default
 #: is :data:`splitopt.torch.profile_model.DEFAULT_PRESET_BANDWIDTH`)
 DEFAULT_PRESET_BANDWIDTH = 1e7
@@ -102,6 +103,10 @@ def profile_command(
     calibration_images: Optional[int] = typer.Option(None, "--calibration-images", "--calibration", rich_help_panel=LAYER_GRAPH_PANEL, help="Synthetic calibration inputs for the error tables (default 8, the first 8 are those of the shipped instances; 0: none; the problem becomes the float split)."),
     measure: Optional[bool] = typer.Option(None, "--measure/--no-measure", rich_help_panel=LAYER_GRAPH_PANEL, help="Also measure every layer's latency on this host (median of --repeats) and add the host as device 'host' (default: no)."),
     edge_host: Optional[bool] = typer.Option(None, "--edge-host", rich_help_panel=LAYER_GRAPH_PANEL, help="With --measure: make the host the edge device (its measured latencies), linked to the cloud like the preset's edge."),
+    agents: Optional[str] = typer.Option(None, "--agents", rich_help_panel=AGENTS_PANEL, help="The devices are device agents (`splitopt agent`): NAME=HOST:PORT,... or a JSON file {name: {\"address\": \"HOST:PORT\", \"peers\": {...}}} (what `splitopt testbed up --out` writes). Every agent measures every layer's latency (median of --repeats; its threads), every link of --topology is probed both ways, and each device's memory is the agent's --memory-bytes; devices are named after the agents. Edge/cloud: the first agent is the edge, the second the cloud; chain: the agents' order. Not with --preset, --bandwidth or --measure."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", rich_help_panel=AGENTS_PANEL, help="With --agents: the file holding the agents' token (default: the SPLITOPT_AGENT_TOKEN environment variable)."),
+    edge: Optional[str] = typer.Option(None, "--edge", rich_help_panel=AGENTS_PANEL, help="With --agents and --topology edge-cloud: the agent that is the edge (default: the first)."),
+    cloud: Optional[str] = typer.Option(None, "--cloud", rich_help_panel=AGENTS_PANEL, help="With --agents and --topology edge-cloud: the agent that is the cloud (default: the second, or the first that is not --edge)."),
     input_shape: Optional[str] = input_shape_option(LAYER_GRAPH_PANEL),
     input_dtype: Optional[str] = input_dtype_option(LAYER_GRAPH_PANEL),
     input_high: Optional[int] = input_high_option(LAYER_GRAPH_PANEL),
@@ -144,12 +149,16 @@ def profile_command(
     a separable instance. A decoder (gpt2, or gpt2-l4-h256-a4-v4096 and
     llama-l6-h384-a6-kv2-i1024-v4096 style names: the sizes in the name): the Hugging Face
     model built from its config with random weights, each part's prefill and decode step
-    measured on this host into an llm instance over --devices processes of this host."""
+    measured on this host into an llm instance over --devices processes of this host.
+    With --agents (a layer-graph model): the devices and links are those of running
+    device agents, measured by them (`splitopt profile mobilenet_v2 --agents
+    agents.json --topology chain -o mb.json`)."""
     from splitopt.cli.common import check_output_path, errors, given_options, require_torch
 
     values = given_options(repeats=repeats, seed=seed, name=name, torch_threads=torch_threads, preset=preset,
                            topology=topology, bandwidth=bandwidth, calibration_images=calibration_images,
-                           measure=measure, edge_host=edge_host, input_shape=input_shape, input_dtype=input_dtype,
+                           measure=measure, edge_host=edge_host, agents=agents, token_file=token_file, edge=edge,
+                           cloud=cloud, input_shape=input_shape, input_dtype=input_dtype,
                            input_high=input_high, threads=threads, cache=cache, width=width, depth=depth,
                            image_size=image_size, children_max=children_max, objective=objective,
                            checkpoint=checkpoint, load=load, records=records, epochs=epochs, groups=groups,

@@ -30,6 +30,7 @@ MULTIVIEW_PANEL = "Multiview options"
 LOADING_PANEL = "Loading options"
 SEPARABLE_PANEL = "Separable options"
 PROCESS_PANEL = "Process/TCP options"
+AGENTS_PANEL = "Device agents (edge/cloud and chain plans on `splitopt agent` devices)"
 
 
 class Transport(str, Enum):
@@ -47,10 +48,12 @@ def run_command(
     plan: Optional[Path] = typer.Argument(None, help="Plan JSON file (or the output of `solve --json`); leave out with --breakpoints."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2, digits_cnn, a user model PATH.py:FACTORY / package.module:FACTORY (the one given to `profile`), or the block model a loading instance was profiled from."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the model's random initialisation (the instances use 0; default 0)."),
-    samples: Optional[int] = typer.Option(None, "--samples", "-n", help="Synthetic inputs to run, one at a time (default 2; --transport tcp: measured samples, default 5)."),
+    samples: Optional[int] = typer.Option(None, "--samples", "-n", help="Synthetic inputs to run, one at a time (default 2; --transport tcp and --agents: measured samples, default 5)."),
     repeats: Optional[int] = typer.Option(None, "--repeats", help="Loading, separable and llm plans: timed runs (median; default 3, 10 and 3)."),
     transport: Transport = typer.Option(Transport.memory, "--transport", help="memory: the parts run in this process (separable plans: one worker process per device); tcp: one process per device, the crossing tensors sent over TCP through a link paced at the instance's bandwidth and latency (edge/cloud and chain plans)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    agents: Optional[str] = typer.Option(None, "--agents", rich_help_panel=AGENTS_PANEL, help="Run the plan on device agents (`splitopt agent`), one per device of the plan, named as the devices: NAME=HOST:PORT,... or a JSON file {name: {\"address\": \"HOST:PORT\", \"peers\": {...}}}. The parts are exported as ONNX, deployed and run on --samples inputs after --warmup ones (one sample at a time); outputs are checked against the unsplit model and bytes against the evaluator, and the measured ms per part, per link and end to end are printed beside the evaluator's."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", rich_help_panel=AGENTS_PANEL, help="With --agents: the file holding the agents' token (default: the SPLITOPT_AGENT_TOKEN environment variable)."),
     input_shape: Optional[str] = input_shape_option(INPUTS_PANEL),
     input_dtype: Optional[str] = input_dtype_option(INPUTS_PANEL),
     input_high: Optional[int] = input_high_option(INPUTS_PANEL),
@@ -62,10 +65,10 @@ def run_command(
     workdir: Optional[Path] = typer.Option(None, "--workdir", rich_help_panel=LOADING_PANEL, help="Directory for the child files (default: a temporary one; removed after)."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", rich_help_panel=SEPARABLE_PANEL, help="The trained weights (default: the instance's model with seeded random weights; outputs and bytes are checked either way)."),
     batch: Optional[int] = typer.Option(None, "--batch", rich_help_panel=SEPARABLE_PANEL, help="Images per inference (bytes are reported per image; default 1)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", rich_help_panel=PROCESS_PANEL, help="Seconds: separable plans: before the worker processes are stopped (default 120); --transport tcp: a connected peer may stay silent before the receiver drops the connection (default 30); llm plans: the same (default 60)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", rich_help_panel=PROCESS_PANEL, help="Seconds: separable plans: before the worker processes are stopped (default 120); --transport tcp: a connected peer may stay silent before the receiver drops the connection (default 30); llm plans: the same (default 60); --agents: an agent may stay silent inside an exchange (default 120)."),
     breakpoints: Optional[Path] = typer.Option(None, "--breakpoints", rich_help_panel=PROCESS_PANEL, help="--transport tcp: a breakpoint table (`splitopt bandwidth INSTANCE --exact -o TABLE`) in place of PLAN: every interval's plan is built at start; the plan in use follows the bandwidth (--bandwidth-schedule)."),
     bandwidth_schedule: Optional[str] = typer.Option(None, "--bandwidth-schedule", rich_help_panel=PROCESS_PANEL, help="With --breakpoints: SAMPLE:BITS_PER_S pairs, comma-separated, e.g. 0:20e6,5:2e6; before measured sample SAMPLE the table's link gets that bandwidth (the pacer) and the run switches to that interval's plan. Default: the link's bandwidth in the instance."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", rich_help_panel=PROCESS_PANEL, help="--transport tcp: samples run before the measured ones (not reported in the medians; default 1); llm plans: untimed generations before the timed ones (default 1)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", rich_help_panel=PROCESS_PANEL, help="--transport tcp and --agents: samples run before the measured ones (not reported in the medians; default 1); llm plans: untimed generations before the timed ones (default 1)."),
     host: Optional[str] = typer.Option(None, "--host", rich_help_panel=PROCESS_PANEL, help="--transport tcp and llm plans: address the receiving processes bind to and the senders connect to (default 127.0.0.1)."),
     run_timeout: Optional[float] = typer.Option(None, "--run-timeout", rich_help_panel=PROCESS_PANEL, help="--transport tcp and llm plans: seconds for the whole run (building the model in every process included; default 1800, llm 900); then every process is stopped."),
     max_frame_bytes: Optional[int] = typer.Option(None, "--max-frame-bytes", rich_help_panel=PROCESS_PANEL, help="--transport tcp: largest frame payload a receiver accepts, bytes (default 256 MiB); a larger one is refused (one logged line) and the connection dropped."),
@@ -98,7 +101,8 @@ def run_command(
                            torch_threads=torch_threads, fine_tune=fine_tune, workdir=workdir, checkpoint=checkpoint,
                            batch=batch, timeout=timeout, breakpoints=breakpoints,
                            bandwidth_schedule=bandwidth_schedule, warmup=warmup, host=host, run_timeout=run_timeout,
-                           max_frame_bytes=max_frame_bytes, chunk_bytes=chunk_bytes, threads=threads, check=check)
+                           max_frame_bytes=max_frame_bytes, chunk_bytes=chunk_bytes, threads=threads, check=check,
+                           token_file=token_file)
     tcp = transport is Transport.tcp
     with errors():
         # what holds whatever the family, before the instance is read (the slow part)
@@ -107,13 +111,21 @@ def run_command(
         check_model_options(seed or 0, input_high, input_shape, input_dtype)
         if weights is not None and not weights.is_dir():
             raise InvalidOption(f"--weights {weights}: not a directory (written by `splitopt retrain --save DIR`)")
+        if agents is not None and tcp:
+            raise InvalidOption("--agents: the agents carry the tensors; not with --transport tcp")
+        if token_file is not None and agents is None:
+            raise InvalidOption("--token-file: applies with --agents")
+        if agents is not None and plan is None:
+            raise InvalidOption("PLAN: needed with --agents")
         if tcp and (plan is None) == (breakpoints is None):
             raise InvalidOption("run --transport tcp: give a PLAN file or --breakpoints TABLE (exactly one)")
         if not tcp and plan is None:
             raise InvalidOption("PLAN: needed (--breakpoints TABLE in its place goes with --transport tcp)")
         inst = load_instance(instance)
         require_torch("run")
-        if tcp:
+        if agents is not None:
+            report = _run_agents(inst, plan, dict(values, agents=agents))
+        elif tcp:
             report = _run_tcp(instance, inst, plan, values)
         else:
             assert plan is not None  # without --transport tcp PLAN is needed (checked above)
@@ -129,6 +141,10 @@ def run_command(
             report = side.run(inst, the_plan, options, plan_path=str(plan))
     if as_json:
         print_json(report)
+    elif agents is not None:
+        from splitopt.cli.agents_report import print_agents_report
+
+        print_agents_report(console, report)
     elif tcp:
         from splitopt.cli.netrun import print_tcp_report
 
@@ -137,6 +153,25 @@ def run_command(
         side.print_run(console, report)
     if not report["ok"]:
         raise typer.Exit(1)
+
+
+def _run_agents(inst, plan: Optional[Path], values: dict[str, Any]) -> dict[str, Any]:
+    """``--agents``: the options, the plan and the run on the agents
+    (:func:`splitopt.agents.run_plan.run_on_agents`)."""
+    from splitopt.agents.run_plan import AgentRunOptions, run_on_agents
+    from splitopt.api import load_plan
+    from splitopt.cli.progress import showing_progress
+    from splitopt.netrun.setup import tcp_side
+    from splitopt.onnx.deps import require_onnx
+    from splitopt.torch.side import build_options
+
+    assert plan is not None  # checked above
+    tcp_side(inst, "run --agents")
+    options = build_options(AgentRunOptions, values, f"`splitopt run --agents` on problem '{inst.problem}'")
+    require_onnx("splitopt run --agents")
+    the_plan = load_plan(inst, plan)
+    with showing_progress(False):
+        return run_on_agents(inst, the_plan, options, plan_path=str(plan))
 
 
 def _run_tcp(instance: Path, inst, plan: Optional[Path], values: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """Per-layer latency on a device: measured values from the instance, or the analytical
-accelerator model documented in ``formulations/device_model.md``.
+accelerator model documented in ``formulations/device_model.md``; and
+:func:`add_measured_latency`, which puts latencies measured elsewhere (device agents)
+into a profiled graph's layers.
 
 Analytical model for layer i on device d at weight bit-width ``wb`` and activation
 bit-width ``ab`` (the bits of the layer's output tensor)::
@@ -21,9 +23,9 @@ own bit-widths, so the latency of a plan is a sum of per-layer table entries.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
-from splitopt.core.errors import InvalidInstance
+from splitopt.core.errors import InvalidInstance, InvalidModel
 from splitopt.core.instance import Device, Instance, Layer
 
 
@@ -99,3 +101,18 @@ def latency_table(inst: Instance, layer: Layer, device: Device, bits: Sequence[i
             spill_bytes = out_bytes * (1 + readers) if out_bytes > half_buffer else 0.0
             table[w, a] = 1000.0 * (compute_s + (weight_bytes + spill_bytes + input_bytes) / rate)
     return table
+
+
+def add_measured_latency(layers: Sequence[dict[str, Any]], measured: Mapping[str, Mapping[str, float]]) -> None:
+    """Put each device's measured per-layer latencies (ms, by layer name) into the layers'
+    ``latency_ms`` tables; InvalidModel (one line) where a device's table misses a layer
+    or names one the graph does not have."""
+    names = {layer["name"] for layer in layers}
+    for device, table in measured.items():
+        missing = [layer["name"] for layer in layers if layer["name"] not in table]
+        extra = [n for n in table if n not in names]
+        if missing or extra:
+            what = f"no latency for layer '{missing[0]}'" if missing else f"a latency for '{extra[0]}', no layer"
+            raise InvalidModel(f"device '{device}': the measured table has {what} of the profiled graph")
+        for layer in layers:
+            layer.setdefault("latency_ms", {})[device] = float(table[layer["name"]])

@@ -86,9 +86,12 @@ def per_run_times(events: list[dict[str, Any]], graph: OnnxGraph) -> list[dict[s
     return out
 
 
-def measure_layer_latency(graph: OnnxGraph, feed: Mapping[str, np.ndarray], repeats: int = 5, warmup: int = 1,
-                          optimization: str = "basic", threads: int | None = None) -> dict[str, float]:
-    """Median per-layer time (ms) of ``graph`` on ``feed`` over ``repeats`` runs on this host."""
+def profiled_runs(graph: OnnxGraph, feed: Mapping[str, np.ndarray], repeats: int = 5, warmup: int = 1,
+                  optimization: str = "basic", threads: int | None = None
+                  ) -> tuple[list[dict[str, float]], list[float]]:
+    """The ``repeats`` profiled runs of ``graph`` on ``feed`` after ``warmup`` ones: per run
+    each layer's time (s, :func:`per_run_times`) and the run's own wall time (ms,
+    onnxruntime's ``model_run``)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     outputs = [o.name for o in graph.model.graph.output]
@@ -103,6 +106,20 @@ def measure_layer_latency(graph: OnnxGraph, feed: Mapping[str, np.ndarray], repe
     runs = per_run_times(events, graph)[warmup:]
     if len(runs) < repeats:
         raise RuntimeError(f"onnxruntime's profile has {len(runs)} runs, expected {repeats}")
+    walls = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                   key=lambda e: e["ts"])[warmup:]
+    return runs, [e["dur"] / 1000.0 for e in walls]
+
+
+def measure_layer_latency(graph: OnnxGraph, feed: Mapping[str, np.ndarray], repeats: int = 5, warmup: int = 1,
+                          optimization: str = "basic", threads: int | None = None) -> dict[str, float]:
+    """Median per-layer time (ms) of ``graph`` on ``feed`` over ``repeats`` runs on this host."""
+    runs, _ = profiled_runs(graph, feed, repeats, warmup, optimization, threads)
+    return layer_medians(graph, runs)
+
+
+def layer_medians(graph: OnnxGraph, runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each layer's median over ``runs`` (:func:`per_run_times`), ms."""
     return {layer.name: 1000.0 * statistics.median(r[layer.name] for r in runs) for layer in graph.layers}
 
 

@@ -88,6 +88,8 @@ def profile_onnx(
     host_device_name: str = "host",
     input_bits: int | None = None,
     description: str = "",
+    device_latency: Mapping[str, Mapping[str, float]] | None = None,
+    provenance: Mapping[str, Any] | None = None,
 ):
     """Build a validated :class:`~splitopt.core.instance.Instance` of the ONNX model at ``path``.
 
@@ -102,7 +104,9 @@ def profile_onnx(
     ``measure_latency``: add this host as device ``host_device_name`` with per-layer
     latencies (median of ``repeats`` onnxruntime runs, ms; ``optimization`` and
     ``threads`` of the session). ``devices``/``links``/``settings`` in the instance JSON
-    format; all None: the eyeriss preset (see module docstring).
+    format; all None: the eyeriss preset (see module docstring). ``device_latency``: per device
+    of ``devices``, every layer's latency (ms) measured elsewhere (a device agent), keyed
+    by the layer names given here; ``provenance``: entries of ``source`` saying how.
 
     MissingDependency (one line) without the onnx extra; InvalidModel (one line) for a
     file that is no ONNX model, a dynamic input shape without ``input_shape``, or an
@@ -158,6 +162,11 @@ def profile_onnx(
         devices.append(host_device(host_device_name, graph, measured))
         source["host_latency"] = (f"median of {repeats} onnxruntime runs per layer on this host "
                                   f"(optimization {optimization}), ms")
+    if device_latency:
+        from splitopt.core.latency import add_measured_latency
+
+        add_measured_latency(layers, device_latency)
+    source.update(provenance or {})
     data = {
         "format": FORMAT,
         "name": name,

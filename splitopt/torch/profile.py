@@ -127,6 +127,8 @@ def profile(
     input_bits: int | None = None,
     input_high: int | None = None,
     description: str = "",
+    device_latency: Mapping[str, Mapping[str, float]] | None = None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> Instance:
     """Build a validated :class:`Instance` of ``module`` on ``example_input`` (batch 1).
 
@@ -136,7 +138,11 @@ def profile(
     measured per-layer latencies (median of ``repeats``, ms). ``input_bits``: bits per
     element of the input (None: by the rule of ``splitopt.core.input_bits``, from its
     dtype, ``input_high`` (the exclusive bound of integer ids, e.g. the vocabulary size)
-    or the embedding it indexes; the rule used goes to ``source["input_bits"]``). Raises InvalidInstance (one
+    or the embedding it indexes; the rule used goes to ``source["input_bits"]``).
+    ``device_latency``: per device of ``devices``, the latency (ms) of every layer measured
+    elsewhere (by a device agent, :mod:`splitopt.agents.hardware`), keyed by layer name,
+    put in the layers' latency tables; ``provenance``: entries of the instance's
+    ``source`` saying how (e.g. ``{"agents": ...}``). Raises InvalidInstance (one
     line) if the pieces do not make a valid instance, InvalidModel (one line) for an
     untraceable module or an example input that does not fit it, ValueError for
     calibration inputs of another shape."""
@@ -171,6 +177,11 @@ def profile(
             layer.setdefault("latency_ms", {})[host_device_name] = measured[layer["name"]]
         devices.append(host_device(host_device_name, cap, measured))
         source["host_latency"] = f"median of {repeats} runs per layer on this host, ms"
+    if device_latency:
+        from splitopt.core.latency import add_measured_latency
+
+        add_measured_latency(layers, device_latency)
+    source.update(provenance or {})
     data = {
         "format": FORMAT,
         "name": name,

@@ -7,9 +7,13 @@ of the saved program (:mod:`splitopt.torch.saved_program`); anything else is a b
 name or a user factory spec (:func:`splitopt.torch.models.build_model`), profiled by
 :func:`splitopt.torch.profile.profile`. The hardware: ``--preset`` and ``--topology``
 (:func:`splitopt.families.topologies.preset_hardware`), with ``--measure --edge-host``
-the host in the edge's role (:meth:`splitopt.families.base.Family.host_as_edge`); the
-family completes the profiled instance (:meth:`~splitopt.families.base.Family.complete_profiled`:
-edge/cloud ``split_bits``: the whole network's W8A8 error as the budget).
+the host in the edge's role (:meth:`splitopt.families.base.Family.host_as_edge`); or,
+with ``--agents``, the devices and links device agents measure
+(:mod:`splitopt.agents.hardware`: the agents are connected and the links probed before
+the model is built; the model goes to every agent as one ONNX file and each layer's
+latency on each device is the agent's median). The family completes the profiled
+instance (:meth:`~splitopt.families.base.Family.complete_profiled`: edge/cloud
+``split_bits``: the whole network's W8A8 error as the budget).
 
 Importing this module imports no torch; the options are checked without it.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from splitopt.core.errors import NotApplicable
 from splitopt.core.input_text import check_input_options
@@ -70,11 +74,13 @@ class LayerGraphProfileOptions:
     link's bits/s), calibration inputs for the error tables (0: none, the float
     problem), whether to measure every layer's latency on this host (``repeats`` runs
     each, median) and make the host the edge (``edge_host``), the weights' seed, a user
-    model's inputs, and the instance's name."""
+    model's inputs, and the instance's name. ``agents`` (``--agents SPEC``, with
+    ``token_file``, ``edge``, ``cloud``): the hardware is measured by device agents
+    instead (:mod:`splitopt.agents.hardware`); ``preset`` None: ``eyeriss``."""
 
-    preset: str = "eyeriss"
+    preset: str | None = None
     topology: str | None = None
-    bandwidth: float = DEFAULT_PRESET_BANDWIDTH
+    bandwidth: float | None = None
     calibration_images: int = 8
     measure: bool = False
     edge_host: bool = False
@@ -84,6 +90,10 @@ class LayerGraphProfileOptions:
     input_dtype: str | None = None
     input_high: int | None = None
     name: str | None = None
+    agents: str | None = None
+    token_file: Path | None = None
+    edge: str | None = None
+    cloud: str | None = None
 
     def __post_init__(self) -> None:
         check_count(self.repeats, "--repeats", high=10_000)
@@ -91,7 +101,26 @@ class LayerGraphProfileOptions:
         check_input_options(self.seed, self.input_high, self.input_shape, self.input_dtype)
         if self.edge_host and not self.measure:
             raise NotApplicable("--edge-host: needs --measure (the host's latencies are measured)")
-        self.hardware()
+        if self.agents is None:
+            for option, value in (("--token-file", self.token_file), ("--edge", self.edge), ("--cloud", self.cloud)):
+                if value is not None:
+                    raise NotApplicable(f"{option}: applies with --agents (the devices are measured by agents)")
+            self.hardware()
+            return
+        for option, given in (("--preset", self.preset is not None), ("--bandwidth", self.bandwidth is not None),
+                              ("--measure", self.measure), ("--edge-host", self.edge_host)):
+            if given:
+                raise NotApplicable(f"{option}: not with --agents (the agents measure the devices and links)")
+        from splitopt.agents.addresses import parse_agents
+        from splitopt.agents.hardware import agent_names, topology_of
+
+        agents = parse_agents(self.agents)
+        agent_names(agents, topology_of(agents, self.topology), self.edge, self.cloud)
+
+    @property
+    def preset_name(self) -> str:
+        """``--preset`` or its default, ``eyeriss``."""
+        return self.preset if self.preset is not None else "eyeriss"
 
     def hardware(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
         """Devices, links and settings of the preset and topology (the host in the edge's
@@ -100,7 +129,8 @@ class LayerGraphProfileOptions:
         from splitopt.families.registry import family_for_problem
         from splitopt.families.topologies import preset_hardware
 
-        devices, links, settings = preset_hardware(self.preset, self.topology, self.bandwidth, ERROR_TABLE_BITS,
+        bandwidth = self.bandwidth if self.bandwidth is not None else DEFAULT_PRESET_BANDWIDTH
+        devices, links, settings = preset_hardware(self.preset_name, self.topology, bandwidth, ERROR_TABLE_BITS,
                                                    self.calibration_images > 0)
         if self.edge_host:
             links, settings = family_for_problem(settings["problem"]).host_as_edge(links, settings, HOST)
@@ -114,22 +144,62 @@ def needs_torch(model: str) -> bool:
 
 def profile_model(model: str, options: LayerGraphProfileOptions) -> Profiled:
     """The instance of MODEL on the hardware of ``options`` (see the module docstring),
-    completed by its family, with a line describing it."""
+    completed by its family, with a line describing it. With ``--agents`` the agents are
+    connected and the links probed first: an agent that cannot be used is one line
+    before the model is built."""
     from splitopt.families.registry import family_of
 
-    devices, links, settings = options.hardware()
     suffix = model_suffix(model)
-    if suffix == ".onnx":
-        inst = _profile_onnx(model, devices, links, settings, options)
-    else:
-        inst = _profile_torch(model, suffix, devices, links, settings, options)
+    agents = None
+    if options.agents is not None:
+        if suffix == ".pt2":
+            raise NotApplicable("--agents: a .pt2 program is not measured on agents; give a built-in model, "
+                                "PATH.py:FACTORY or an .onnx file")
+        from splitopt.agents.hardware import open_agents
+        from splitopt.core import progress
+
+        with progress.phase("connecting to the agents"):
+            agents = open_agents(options.agents, options.token_file, options.topology, edge=options.edge,
+                                 cloud=options.cloud)
+    try:
+        if agents is not None:
+            with progress.phase("probing the links"):
+                agents.probe()
+        if suffix == ".onnx":
+            inst = _profile_onnx(model, options, agents)
+        else:
+            inst = _profile_torch(model, suffix, options, agents)
+    finally:
+        if agents is not None:
+            agents.close()
     inst = family_of(inst).complete_profiled(inst)
     summary = (f"{len(inst.layers)} layers, {sum(l.macs for l in inst.layers) / 1e9:.3f} GMAC, "
                f"{sum(l.weights for l in inst.layers) / 1e6:.3f} M weights, problem {inst.problem}")
+    if agents is not None:
+        summary += f", devices measured by agents {', '.join(agents.names)}"
     return Profiled(inst, summary)
 
 
-def _profile_onnx(model: str, devices: list, links: list, settings: dict, options: LayerGraphProfileOptions):
+def _hardware(options: LayerGraphProfileOptions, agents: Any, model_onnx: Callable[[], Any]
+              ) -> tuple[list, list, dict, dict[str, dict[str, float]] | None, dict[str, Any] | None]:
+    """Devices, links and settings; with agents also every device's measured layer
+    latencies (``model_onnx()``: the model as one ONNX file with its layer name map) and
+    the instance's ``source`` entries saying how they were measured."""
+    if agents is None:
+        devices, links, settings = options.hardware()
+        return devices, links, settings, None, None
+    from splitopt.core import progress
+
+    with progress.phase("exporting the model to ONNX for the agents"):
+        m = model_onnx()
+    with progress.phase("measuring layer latency on the agents"):
+        measured = agents.measure(m.data, m.layer_names, repeats=options.repeats, input_shape=options.input_shape,
+                                  input_high=options.input_high)
+    devices, links, settings = agents.parts(m.total_macs, ERROR_TABLE_BITS, options.calibration_images > 0)
+    return devices, links, settings, measured, {"agents": agents.provenance()}
+
+
+def _profile_onnx(model: str, options: LayerGraphProfileOptions, agents: Any):
     """The instance of an ONNX file (the onnx extra; no torch)."""
     from splitopt.onnx.deps import require_onnx
 
@@ -137,16 +207,18 @@ def _profile_onnx(model: str, devices: list, links: list, settings: dict, option
         raise NotApplicable("--input-dtype: an ONNX model declares its input types; not applicable to .onnx files")
     path = model_file(model)
     require_onnx("splitopt profile MODEL.onnx")
+    from splitopt.agents.model_onnx import model_onnx_file
     from splitopt.onnx.profile import profile_onnx
 
+    devices, links, settings, measured, provenance = _hardware(
+        options, agents, lambda: model_onnx_file(path, options.input_shape, options.input_high))
     return profile_onnx(path, devices, links, settings, name=options.name or path.stem,
                         input_shape=options.input_shape, input_high=options.input_high,
                         calibration=options.calibration_images, measure_latency=options.measure,
-                        repeats=options.repeats)
+                        repeats=options.repeats, device_latency=measured, provenance=provenance)
 
 
-def _profile_torch(model: str, suffix: str, devices: list, links: list, settings: dict,
-                   options: LayerGraphProfileOptions):
+def _profile_torch(model: str, suffix: str, options: LayerGraphProfileOptions, agents: Any):
     """The instance of a built-in model, a user factory or a saved program (torch)."""
     from splitopt.torch.profile import profile
 
@@ -166,11 +238,16 @@ def _profile_torch(model: str, suffix: str, devices: list, links: list, settings
             model, options.seed, input_shape=options.input_shape, input_dtype=options.input_dtype,
             input_high=options.input_high)
         if name is None:
-            name = factory_name(model) if is_spec(model) else f"{model}_{options.preset.replace(',', '_')}"
+            where = "_".join(agents.names) if agents is not None else options.preset_name.replace(",", "_")
+            name = factory_name(model) if is_spec(model) else f"{model}_{where}"
     # the first 8 are those of the shipped instances; more are drawn on request
     count = options.calibration_images
     calibration = calibration_fn(max(count, 8))[:count] if count > 0 else None
     with guard(module, example, what=f"profiling '{model}'"):
+        from splitopt.agents.model_onnx import model_onnx
+
+        devices, links, settings, measured, provenance = _hardware(
+            options, agents, lambda: model_onnx(module, example, rename))
         return profile(module, example, devices, links, settings, name=name, input_high=options.input_high,
                        calibration=calibration, measure_latency=options.measure, repeats=options.repeats,
-                       rename=rename)
+                       rename=rename, device_latency=measured, provenance=provenance)

@@ -1,0 +1,334 @@
+"""Plan on the devices you have: ``splitopt profile MODEL --agents`` (the instance's
+devices, links and latencies measured by device agents), solved, and ``splitopt run
+INSTANCE PLAN --agents`` (the plan's parts deployed and run on the agents, measured
+against the evaluator).
+
+Real ``splitopt agent`` processes on loopback (:mod:`agent_helpers`), always; in a testbed
+of network namespaces with a CPU quota and a tbf-shaped link where this process may make
+one (skipped with the reason otherwise). A small residual CNN (a user factory) keeps the
+module short; the full models belong to ``benchmarks/agents_loop.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent_helpers import TOKEN, AgentProcess, children
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.torch
+
+MODEL = '''
+import torch
+from torch import nn
+
+
+class SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16)
+        self.c2, self.b2 = nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16)
+        self.c3 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.c4 = nn.Conv2d(32, 32, 3, padding=1)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        z = torch.relu(self.b2(self.c2(y)) + y)
+        w = torch.relu(self.c4(torch.relu(self.c3(z))))
+        return self.fc(w.mean((2, 3)))
+
+
+def build():
+    return SmallNet().eval(), torch.zeros(1, 3, 32, 32)
+'''
+MEMORY = 300_000_000
+
+
+def cli(*args: str, env_token: str | None = TOKEN, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("SPLITOPT_AGENT_TOKEN", None)
+    if env_token is not None:
+        env["SPLITOPT_AGENT_TOKEN"] = env_token
+    return subprocess.run([sys.executable, "-m", "splitopt", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory):
+    """Three agents on loopback ('edge', 'server', 'cloud', each --memory-bytes MEMORY),
+    the model file, and the three-agent list."""
+    tmp = tmp_path_factory.mktemp("loop")
+    (tmp / "small.py").write_text(MODEL)
+    (tmp / "token").write_text(TOKEN + "\n")
+    started = [AgentProcess(tmp, n, "--memory-bytes", str(MEMORY)) for n in ("edge", "server", "cloud")]
+    agents = {a.name: a for a in started}
+    yield {"tmp": tmp, "spec": f"{tmp / 'small.py'}:build", "agents": agents, "token": tmp / "token",
+           "list": ",".join(f"{a.name}={a.address}" for a in started)}
+    assert [a.stop() for a in started] == [0, 0, 0], [a.log() for a in started]
+    assert not children(), "a child process is left"
+
+
+def profile_on_agents(loop, agents: str, topology: str | None, **more):
+    from splitopt.torch.profile_model import LayerGraphProfileOptions, profile_model
+
+    options = LayerGraphProfileOptions(agents=agents, token_file=loop["token"], topology=topology,
+                                       calibration_images=0, repeats=2, **more)
+    return profile_model(loop["spec"], options).instance
+
+
+def check_provenance(inst, names):
+    """Devices named after the agents, their memory the agents', every layer measured on
+    every device, and the source saying by which agent, where, when, how."""
+    assert [d.name for d in inst.devices] == names
+    assert all(d.memory_bytes == MEMORY for d in inst.devices)
+    # (a layer onnxruntime fuses into its neighbour, e.g. an add into the conv before it, measures 0)
+    assert all(set(l.latency_ms) == set(names) and all(v >= 0 for v in l.latency_ms.values()) for l in inst.layers)
+    assert all(sum(l.latency_ms[n] for l in inst.layers) > 0 for n in names)
+    agents = inst.source["agents"]
+    for n in names:
+        d = agents["devices"][n]
+        assert d["agent"] == n and d["hostname"] and d["threads"] == 1 and d["memory_bytes"] == MEMORY
+        m = d["latency_ms"]
+        assert m["repeats"] == 2 and m["warmup"] == 1 and m["threads"] == 1 and m["optimization"] == "all"
+        assert m["measured_at"] and m["onnxruntime"]
+        assert f"agent '{n}' on host" in inst.device_by_name[n].description
+    for link, probed in zip(inst.links, agents["links"]):
+        assert (link.source, link.target) == (probed["source"], probed["target"]) and probed["probed_by"] == link.source
+        assert link.bandwidth_bits_per_s == probed["to_target"]["bits_per_s"] > 0
+        assert probed["from_target"]["bits_per_s"] > 0 and link.latency_ms == pytest.approx(probed["rtt_ms"] / 2)
+
+
+def run_plan(inst, plan, loop, agents, samples=3, **more):
+    from splitopt.agents.run_plan import AgentRunOptions, run_on_agents
+
+    return run_on_agents(inst, plan, AgentRunOptions(agents=agents, model=loop["spec"], token_file=loop["token"],
+                                                     samples=samples, timeout=20, **more))
+
+
+def check_run(report, devices, crossing: bool):
+    assert report["ok"], report["error"] or report["check"]
+    assert report["completed"] == report["samples"] == len(report["per_sample"])
+    assert [p["device"] for p in report["parts"]] == devices
+    assert report["check"]["float32_crossings"] and report["check"]["max_abs_diff_unsplit"] <= report["check"]["tolerance"]
+    for p in report["parts"]:
+        assert (p["measured_ms"] > 0) == (p["layers"] > 0) and p["predicted_ms"] >= 0
+    for l in report["links"]:
+        assert l["bytes_ok"] and abs(l["payload_bytes"] - l["evaluator_bytes"]) < 1
+    if crossing:
+        assert all(l["payload_bytes"] > 0 and l["measured_ms"] > 0 and l["wire_bytes"] > l["payload_bytes"]
+                   for l in report["links"])
+    e = report["end_to_end"]
+    assert e["measured_ms"] >= max(p["measured_ms"] for p in report["parts"]) and e["predicted_ms"] > 0
+    assert "one sample at a time" in report["throughput"]
+
+
+def test_edge_cloud_profiled_solved_and_run_on_agents(loop):
+    from splitopt import solve
+    from splitopt.families.edge_cloud.plan import uniform_plan
+
+    # three agents given, the topology takes two: --edge and --cloud pick them
+    inst = profile_on_agents(loop, loop["list"], "edge-cloud", edge="edge", cloud="cloud")
+    check_provenance(inst, ["edge", "cloud"])
+    assert inst.problem == "split" and inst.settings.edge == "edge" and inst.settings.cloud_bits == 32
+    assert inst.source["agents"]["topology"] == "edge-cloud" and len(inst.links) == 1
+    best = solve(inst, time_limit=20).plan
+    check_run(run_plan(inst, best, loop, loop["list"]), ["edge", "cloud"], crossing=False)
+    cut = uniform_plan(inst, [l.name for l in inst.layers[:3]])  # a plan that sends a tensor
+    report = run_plan(inst, cut, loop, loop["list"], warmup=1)
+    check_run(report, ["edge", "cloud"], crossing=True)
+    assert report["links"][0]["tensors"] and report["parts"][0]["layers"] == 3
+
+
+def test_chain_profiled_and_run_on_three_agents(loop):
+    from splitopt.families.chain.plan import plan_on_devices
+
+    inst = profile_on_agents(loop, loop["list"], "chain")
+    check_provenance(inst, ["edge", "server", "cloud"])
+    assert inst.settings.chain == ("edge", "server", "cloud")
+    assert [(l.source, l.target) for l in inst.links] == [("edge", "server"), ("server", "cloud")]
+    names = [l.name for l in inst.layers]
+    plan = plan_on_devices(inst, {n: "edge" if i < 2 else "server" if i < 4 else "cloud" for i, n in enumerate(names)})
+    check_run(run_plan(inst, plan, loop, loop["list"], samples=2), ["edge", "server", "cloud"],
+              crossing=True)
+
+
+def test_an_onnx_file_profiled_on_agents(loop, tmp_path):
+    """An .onnx model: the agents measure the file itself, its layers named by the ONNX
+    bridge as `profile MODEL.onnx` names them."""
+    from splitopt.agents.model_onnx import model_onnx
+    from splitopt.onnx.graph import load
+
+    namespace: dict = {}
+    exec(MODEL, namespace)
+    module, example = namespace["build"]()
+    path = tmp_path / "small.onnx"
+    path.write_bytes(model_onnx(module, example).data)
+    from splitopt.torch.profile_model import LayerGraphProfileOptions, profile_model
+
+    two = ",".join(f"{n}={loop['agents'][n].address}" for n in ("edge", "cloud"))
+    inst = profile_model(str(path), LayerGraphProfileOptions(agents=two, token_file=loop["token"],
+                                                             calibration_images=0, repeats=2)).instance
+    assert [l.name for l in inst.layers] == [l.name for l in load(path).layers]
+    check_provenance(inst, ["edge", "cloud"])
+    assert inst.source["generator"] == "splitopt.onnx.profile"
+
+
+def test_the_commands_profile_solve_and_run_on_agents(loop, tmp_path):
+    """The command line: profile --agents, solve, run --agents --json (exit 0) and the
+    printed report."""
+    inst, plan = tmp_path / "inst.json", tmp_path / "plan.json"
+    two = ",".join(f"{n}={loop['agents'][n].address}" for n in ("edge", "cloud"))
+    r = cli("profile", loop["spec"], "--agents", two, "--calibration-images", "0", "--repeats", "2", "-o", str(inst))
+    assert r.returncode == 0, r.stderr
+    assert "devices measured by agents edge, cloud" in r.stdout
+    data = json.loads(inst.read_text())
+    assert data["settings"]["edge"] == "edge" and data["source"]["agents"]["devices"]["cloud"]["memory_bytes"] == MEMORY
+    r = cli("solve", str(inst), "--json")
+    assert r.returncode == 0, r.stderr
+    plan.write_text(r.stdout)
+    r = cli("run", str(inst), str(plan), "--model", loop["spec"], "--agents", two, "--samples", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ok"] is True
+    r = cli("run", str(inst), str(plan), "--model", loop["spec"], "--agents", two, "--samples", "2")
+    assert r.returncode == 0, r.stderr
+    assert "end to end:" in r.stdout and "OK" in r.stdout and "one sample at a time" in r.stdout
+
+
+@pytest.mark.parametrize("case", ["unreachable", "wrong token", "no token", "unknown edge", "count", "with preset"])
+def test_profile_with_a_bad_agent_is_one_line_exit_2_before_the_model_is_built(loop, tmp_path, case):
+    good = loop["list"]
+    two = ",".join(f"{n}={loop['agents'][n].address}" for n in ("edge", "cloud"))
+    args, token, message = {
+        "unreachable": ([f"edge={loop['agents']['edge'].address},cloud=127.0.0.1:1"], TOKEN, "agent 'cloud'"),
+        "wrong token": ([two], "another-token-0123456789abcdef", "agent 'edge'"),
+        "no token": ([two], None, "no token"),
+        "unknown edge": ([good, "--edge", "nowhere", "--topology", "edge-cloud"], TOKEN, "--edge nowhere"),
+        "count": ([good, "--topology", "edge-cloud"], TOKEN, "takes two agents, 3 given"),
+        "with preset": ([two, "--preset", "pi4,v100"], TOKEN, "--preset: not with --agents"),
+    }[case]
+    out = tmp_path / "inst.json"
+    started = time.monotonic()
+    r = cli("profile", loop["spec"], "--agents", *args, "-o", str(out), env_token=token)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert not out.exists() and time.monotonic() - started < 60
+
+
+def test_run_with_a_missing_or_unreachable_agent_is_one_line_exit_2(loop, tmp_path):
+    from splitopt.api import save_plan
+    from splitopt.core.instance_io import instance_json
+
+    inst = profile_on_agents(loop, loop["list"], "edge-cloud", edge="edge", cloud="cloud")
+    ipath, ppath = tmp_path / "inst.json", tmp_path / "plan.json"
+    ipath.write_text(instance_json(inst))
+    from splitopt.families.edge_cloud.plan import uniform_plan
+
+    save_plan(inst, uniform_plan(inst, [inst.layers[0].name]), ppath)
+    for agents, message in ((f"edge={loop['agents']['edge'].address}", "no agent for device 'cloud'"),
+                            (f"edge={loop['agents']['edge'].address},cloud=127.0.0.1:1", "agent 'cloud'")):
+        r = cli("run", str(ipath), str(ppath), "--model", loop["spec"], "--agents", agents)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+
+
+def test_a_device_that_drops_mid_run_is_one_line_and_the_samples_are_kept(loop, tmp_path, monkeypatch):
+    from splitopt.agents import chain
+    from splitopt.families.edge_cloud.plan import uniform_plan
+
+    edge, cloud = AgentProcess(tmp_path, "edge", "--memory-bytes", str(MEMORY)), \
+        AgentProcess(tmp_path, "cloud", "--memory-bytes", str(MEMORY))
+    try:
+        agents = f"edge={edge.address},cloud={cloud.address}"
+        inst = profile_on_agents(loop, agents, "edge-cloud")
+        run_chain = chain.run_chain
+
+        def killing_at_the_fifth(clients, manifest, inputs, warmup=0, on_report=None):
+            def report(device, r):
+                if on_report is not None:
+                    on_report(device, r)
+                if device == "cloud" and r["sample"] == 4:
+                    cloud.kill()
+            return run_chain(clients, manifest, inputs, warmup, report)
+
+        monkeypatch.setattr(chain, "run_chain", killing_at_the_fifth)
+        report = run_plan(inst, uniform_plan(inst, [l.name for l in inst.layers[:2]]), loop, agents,
+                          samples=300, warmup=0)
+        assert not report["ok"] and report["error"] is not None and "\n" not in report["error"]
+        kept = report["completed"]
+        assert 5 <= kept < 300 and len(report["per_sample"]) == kept and report["check"]["samples"] == kept
+        assert report["check"]["ok"]  # the samples kept are right
+        assert report["error"].startswith(f"run stopped at sample {kept} ({kept} measured sample(s) kept): "
+                                          f"agent 'cloud'")
+    finally:
+        edge.stop()
+        cloud.stop()
+    assert not {edge.proc.pid, cloud.proc.pid} & set(children())
+
+
+def test_in_a_testbed_the_link_and_quota_are_measured_and_the_plan_runs(loop):
+    """Two devices in network namespaces, the edge under a CPU quota, joined by a
+    tbf-shaped 8 Mbit/s link: the probed bandwidth is the link's, the edge's layers are
+    slower than the cloud's, and a plan that crosses the link runs; nothing is left."""
+    from splitopt.agents.testbed import Testbed, netns_unavailable
+    from splitopt.agents.testbed_spec import DeviceSpec, LinkSpec
+    from splitopt.families.edge_cloud.plan import uniform_plan
+
+    why = netns_unavailable()
+    if isinstance(why, str):
+        pytest.skip(f"no namespaced testbed here: {why}")
+    tmp = loop["tmp"]
+    rate = 8e6
+    with Testbed([DeviceSpec("edge", cpu=0.4, threads=1), DeviceSpec("cloud", threads=1)],
+                 [LinkSpec("edge", "cloud", rate)], emulation="netns", cpu_period_us=10_000) as tb:
+        prefix = tb.prefix
+        edge = tb.describe()["devices"]["edge"]
+        assert (edge["cfs_period_us"], edge["cfs_quota_us"]) == (10_000, 4_000)
+        tb.start_agents(tb_command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for d in ("edge", "cloud"):
+            tb.wait_listening(d, 60)
+        agents_file = tmp / "testbed_agents.json"
+        agents_file.write_text(json.dumps(tb.agents_map()))
+        token = tb.token_file
+        from splitopt.torch.profile_model import LayerGraphProfileOptions, profile_model
+
+        inst = profile_model(loop["spec"], LayerGraphProfileOptions(agents=str(agents_file), token_file=token,
+                                                                    calibration_images=0, repeats=3)).instance
+        (link,) = inst.links
+        assert 0.85 * rate <= link.bandwidth_bits_per_s <= 1.0 * rate
+        assert inst.source["agents"]["devices"]["edge"]["cpu_quota"] == pytest.approx(0.4)
+        from splitopt.agents.run_plan import AgentRunOptions, run_on_agents
+
+        plan = uniform_plan(inst, [l.name for l in inst.layers[:2]])
+        report = run_on_agents(inst, plan, AgentRunOptions(agents=str(agents_file), model=loop["spec"],
+                                                           token_file=token, samples=3, timeout=30))
+        check_run(report, ["edge", "cloud"], crossing=True)
+        assert report["agents"]["edge"]["cpu_quota"] == pytest.approx(0.4)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert prefix not in listed
+
+
+def tb_command() -> str:
+    from splitopt.agents.testbed import DEFAULT_AGENT_COMMAND
+
+    return DEFAULT_AGENT_COMMAND + f" --memory-bytes {MEMORY}"
+
+
+def test_the_testbed_cpu_period_is_checked():
+    from splitopt.agents.testbed import Testbed
+    from splitopt.agents.testbed_spec import DeviceSpec
+    from splitopt.core.errors import InvalidOption
+
+    for period, message in ((500, "must be an integer in"), (2_000, "quota under the kernel's 1 ms")):
+        with pytest.raises(InvalidOption, match=message) as e:
+            Testbed([DeviceSpec("edge", cpu=0.3)], cpu_period_us=period)
+        assert "\n" not in str(e.value)
