@@ -1,5 +1,6 @@
 """A crossing tensor's wire form between agents, on numpy arrays: the rule of
-:func:`splitopt.netrun.wire.wire_pack` (``splitopt run --transport tcp``) without torch.
+:func:`splitopt.netrun.wire.wire_pack` (``splitopt run --transport tcp``) without torch; both
+are :func:`splitopt.core.packing.pack_crossing`.
 
 Float tensors are packed (:func:`splitopt.core.packing.pack_array`) at the plan's sent
 bits: at a quantized width over the calibrated range of the layer (the manifest's
@@ -17,8 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from splitopt.core.errors import InvalidPlan
-from splitopt.core.packing import QUANTIZED_BITS, PackedTensor, pack_array, unpack_array
+from splitopt.core.packing import PackedTensor, pack_crossing, unpack_array
 
 
 def manifest_ranges(manifest: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
@@ -34,19 +34,8 @@ def manifest_ranges(manifest: Mapping[str, Any]) -> dict[str, tuple[float, float
 
 
 def wire_pack(name: str, array: np.ndarray, bits: int, ranges: Mapping[str, tuple[float, float]]) -> PackedTensor:
-    """The packed form of ``array`` sent at ``bits`` (module docstring)."""
-    a = np.asarray(array)
-    if not np.issubdtype(a.dtype, np.floating):
-        lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
-        exact = 2 ** bits - 1 if bits in QUANTIZED_BITS else (2048 if bits == 16 else 2 ** 24)
-        if lo < (0 if bits in QUANTIZED_BITS else -exact) or hi > exact:
-            raise InvalidPlan(f"tensor '{name}': integer values in [{lo:g}, {hi:g}] are not exact at {bits} bits")
-        return pack_array(a, bits, 0.0, float(2 ** bits - 1)) if bits in QUANTIZED_BITS else pack_array(a, bits)
-    calibrated = ranges.get(name)
-    if calibrated is None:
-        return pack_array(a, bits)
-    lo, hi = calibrated
-    return pack_array(a, bits, min(lo, float(a.min())), max(hi, float(a.max())))
+    """The packed form of ``array`` sent at ``bits`` (:func:`splitopt.core.packing.pack_crossing`)."""
+    return pack_crossing(name, array, bits, ranges)
 
 
 def wire_unpack(packed: PackedTensor, dtype: Any) -> np.ndarray:

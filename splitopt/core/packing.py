@@ -28,7 +28,7 @@ import math
 import numbers
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -236,3 +236,25 @@ def unpack_array(p: PackedTensor) -> np.ndarray:
         return arr.astype(np.float32).reshape(p.shape)
     values = (codes_array(p).astype(np.float32) - np.float32(p.zero_point)) * np.float32(p.scale)
     return values.reshape(p.shape)
+
+
+def pack_crossing(name: str, x: np.ndarray, bits: int, ranges: Mapping[str, tuple[float, float]]) -> PackedTensor:
+    """A crossing tensor's wire form between devices (``splitopt run --transport tcp`` and
+    the device agents): a float array at a quantized width over the calibrated range of
+    its layer (``ranges[name]``) widened to the array's own min/max, or over its own
+    min/max where none was calibrated (the raw input); at 16/32 bits as float16/float32.
+    Integer arrays (ids) travel exactly: as codes in ``[0, 2^bits - 1]`` with scale 1 at a
+    quantized width, as floats at 16/32 bits; InvalidPlan where their values do not fit."""
+    a = np.asarray(x)
+    if not np.issubdtype(a.dtype, np.floating):
+        lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
+        exact = 2 ** bits - 1 if bits in QUANTIZED_BITS else (2048 if bits == 16 else 2 ** 24)
+        if lo < (0 if bits in QUANTIZED_BITS else -exact) or hi > exact:
+            raise InvalidPlan(f"tensor '{name}': integer values in [{lo:g}, {hi:g}] are not exact at {bits} bits")
+        return pack_array(a, bits, 0.0, float(2 ** bits - 1)) if bits in QUANTIZED_BITS else pack_array(a, bits)
+    calibrated = ranges.get(name)
+    if calibrated is None:
+        return pack_array(a, bits)
+    lo, hi = calibrated
+    return pack_array(a, bits, min(lo, float(a.min())), max(hi, float(a.max())))
+

@@ -1,12 +1,11 @@
 """The wire form of a crossing tensor (:mod:`splitopt.netrun.runner`): quantized at the plan's
-sent bits with the calibrated range and bit-packed by :mod:`splitopt.torch.packing`, and
+sent bits with the calibrated range and bit-packed (:func:`splitopt.core.packing.pack_crossing`), and
 the same transmission in one process, the reference a run is checked against."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from splitopt.core.errors import InvalidPlan
 
 
 def wire_pack(name: str, tensor, bits: int, ranges: Mapping[str, tuple[float, float]]):
@@ -15,19 +14,14 @@ def wire_pack(name: str, tensor, bits: int, ranges: Mapping[str, tuple[float, fl
     the tensor's own min/max (the raw input and uncalibrated tensors: their own min/max),
     at 16/32 bits as float16/float32; integer tensors (ids) exactly as codes (range
     ``[0, 2^bits - 1]``, scale 1) or floats, InvalidPlan when their values do not fit."""
-    from splitopt.torch.packing import QUANTIZED_BITS, pack
+    import torch
 
-    if not tensor.is_floating_point():
-        lo, hi = (float(tensor.min()), float(tensor.max())) if tensor.numel() else (0.0, 0.0)
-        exact = 2 ** bits - 1 if bits in QUANTIZED_BITS else (2048 if bits == 16 else 2 ** 24)
-        if lo < (0 if bits in QUANTIZED_BITS else -exact) or hi > exact:
-            raise InvalidPlan(f"tensor '{name}': integer values in [{lo:g}, {hi:g}] are not exact at {bits} bits")
-        return pack(tensor, bits, 0.0, float(2 ** bits - 1)) if bits in QUANTIZED_BITS else pack(tensor, bits)
-    calibrated = ranges.get(name)
-    if calibrated is None:
-        return pack(tensor, bits)
-    lo, hi = calibrated
-    return pack(tensor, bits, min(lo, float(tensor.min())), max(hi, float(tensor.max())))
+    from splitopt.core.packing import pack_crossing
+
+    x = tensor.detach().to("cpu")
+    if x.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds its values exactly
+        x = x.float()
+    return pack_crossing(name, x.contiguous().numpy(), bits, ranges)
 
 
 def wire_unpack(packed, dtype):
