@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from agent_helpers import TOKEN, AgentProcess, children
+from resblock_model import SOURCE
 from splitopt.agents import protocol
 from splitopt.agents.addresses import parse_address, parse_agents
 from splitopt.agents.auth import agent_proof, client_proof
@@ -255,28 +256,7 @@ def test_agents_option_inline_and_json(tmp_path):
 
 # ----- deploy and run a chain ---------------------------------------------------------------
 
-MODEL = '''
-import torch
-from torch import nn
-
-
-class ResBlockNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
-        self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
-        self.c3 = nn.Conv2d(8, 8, 3, padding=1)
-        self.fc = nn.Linear(8, 5)
-
-    def forward(self, x):
-        y = torch.relu(self.b1(self.c1(x)))
-        z = torch.relu(self.b2(self.c2(y)))
-        return self.fc(torch.relu(self.c3(z) + y).mean((2, 3)))
-
-
-def build():
-    return ResBlockNet().eval(), torch.zeros(1, 3, 8, 8)
-'''
+MODEL = SOURCE
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+from resblock_model import SOURCE  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 import splitopt  # noqa: E402
@@ -52,30 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
 ATOL = 1e-5
 
-MODEL_FILE = textwrap.dedent('''
-    import torch
-    from torch import nn
-
-
-    class ResBlockNet(nn.Module):
-        """conv+BN+ReLU, a residual block (conv+BN+ReLU, conv, + skip, ReLU), mean, linear."""
-
-        def __init__(self):
-            super().__init__()
-            self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
-            self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
-            self.c3 = nn.Conv2d(8, 8, 3, padding=1)
-            self.fc = nn.Linear(8, 5)
-
-        def forward(self, x):
-            y = torch.relu(self.b1(self.c1(x)))
-            z = torch.relu(self.b2(self.c2(y)))
-            return self.fc(torch.relu(self.c3(z) + y).mean((2, 3)))
-
-
-    def build():
-        return ResBlockNet().eval(), torch.zeros(1, 3, 8, 8)
-''')
+MODEL_FILE = SOURCE
 
 
 # ----- fixtures: one build, capture and instance per model ---------------------------------
