@@ -6,8 +6,9 @@ assumed (vendor peak) numbers.
 Testbed (:class:`splitopt.agents.testbed.Testbed`; network namespaces, needs root, else
 loopback, which the report says): ``edge`` 0.3 of a core, ``server`` 0.6 of a core,
 ``cloud`` no quota (one core of this machine when it is idle), each one onnxruntime
-thread, CFS period ``--period-ms``; links shaped by tbf: edge-server 20 Mbit/s,
-server-cloud 10 Mbit/s, edge-cloud 5 Mbit/s. An agent in each device.
+thread, CFS period ``--period-ms`` (default: the testbed's, the shortest the kernel allows
+for the 0.3 share, 3.334 ms); links shaped by tbf (with a peak rate): edge-server 60
+Mbit/s, server-cloud 30 Mbit/s, edge-cloud 40 Mbit/s. An agent in each device.
 
 Per model (MobileNetV2, ResNet-50, built in code with seed 0) and topology (edge/cloud:
 edge + cloud; chain: edge -> server -> cloud):
@@ -18,9 +19,11 @@ edge + cloud; chain: edge -> server -> cloud):
    ``pi4,jetson,v100``), the presets' devices renamed to the agents', their links set to
    the testbed's configured rates (no latency) and the reference precision 32 bits (the
    agents' float32);
-3. plans: the measured instance's optimum (``solve``), the assumed instance's optimum, and
-   the best plan (on the measured instance) that gives every device a contiguous share of
-   the layers (so that every link is measured), where the optima do not already;
+3. plans: the measured instance's optimum (``solve``), the assumed instance's optimum, for
+   the chain the measured instance's throughput optimum (``--set
+   settings.objective=throughput``), and the best plan (on the measured instance) that
+   gives every device a contiguous share of the layers (so that every link is measured),
+   where the optima do not already;
 4. each plan run on the agents (``splitopt run --agents``, ``--samples`` after
    ``--warmup``, one sample at a time): measured medians per part, per link and end to
    end against the measured instance's prediction, and the assumed instance's prediction
@@ -55,7 +58,7 @@ README = ROOT / "README.md"
 MARKERS = ("<!-- agents-loop:start -->", "<!-- agents-loop:end -->")
 DEVICES = [DeviceSpec("edge", cpu=0.3, threads=1), DeviceSpec("server", cpu=0.6, threads=1),
            DeviceSpec("cloud", threads=1)]
-LINKS = [LinkSpec("edge", "server", 20e6), LinkSpec("server", "cloud", 10e6), LinkSpec("edge", "cloud", 5e6)]
+LINKS = [LinkSpec("edge", "server", 60e6), LinkSpec("server", "cloud", 30e6), LinkSpec("edge", "cloud", 40e6)]
 MEMORY = {"edge": 1_000_000_000, "server": 4_000_000_000, "cloud": 16_000_000_000}
 TOPOLOGIES = {"edge-cloud": (["edge", "cloud"], "pi4,v100"), "chain": (["edge", "server", "cloud"], "pi4,jetson,v100")}
 
@@ -188,6 +191,12 @@ def run_case(model: str, topology: str, agents_file: Path, token: Path, work: Pa
         r = splitopt("solve", str(solved), "--json", "--time-limit", "60")
         path.write_text(r.stdout)
         plans[label] = load_plan(inst, path)  # the same devices and precision: a plan of either instance
+    if topology == "chain":  # the plan that keeps a pipelined stream fastest
+        r = splitopt("solve", str(measured_path), "--json", "--time-limit", "60", "--set",
+                     "settings.objective=throughput")
+        path = work / f"{model}_{topology}_throughput_plan.json"
+        path.write_text(r.stdout)
+        plans["throughput optimum, measured"] = load_plan(measured, path)
     plans["every device, measured"] = every_device_plan(measured)
     rows = []
     seen: list = []
@@ -270,7 +279,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7, help="profile --repeats (per-layer medians)")
-    parser.add_argument("--period-ms", type=float, default=10.0, help="CFS period of the CPU quotas, ms")
+    parser.add_argument("--period-ms", type=float, default=None,
+                        help="CFS period of the CPU quotas, ms (default: the testbed's, the shortest the kernel allows)")
     parser.add_argument("--no-write", action="store_true", help="print, do not write the results")
     parser.add_argument("--render", action="store_true",
                         help="only write agents_loop.md and the README table again from agents_loop.json")
@@ -282,7 +292,8 @@ def main() -> None:
     started = time.monotonic()
     cases = []
     with tempfile.TemporaryDirectory(prefix="splitopt_agents_loop_") as tmp, \
-            Testbed(DEVICES, LINKS, cpu_period_us=int(args.period_ms * 1000)) as tb:
+            Testbed(DEVICES, LINKS, cpu_period_us=None if args.period_ms is None else int(args.period_ms * 1000)) as tb:
+        period_ms = tb.cpu_period_us / 1000
         work = Path(tmp)
         template = DEFAULT_AGENT_COMMAND + " --memory-bytes {memory} --timeout-s 120"
         for d in DEVICES:
@@ -296,17 +307,19 @@ def main() -> None:
         for model in args.models.split(","):
             for topology in TOPOLOGIES:
                 cases.append(run_case(model, topology, agents_file, tb.token_file, work, args))
-    shares = share_as_slower_core(sorted({100.0, args.period_ms}, reverse=True)) \
+    shares = share_as_slower_core(sorted({100.0, 10.0, period_ms}, reverse=True)) \
         if description["emulated"] == "netns" else {}
     after = load()
     emulated = description["emulated"]
     how = ("network namespaces, tbf-shaped veth links, cgroup CPU quotas" if emulated == "netns" else
            f"LOOPBACK: {description['fallback_reason']}; links unshaped, no CPU quota")
     command = (f"python benchmarks/agents_loop.py --models {args.models} --samples {args.samples} --warmup "
-               f"{args.warmup} --repeats {args.repeats} --period-ms {args.period_ms:g}")
+               f"{args.warmup} --repeats {args.repeats}" + ("" if args.period_ms is None else
+                                                          f" --period-ms {args.period_ms:g}"))
     header = (f"`{command}` on {machine(shared=True)}; load average {before[0]:.2f} before, {after[0]:.2f} after; "
               f"testbed: {how}; edge 0.3 core, server 0.6 core, cloud no quota, one onnxruntime thread each, CFS "
-              f"period {args.period_ms:g} ms; links edge-server 20, server-cloud 10, edge-cloud 5 Mbit/s. Medians "
+              f"period {period_ms:g} ms; links edge-server 60, server-cloud 30, edge-cloud 40 Mbit/s (tbf with a peak "
+              f"rate). Medians "
               f"of {args.samples} samples after {args.warmup} warm-up, one sample at a time; predicted: the "
               f"evaluator on the agents' instance; presets: the same plan on pi4/jetson/v100 presets.")
     results = {"header": header, "testbed": description, "cases": cases, "share_as_slower_core": shares,

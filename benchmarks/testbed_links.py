@@ -12,7 +12,11 @@ In one testbed (network namespaces, needs root):
 2. round trips: 1-byte ping-pong (TCP_NODELAY, median of 200) on loopback, over a control
    veth (root namespace to a device, unshaped) and over the 10 Mbit/s link: what the
    emulation adds to latency (it emulates none: no netem here);
-3. CPU: one device per share (``--shares``, default 0.1, 0.3, 0.5, 1.0 of one core, a
+3. messages: K messages of each of several sizes over the 20 Mbit/s link, each after 50 ms
+   idle (``testbed_probe messages`` / ``sink``), timed from the first byte sent to the
+   receiver's one-byte answer, the median against size over the payload rate (rate x
+   0.956): tbf's peak rate keeps a message that fits in the bucket from passing at once;
+4. CPU: one device per share (``--shares``, default 0.1, 0.3, 0.5, 1.0 of one core, a
    cgroup CFS quota), a busy loop for ``--seconds`` (``testbed_probe busy``: CPU seconds per
    wall second), ``--runs`` times, the median and its ratio to the share; and the same loop
    with no quota, in the root namespace, before and after: what the load left this run
@@ -107,6 +111,23 @@ def loopback_round_trip() -> dict:
     return result
 
 
+MESSAGE_SIZES = (1_000, 5_000, 8_192, 20_000, 31_360, 60_000, 150_528)
+
+
+def message_times(tb: Testbed, sender: str, receiver: str) -> dict:
+    """Median ms per message size, each message after 50 ms idle (module docstring)."""
+    env = {"PYTHONPATH": str(ROOT)}
+    sink = tb.start(receiver, tb.command(PROBE + " sink --port {port}", receiver), env=env, stdout=subprocess.PIPE,
+                    text=True)
+    tb.wait_listening(receiver, 20)
+    to = tb.agents_map()[sender]["peers"][receiver]
+    sizes = ",".join(str(x) for x in MESSAGE_SIZES)
+    result = _json_of(tb.start(sender, tb.command(PROBE + f" messages --to {to} --sizes {sizes} --count 15", sender),
+                               env=env, stdout=subprocess.PIPE, text=True), timeout=120)
+    _json_of(sink)
+    return result
+
+
 def free_cpu(seconds: float, runs: int) -> float:
     """Median CPU seconds per wall second of the busy loop with no quota (root namespace)."""
     got = []
@@ -151,6 +172,10 @@ def main() -> None:
             "control veth (root -> device, unshaped)": round_trip(tb, f"b{ten}", None),
             f"{rates[ten] / 1e6:g} Mbit/s link (device -> device, tbf)": round_trip(tb, f"b{ten}", f"a{ten}"),
         }
+        twenty = rates.index(20e6) if 20e6 in rates else 0
+        report["messages"] = {"rate_bps": rates[twenty], "gap_ms": 50.0, "count": 15,
+                              "median_ms": message_times(tb, f"a{twenty}", f"b{twenty}")}
+        report["cpu_period_us"] = tb.cpu_period_us
         report["cpu_free_before"] = free_cpu(args.seconds, args.runs)
         for i, share in enumerate(shares):
             name = f"cpu{i}"
@@ -185,21 +210,37 @@ def markdown(r: dict) -> str:
         f"last byte; median of {r['runs']} runs. tbf counts Ethernet frames, so TCP payload tops out at "
         f"1448/1514 = {PAYLOAD_SHARE:.3f} of the configured rate.",
         "",
-        "| configured (Mbit/s) | direction | tbf burst / limit (bytes) | achieved TCP payload (Mbit/s) | ratio | "
-        "ratio / 0.956 |",
-        "|---:|---|---:|---:|---:|---:|",
+        "| configured (Mbit/s) | direction | tbf burst / limit / peak bucket (bytes) | peak rate (Mbit/s) | "
+        "achieved TCP payload (Mbit/s) | ratio | ratio / 0.956 |",
+        "|---:|---|---:|---:|---:|---:|---:|",
     ]
     for x in r["links"]:
         tbf = r["tbf"][str(x["rate_bps"])]
-        lines.append(f"| {x['rate_bps'] / 1e6:g} | {x['direction']} | {tbf['burst_bytes']} / {tbf['limit_bytes']} | "
+        lines.append(f"| {x['rate_bps'] / 1e6:g} | {x['direction']} | {tbf['burst_bytes']} / {tbf['limit_bytes']} / "
+                     f"{tbf['peak_bucket_bytes']} | {tbf['peakrate_bps'] / 1e6:g} | "
                      f"{x['median_bps'] / 1e6:.3f} | {x['ratio']:.3f} | {x['ratio'] / PAYLOAD_SHARE:.3f} |")
+    m = r["messages"]
+    lines += [
+        "",
+        f"## Messages over the {m['rate_bps'] / 1e6:g} Mbit/s link",
+        "",
+        f"{m['count']} messages of each size, each after {m['gap_ms']:g} ms idle, timed from the first byte sent to "
+        "the receiver's one-byte answer (so one round trip is included); median. Predicted: size x 8 / (rate x "
+        f"{PAYLOAD_SHARE:.3f}). tbf's peak rate drains the bucket at 1.02 x the rate, so a message that fits in the "
+        "bucket does not pass at once.",
+        "",
+        "| bytes | measured (ms) | predicted (ms) | ratio |",
+        "|---:|---:|---:|---:|",
+    ]
+    for size, ms in m["median_ms"].items():
+        predicted = int(size) * 8 / (m["rate_bps"] * PAYLOAD_SHARE) * 1e3
+        lines.append(f"| {int(size):,} | {ms:.2f} | {predicted:.2f} | {ms / predicted:.2f} |")
     lines += [
         "",
         "## Round trip (1 byte each way, TCP_NODELAY, median of 200)",
         "",
         "No latency is emulated (this kernel has no netem): the senders pace a link's latency. The table shows what "
-        "the namespaces and veths themselves add; a message that fits in the tbf bucket (burst) passes at once: tbf "
-        "shapes the sustained rate, not each packet's serialization time.",
+        "the namespaces and veths themselves add.",
         "",
         "| path | median (µs) | min (µs) |",
         "|---|---:|---:|",
@@ -208,7 +249,7 @@ def markdown(r: dict) -> str:
         lines.append(f"| {path} | {x['median_ms'] * 1e3:.1f} | {x['min_ms'] * 1e3:.1f} |")
     lines += [
         "",
-        "## CPU share (cgroup CFS quota, 100 ms period)",
+        f"## CPU share (cgroup CFS quota, {r['cpu_period_us'] / 1000:g} ms period)",
         "",
         f"A Python busy loop for {r['seconds']:g} s in a device with that share: CPU seconds per wall second; "
         f"median of {r['runs']} runs. A share of a core, not a slower core: cache and memory bandwidth stay the "

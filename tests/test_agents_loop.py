@@ -332,3 +332,42 @@ def test_the_testbed_cpu_period_is_checked():
         with pytest.raises(InvalidOption, match=message) as e:
             Testbed([DeviceSpec("edge", cpu=0.3)], cpu_period_us=period)
         assert "\n" not in str(e.value)
+
+
+def test_the_testbed_period_is_by_default_the_shortest_the_kernel_allows():
+    """A share acts most like a slower core at the shortest period: 1 ms of quota for the
+    smallest share; the kernel's default where no device has a share."""
+    from splitopt.agents.testbed import Testbed
+    from splitopt.agents.testbed_cgroups import PERIOD_US, shortest_period_us
+    from splitopt.agents.testbed_spec import DeviceSpec
+
+    assert shortest_period_us([0.3, None, 0.6]) == 3334
+    assert shortest_period_us([0.25]) == 4000 and shortest_period_us([2.0]) == 1000
+    assert shortest_period_us([None]) == shortest_period_us([]) == PERIOD_US
+    assert shortest_period_us([0.001]) == 1_000_000
+    tb = Testbed([DeviceSpec("edge", cpu=0.3), DeviceSpec("cloud")], emulation="loopback")
+    assert tb.cpu_period_us == 3334  # nothing is made before `with`
+
+
+def test_a_quantized_plan_runs_on_agents(loop):
+    """A split_bits plan (W8A8 on the edge, the crossing sent at 8 bits): the agents'
+    outputs pass the quantized check, the link carries the evaluator's 8-bit bytes."""
+    from splitopt.api import evaluate
+    from splitopt.families.edge_cloud.plan import uniform_plan
+
+    two = ",".join(f"{n}={loop['agents'][n].address}" for n in ("edge", "cloud"))
+    from splitopt.torch.profile_model import LayerGraphProfileOptions, profile_model
+
+    inst = profile_model(loop["spec"], LayerGraphProfileOptions(agents=two, token_file=loop["token"],
+                                                                calibration_images=4, repeats=2)).instance
+    assert inst.problem == "split_bits"
+    plan = uniform_plan(inst, [l.name for l in inst.layers[:3]], bits=8)
+    report = run_plan(inst, plan, loop, two, samples=3)
+    assert report["ok"] and report["quantized"], report["error"] or report["check"]
+    assert not report["check"]["float32_crossings"]
+    assert report["check"]["relative_mse_reference"] <= report["check"]["relative_mse_limit"] \
+        or report["check"]["max_abs_diff_reference"] <= report["check"]["tolerance"]
+    (link,) = report["links"]
+    sent = evaluate(inst, plan).transmitted_bytes
+    assert link["bytes_ok"] and 0 < sent == pytest.approx(link["payload_bytes"], abs=len(link["tensors"]))
+    assert link["wire_bytes"] < 4 * sent  # 8 bits a value travelled, not 32

@@ -157,9 +157,12 @@ def test_topology_checks():
 
 
 def test_tbf_parameters_at_known_rates():
-    assert tbf_parameters(2e6).as_dict() == {"rate_bps": 2_000_000, "burst_bytes": 6056, "limit_bytes": 6056 + 12500}
+    assert tbf_parameters(2e6).as_dict() == {"rate_bps": 2_000_000, "burst_bytes": 6056, "limit_bytes": 6056 + 12500,
+                                             "peakrate_bps": 2_040_000, "peak_bucket_bytes": 3028}
     assert tbf_parameters(100e6).as_dict() == {"rate_bps": 100_000_000, "burst_bytes": 50_000,
-                                                "limit_bytes": 50_000 + 625_000}
+                                                "limit_bytes": 50_000 + 625_000, "peakrate_bps": 102_000_000,
+                                                "peak_bucket_bytes": 3028}
+    assert tbf_parameters(2e6).tc_args()[-4:] == ["peakrate", "2040000bit", "mtu", "3028"]
 
 
 @given(st.floats(8e3, 1e10))
@@ -167,6 +170,7 @@ def test_tbf_bucket_holds_frames_and_a_tick_and_queue_holds_50ms(rate):
     p = tbf_parameters(rate)
     assert p.burst_bytes >= 4 * 1514 and p.burst_bytes >= p.rate_bps / 8 * 0.004
     assert p.limit_bytes - p.burst_bytes == math.ceil(p.rate_bps / 8 * 0.05)
+    assert p.rate_bps < p.peakrate_bps <= 1.02 * p.rate_bps + 1 and p.peak_bucket_bytes >= 1514
 
 
 def test_command_template():
@@ -369,7 +373,10 @@ def test_makes_namespaces_links_qdiscs_cgroups_and_removes_them(netns):
         qdisc = net.run_tool("tc", "-n", f"{tb.prefix}-cloud", "qdisc", "show", "dev", "ln1").stdout
         assert "tbf" in qdisc and "5Mbit" in qdisc
         d = tb.describe()
-        assert d["emulated"] == "netns" and d["devices"]["edge"]["cfs_quota_us"] == 30000
+        # the period: the shortest at which the smallest share (0.3) gets the kernel's 1 ms
+        assert d["emulated"] == "netns" and d["devices"]["edge"]["cfs_period_us"] == 3334
+        assert d["devices"]["edge"]["cfs_quota_us"] == 1000 and d["devices"]["cloud"]["cfs_quota_us"] == 6668
+        assert "peakrate" in qdisc
         rates = {(x["from"], x["to"]): x["rate_bps"] for x in d["links"]}
         assert rates[("server", "cloud")] == 20e6 and rates[("cloud", "server")] == 5e6
         assert all(x["latency_emulated"] is False for x in d["links"])

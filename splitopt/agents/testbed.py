@@ -17,8 +17,9 @@ Topology (``emulated: "netns"``, where this process may make namespaces and cgro
   against the root namespace's routes and addresses under a host-wide lock; a given block
   that overlaps them is refused in one line); the /30 at 4i is device i's control pair
   (root .4i+1, device .4i+2), the /30 at 128+4j link j's pair (end a .+1, end b .+2);
-- every device has a cgroup with a CFS quota of its CPU share (``cpu=0.3``: 30 ms per
-  100 ms period, 30 % of one core; cgroup v1's ``cpu`` controller or v2's ``cpu.max``);
+- every device has a cgroup with a CFS quota of its CPU share (``cpu=0.3``: 30 % of one
+  core, e.g. 1 ms per 3.334 ms period; the period is by default the shortest the kernel
+  allows for the smallest share; cgroup v1's ``cpu`` controller or v2's ``cpu.max``);
   commands started in a device run in its namespace (``nsenter --net``) and its cgroup from
   their first instruction, with ``OMP/MKL/OPENBLAS_NUM_THREADS`` set to its thread count.
 
@@ -148,8 +149,9 @@ class Testbed:
     ``token_file``: the agents' shared secret (``{token_file}``); default a fresh one in a
     private temporary directory, removed at teardown. ``notice``: where the one-line notices
     go (default stderr). ``cpu_period_us``: the CFS period of the devices' CPU quotas
-    (default 100 ms; a share of a core shorter than a part's run acts more like a slower
-    core with a shorter period, :mod:`splitopt.agents.testbed_cgroups`).
+    (default: the shortest the kernel allows for the smallest share,
+    :func:`splitopt.agents.testbed_cgroups.shortest_period_us`: a share acts more like a
+    slower core the shorter its period, :mod:`splitopt.agents.testbed_cgroups`).
 
     Use as ``with Testbed(...) as tb:``; :meth:`start` / :meth:`start_agents` run commands
     in devices, :meth:`agents_map` and :meth:`describe` say where they are.
@@ -160,8 +162,10 @@ class Testbed:
     def __init__(self, devices: Sequence[DeviceSpec], links: Sequence[LinkSpec] = (), *, port: int = DEFAULT_PORT,
                  subnet: Optional[str] = None, emulation: str = "auto", token_file: Optional[Path] = None,
                  notice: Optional[Callable[[str], None]] = None, grace_s: float = TERMINATE_GRACE_S,
-                 cpu_period_us: int = cgroups.PERIOD_US):
+                 cpu_period_us: Optional[int] = None):
         check_topology(list(devices), list(links))
+        if cpu_period_us is None:
+            cpu_period_us = cgroups.shortest_period_us(d.cpu for d in devices)
         if isinstance(cpu_period_us, bool) or not isinstance(cpu_period_us, int) \
                 or not cgroups.MIN_PERIOD_US <= cpu_period_us <= cgroups.MAX_PERIOD_US:
             raise InvalidOption(f"testbed cpu_period_us {cpu_period_us!r}: must be an integer in "

@@ -9,6 +9,11 @@ only, so a device needs nothing else): ``python -m splitopt.agents.testbed_probe
 - ``echo --port P``: accept one TCP connection at 0.0.0.0:P and send back every byte until
   it closes; ``ping --to HOST:PORT --count N``: N round trips of one byte to an echo (after
   10 not counted), print ``{"count": N, "median_ms": M, "min_ms": m}``;
+- ``sink --port P``: accept one TCP connection at 0.0.0.0:P and read messages (a 4-byte
+  big-endian length, then that many bytes), answering each with one byte, until it
+  closes; ``messages --to HOST:PORT --sizes N,... --count K --gap-ms G``: per size, K
+  messages to a sink (after 3 not counted), each after G ms idle, timed from the first
+  byte sent to the answer; print ``{"SIZE": median ms, ...}``;
 - ``busy --seconds S``: spin for S wall seconds; print ``{"cpu_s": C, "wall_s": W, "share":
   C/W}``, the CPU time the process got per wall second (under a quota: about the share).
 
@@ -94,6 +99,46 @@ def ping(to: str, count: int, timeout_s: float) -> dict:
     return {"count": count, "median_ms": times[len(times) // 2], "min_ms": times[0]}
 
 
+def sink(port: int, timeout_s: float) -> dict:
+    count = 0
+    with _accept(port, timeout_s) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            head = conn.recv(4, socket.MSG_WAITALL)
+            if len(head) < 4:
+                break
+            left = int.from_bytes(head, "big")
+            while left > 0:
+                data = conn.recv(min(BLOCK, left))
+                if not data:
+                    raise ConnectionError("the sender closed inside a message")
+                left -= len(data)
+            conn.sendall(b"k")
+            count += 1
+    return {"messages": count}
+
+
+def messages(to: str, sizes: list[int], count: int, gap_ms: float, timeout_s: float) -> dict:
+    host, _, port = to.rpartition(":")
+    out = {}
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for size in sizes:
+            payload = size.to_bytes(4, "big") + bytes(size)
+            times = []
+            for i in range(count + 3):
+                time.sleep(gap_ms / 1000)
+                start = time.perf_counter()
+                conn.sendall(payload)
+                if not conn.recv(1):
+                    raise ConnectionError(f"{to} closed the connection")
+                if i >= 3:
+                    times.append((time.perf_counter() - start) * 1e3)
+            times.sort()
+            out[str(size)] = times[len(times) // 2]
+    return out
+
+
 def busy(seconds: float) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     while time.perf_counter() - wall0 < seconds:
@@ -119,6 +164,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--to", required=True)
     p.add_argument("--count", type=int, default=200)
     p.add_argument("--timeout", type=float, default=30.0)
+    k = sub.add_parser("sink")
+    k.add_argument("--port", type=int, required=True)
+    k.add_argument("--timeout", type=float, default=30.0)
+    m = sub.add_parser("messages")
+    m.add_argument("--to", required=True)
+    m.add_argument("--sizes", required=True, help="message sizes, bytes, comma-separated")
+    m.add_argument("--count", type=int, default=15)
+    m.add_argument("--gap-ms", type=float, default=50.0)
+    m.add_argument("--timeout", type=float, default=30.0)
     b = sub.add_parser("busy")
     b.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
@@ -130,6 +184,10 @@ def main(argv: list[str] | None = None) -> None:
         result = echo(args.port, args.timeout)
     elif args.probe == "ping":
         result = ping(args.to, args.count, args.timeout)
+    elif args.probe == "sink":
+        result = sink(args.port, args.timeout)
+    elif args.probe == "messages":
+        result = messages(args.to, [int(x) for x in args.sizes.split(",")], args.count, args.gap_ms, args.timeout)
     else:
         result = busy(args.seconds)
     print(json.dumps(result), flush=True)
