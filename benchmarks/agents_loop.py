@@ -229,25 +229,38 @@ def ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def pipelined(report: dict) -> dict | None:
+    """The pipelined run's throughput figures of a run report (None where not measured)."""
+    t = report.get("throughput")
+    return t if isinstance(t, dict) and t.get("measured_per_s") is not None else None
+
+
 def tables(cases: list[dict]) -> tuple[list[str], list[str]]:
-    """The compact table (README) and the per-part and per-link lines (results file)."""
-    compact = ["| model | topology | plan | layers per device | predicted (agents) ms | measured ms | "
-               "measured / predicted | predicted (presets) ms | presets / measured |",
-               "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    """The results file's table (every plan of every round) and its per-part and per-link
+    lines."""
+    compact = ["| round | model | topology | plan | layers per device | predicted (agents) ms | measured ms | "
+               "measured / predicted | pipelined: predicted / s | measured / s | ratio | predicted (presets) ms | "
+               "presets / measured |",
+               "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     detail = []
     for c in cases:
+        where = f"{c.get('round', 1)} | {c['model']} | {c['topology']}"
         for row in c["rows"]:
             if "same_as" in row:
-                compact.append(f"| {c['model']} | {c['topology']} | {row['plan']} | = {row['same_as']} | | | | | |")
+                compact.append(f"| {where} | {row['plan']} | = {row['same_as']} | | | | | | | | |")
                 continue
             r, e = row["report"], row["report"]["end_to_end"]
+            t = pipelined(r)
             presets = row["predicted_presets_ms"]
-            compact.append(f"| {c['model']} | {c['topology']} | {row['plan']} | {row['layers']} | "
-                           f"{e['predicted_ms']:.1f} | {e['measured_ms']:.1f} | {ratio(e['ratio'])} | "
+            through = (f"{t['predicted_per_s']:.1f} | {t['measured_per_s']:.1f} | {ratio(t['ratio'])}" if t else
+                       "- | - | -")
+            compact.append(f"| {where} | {row['plan']} | {row['layers']} | "
+                           f"{e['predicted_ms']:.1f} | {e['measured_ms']:.1f} | {ratio(e['ratio'])} | {through} | "
                            f"{presets:.2f}{'' if row['presets_feasible'] else ' (infeasible)'} | "
                            f"{presets / e['measured_ms']:.3f} |")
-            detail.append(f"* {c['model']}, {c['topology']}, {row['plan']} ({row['layers']} layers; "
-                          f"{r['completed']} samples{'' if r['ok'] else ', NOT OK: ' + str(r['error'] or r['check'])}):")
+            detail.append(f"* round {c.get('round', 1)}, {c['model']}, {c['topology']}, {row['plan']} "
+                          f"({row['layers']} layers; {r['completed']} samples"
+                          f"{'' if r['ok'] else ', NOT OK: ' + str(r['error'] or r['check'])}):")
             for k, p in enumerate(r["parts"]):
                 detail.append(f"  part {p['device']}: {p['measured_ms']:.2f} ms measured, {p['predicted_ms']:.2f} "
                               f"predicted ({ratio(p['ratio'])})")
@@ -259,6 +272,14 @@ def tables(cases: list[dict]) -> tuple[list[str], list[str]]:
                                   f"probed ({ratio(l['ratio'])})")
             detail.append(f"  end to end {e['measured_ms']:.2f} ms ({e['sum_of_pieces_ms']:.2f} summed over parts and "
                           f"links, pack + unpack {e['pack_unpack_ms']:.2f}); predicted {e['predicted_ms']:.2f}")
+            if t:
+                stages = ", ".join(f"{x['device']} {x['measured_ms']:.2f}/{x['predicted_ms']:.2f}"
+                                   for x in t.get("stages", []))
+                detail.append(f"  pipelined: {t['measured_per_s']:.2f} samples/s measured, "
+                              f"{t['predicted_per_s']:.2f} predicted ({ratio(t['ratio'])}); bottleneck predicted "
+                              f"{t.get('bottleneck_predicted')}; stages ms measured/predicted: {stages}")
+            elif isinstance(r.get("throughput"), str):
+                detail.append(f"  pipelined: {r['throughput']}")
     return compact, detail
 
 
@@ -281,6 +302,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="profile --repeats (per-layer medians)")
     parser.add_argument("--period-ms", type=float, default=None,
                         help="CFS period of the CPU quotas, ms (default: the testbed's, the shortest the kernel allows)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds of profile, solve and run (each afresh): how far the ratios move between them")
     parser.add_argument("--no-write", action="store_true", help="print, do not write the results")
     parser.add_argument("--render", action="store_true",
                         help="only write agents_loop.md and the README table again from agents_loop.json")
@@ -304,9 +327,11 @@ def main() -> None:
         agents_file = work / "agents.json"
         agents_file.write_text(json.dumps(tb.agents_map()))
         description = tb.describe()
-        for model in args.models.split(","):
-            for topology in TOPOLOGIES:
-                cases.append(run_case(model, topology, agents_file, tb.token_file, work, args))
+        for round_ in range(1, args.rounds + 1):  # each round profiles, solves and runs afresh
+            for model in args.models.split(","):
+                for topology in TOPOLOGIES:
+                    case = run_case(model, topology, agents_file, tb.token_file, work, args)
+                    cases.append(dict(case, round=round_))
     shares = share_as_slower_core(sorted({100.0, 10.0, period_ms}, reverse=True)) \
         if description["emulated"] == "netns" else {}
     after = load()
@@ -314,7 +339,7 @@ def main() -> None:
     how = ("network namespaces, tbf-shaped veth links, cgroup CPU quotas" if emulated == "netns" else
            f"LOOPBACK: {description['fallback_reason']}; links unshaped, no CPU quota")
     command = (f"python benchmarks/agents_loop.py --models {args.models} --samples {args.samples} --warmup "
-               f"{args.warmup} --repeats {args.repeats}" + ("" if args.period_ms is None else
+               f"{args.warmup} --repeats {args.repeats} --rounds {args.rounds}" + ("" if args.period_ms is None else
                                                           f" --period-ms {args.period_ms:g}"))
     header = (f"`{command}` on {machine(shared=True)}; load average {before[0]:.2f} before, {after[0]:.2f} after; "
               f"testbed: {how}; edge 0.3 core, server 0.6 core, cloud no quota, one onnxruntime thread each, CFS "
@@ -336,8 +361,8 @@ def report_text(results: dict) -> str:
     """The results file (``agents_loop.md``) from the results' JSON form."""
     cases, shares = results["cases"], results["share_as_slower_core"]
     compact, detail = tables(cases)
-    plans_line = "; ".join(f"{c['model']} {c['topology']}: optimum {'equal' if c['plans_equal'] else 'DIFFERS'}"
-                           for c in cases)
+    plans_line = "; ".join(f"round {c.get('round', 1)} {c['model']} {c['topology']}: optimum "
+                           f"{'equal' if c['plans_equal'] else 'DIFFERS'}" for c in cases)
     share_lines = []
     if shares:
         amounts = list(next(iter(shares.values())))
@@ -356,22 +381,41 @@ def report_text(results: dict) -> str:
 
 
 def readme_table(cases: list[dict]) -> list[str]:
-    """One row per model and topology: the agents' optimum measured against its prediction,
-    and whether the presets' optimum is the same plan."""
-    lines = ["| model | topology | optimum: layers per device | predicted ms | measured ms | ratio | "
-             "presets' optimum | its prediction / measured |", "|---|---|---|---:|---:|---:|---|---:|"]
+    """Per model and topology, the agents' optimum (latency; for the chain also the
+    throughput optimum, pipelined) measured against its prediction: the first round's
+    figures, the ratio of every round, and the presets' optimum."""
+    lines = ["| model | topology | objective | optimum: layers per device | predicted | measured | "
+             "measured / predicted, each round | presets' optimum: its prediction / measured |",
+             "|---|---|---|---|---:|---:|---|---|"]
+    groups: dict[tuple[str, str], list[dict]] = {}
     for c in cases:
+        groups.setdefault((c["model"], c["topology"]), []).append(c)
+
+    def row_of(c: dict, label: str) -> dict:
         rows = {r["plan"]: r for r in c["rows"]}
-        best = rows["optimum, measured"]
+        row = rows[label]
+        return rows[row["same_as"]] if "same_as" in row else row
+
+    for (model, topology), rounds in groups.items():
+        first = rounds[0]
+        best = row_of(first, "optimum, measured")
         e = best["report"]["end_to_end"]
-        presets = rows["optimum, presets"]
-        if "same_as" in presets:
-            presets = rows[presets["same_as"]]
-        pe = presets["report"]["end_to_end"]
-        lines.append(f"| {c['model']} | {c['topology']} | {best['layers']} | {e['predicted_ms']:.1f} | "
-                     f"{e['measured_ms']:.1f} | {ratio(e['ratio'])} | "
-                     f"{'the same' if c['plans_equal'] else presets['layers']} | "
-                     f"{presets['predicted_presets_ms']:.1f} / {pe['measured_ms']:.1f} ms |")
+        presets = row_of(first, "optimum, presets")
+        layers = " or ".join(dict.fromkeys(row_of(c, "optimum, measured")["layers"] for c in rounds))
+        ratios = ", ".join(ratio(row_of(c, "optimum, measured")["report"]["end_to_end"]["ratio"]) for c in rounds)
+        lines.append(f"| {model} | {topology} | latency | {layers} | {e['predicted_ms']:.1f} ms | "
+                     f"{e['measured_ms']:.1f} ms | {ratios} | "
+                     f"{'the same plan' if first['plans_equal'] else presets['layers']}: "
+                     f"{presets['predicted_presets_ms']:.1f} / {presets['report']['end_to_end']['measured_ms']:.1f} ms |")
+        if any(r["plan"] == "throughput optimum, measured" for r in first["rows"]):
+            plans = [row_of(c, "throughput optimum, measured") for c in rounds]
+            t = pipelined(plans[0]["report"])
+            if t is None:
+                continue
+            layers = " or ".join(dict.fromkeys(p["layers"] for p in plans))
+            ratios = ", ".join(ratio((pipelined(p["report"]) or {}).get("ratio")) for p in plans)
+            lines.append(f"| {model} | {topology} | throughput, pipelined | {layers} | "
+                         f"{t['predicted_per_s']:.1f} /s | {t['measured_per_s']:.1f} /s | {ratios} | |")
     return lines
 
 
