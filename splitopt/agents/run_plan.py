@@ -177,8 +177,8 @@ def run_on_agents(inst: Any, plan: Any, options: AgentRunOptions, plan_path: str
                        "threads": infos[d].get("threads"), "cpu_quota": infos[d].get("cpu_quota"),
                        "cpus_usable": infos[d].get("cpus_usable"), "memory_bytes": infos[d].get("memory_bytes"),
                        "onnxruntime": (infos[d].get("runtimes") or {}).get("onnxruntime")} for d in devices},
-        "throughput": THROUGHPUT_SKIPPED.get(skipped or ""), "error": result.error, "check": check,
-        "per_sample": result.samples}
+        "throughput": THROUGHPUT_SKIPPED[skipped] if skipped is not None else None,  # else measured below
+        "error": result.error, "check": check, "per_sample": result.samples}
     report.update(_measured_vs_predicted(result.samples, devices, links, manifest, predicted, evaluator_tensors))
     report["ok"] = bool(result.ok and check["ok"] and exported["bytes_match"]
                         and all(l["bytes_ok"] for l in report["links"]))
@@ -186,7 +186,7 @@ def run_on_agents(inst: Any, plan: Any, options: AgentRunOptions, plan_path: str
         kept = len(streamed.samples)
         streamed_check = _check_outputs(manifest, files, x[:kept], [u[:kept] for u in unsplit], streamed.outputs,
                                         exported["quantized"]) if kept else {"ok": False, "samples": 0}
-        report["throughput"] = _throughput(streamed, streamed_check, devices, predicted,
+        report["throughput"] = throughput_report(streamed, streamed_check, devices, predicted,
                                            report["end_to_end"]["measured_ms"])
         report["ok"] = bool(report["ok"] and streamed.ok and streamed_check["ok"])
         if streamed.error is not None:
@@ -194,7 +194,7 @@ def run_on_agents(inst: Any, plan: Any, options: AgentRunOptions, plan_path: str
     return report
 
 
-def _throughput(run: Any, check: Mapping[str, Any], devices: Sequence[str], predicted: Mapping[str, Any],
+def throughput_report(run: Any, check: Mapping[str, Any], devices: Sequence[str], predicted: Mapping[str, Any],
                 latency_ms: float) -> dict[str, Any]:
     """The pipelined run ``run`` (a :class:`splitopt.agents.chain.ChainRun`) measured
     against the evaluator's stage model (module docstring, step 5); ``latency_ms``: the
