@@ -129,11 +129,17 @@ def test_a_replayed_proof_does_not_open_a_session(agents):
     wait_for_log(agents["cloud"], "controller 'eve' gave a proof that does not match")
 
 
-def test_another_protocol_version_is_named(agents, monkeypatch):
-    monkeypatch.setattr(protocol, "PROTOCOL_VERSION", 2)
+@pytest.mark.parametrize("controller_version", [1, 3])
+def test_another_protocol_version_is_named(agents, monkeypatch, controller_version):
+    """A controller of version 1 (runs one sample at a time only) or of a later version
+    is refused at the handshake, both versions named."""
+    agent_version = protocol.PROTOCOL_VERSION
+    assert agent_version == 2
+    monkeypatch.setattr(protocol, "PROTOCOL_VERSION", controller_version)
     with pytest.raises(AgentUnavailable) as e:
         client(agents["edge"])
-    assert "agent 'edge'" in str(e.value) and "version 1" in str(e.value) and "version 2" in str(e.value)
+    line = str(e.value)
+    assert "agent 'edge'" in line and f"version {agent_version}" in line and f"version {controller_version}" in line
 
 
 def test_unreachable_agent_is_one_line():
@@ -157,7 +163,7 @@ def test_oversized_frame_and_unknown_type_are_refused_and_serving_goes_on(agents
     agent_nonce = bytes.fromhex(ch.read(("CHALLENGE",)).get("nonce"))
     ch.send("AUTH", {"proof": client_proof(KEY, nonce, agent_nonce)})
     ch.read(("WELCOME",))
-    head = json.dumps({"v": 1, "type": "FORMAT_DISK", "blobs": []}).encode()
+    head = json.dumps({"v": protocol.PROTOCOL_VERSION, "type": "FORMAT_DISK", "blobs": []}).encode()
     ch.sock.sendall(encode(Kind.AGENT, "", protocol.HEADER_LENGTH.pack(len(head)) + head))
     with pytest.raises(protocol.PeerError, match="message type 'FORMAT_DISK' is unknown"):
         ch.read(("RESULT",))

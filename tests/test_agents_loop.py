@@ -129,7 +129,40 @@ def check_run(report, devices, crossing: bool):
                    for l in report["links"])
     e = report["end_to_end"]
     assert e["measured_ms"] >= max(p["measured_ms"] for p in report["parts"]) and e["predicted_ms"] > 0
-    assert "one sample at a time" in report["throughput"]
+    check_throughput(report, devices, crossing)
+
+
+def check_throughput(report, devices, crossing: bool):
+    """The pipelined run: every sample, right outputs, the evaluator's bytes; the rate
+    from the last working device's period; per device its stage beside the evaluator's
+    (compute + outgoing link), the predicted bottleneck the slowest of those."""
+    t = report["throughput"]
+    assert t["error"] is None and t["samples"] == report["samples"] == len(t["per_sample"])
+    c = t["check"]
+    assert c["ok"] and c["samples"] == report["samples"]
+    assert c["float32_crossings"] == report["check"]["float32_crossings"]
+    if c["float32_crossings"]:
+        assert c["max_abs_diff_unsplit"] <= c["tolerance"]
+    for s in t["per_sample"]:
+        for link, measured in zip(s["links"], report["links"]):
+            assert abs(link["payload_bytes"] - measured["evaluator_bytes"]) < 1
+    # a device works when the plan gives it layers or it sends (the first device sends the input)
+    working = [d for k, d in enumerate(devices)
+               if report["parts"][k]["layers"] > 0 or (k < len(report["links"]) and report["links"][k]["payload_bytes"])]
+    assert t["period_device"] == working[-1]
+    if crossing:
+        assert t["period_device"] == devices[-1]
+    assert t["measured_per_s"] > 0 and t["period_ms"] == pytest.approx(1000.0 / t["measured_per_s"])
+    stages = [p["predicted_ms"] + (l["predicted_ms"] if k < len(report["links"]) else 0.0)
+              for k, (p, l) in enumerate(zip(report["parts"], report["links"] + [None]))]
+    assert [s["device"] for s in t["stages"]] == devices
+    assert [s["predicted_ms"] for s in t["stages"]] == pytest.approx(stages)
+    assert t["predicted_per_s"] == pytest.approx(1000.0 / max(stages))
+    assert t["bottleneck_predicted"] == devices[stages.index(max(stages))]
+    assert t["ratio"] == pytest.approx(t["measured_per_s"] / t["predicted_per_s"])
+    for s, p in zip(t["stages"], report["parts"]):
+        assert s["measured_ms"] >= s["compute_ms"] > 0 if p["layers"] else s["compute_ms"] == 0
+    assert t["one_at_a_time_per_s"] == pytest.approx(1000.0 / report["end_to_end"]["measured_ms"])
 
 
 def test_edge_cloud_profiled_solved_and_run_on_agents(loop):
@@ -147,6 +180,8 @@ def test_edge_cloud_profiled_solved_and_run_on_agents(loop):
     report = run_plan(inst, cut, loop, loop["list"], warmup=1)
     check_run(report, ["edge", "cloud"], crossing=True)
     assert report["links"][0]["tensors"] and report["parts"][0]["layers"] == 3
+    one = run_plan(inst, cut, loop, loop["list"], samples=1)
+    assert one["ok"] and one["throughput"].startswith("not measurable from one sample")
 
 
 def test_chain_profiled_and_run_on_three_agents(loop):
@@ -196,12 +231,18 @@ def test_the_commands_profile_solve_and_run_on_agents(loop, tmp_path):
     r = cli("solve", str(inst), "--json")
     assert r.returncode == 0, r.stderr
     plan.write_text(r.stdout)
-    r = cli("run", str(inst), str(plan), "--model", loop["spec"], "--agents", two, "--samples", "2", "--json")
+    r = cli("run", str(inst), str(plan), "--model", loop["spec"], "--agents", two, "--samples", "2", "--json",
+            "--no-pipeline")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["ok"] is True
+    report = json.loads(r.stdout)
+    assert report["ok"] is True and report["throughput"] == "not measured: the pipelined run was left out"
     r = cli("run", str(inst), str(plan), "--model", loop["spec"], "--agents", two, "--samples", "2")
     assert r.returncode == 0, r.stderr
     assert "end to end:" in r.stdout and "OK" in r.stdout and "one sample at a time" in r.stdout
+    assert "throughput, pipelined (2 sample(s)):" in r.stdout and "predicted;" in r.stdout
+    assert "bottleneck (predicted)" in r.stdout and "stages, compute + pack/unpack" in r.stdout
+    r = cli("run", str(inst), str(plan), "--model", loop["spec"], "--no-pipeline")
+    assert r.returncode == 2 and r.stderr.strip() == "error: --no-pipeline: applies with --agents", r.stderr
 
 
 @pytest.mark.parametrize("case", ["unreachable", "wrong token", "no token", "unknown edge", "count", "with preset"])
@@ -241,7 +282,11 @@ def test_run_with_a_missing_or_unreachable_agent_is_one_line_exit_2(loop, tmp_pa
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
 
 
-def test_a_device_that_drops_mid_run_is_one_line_and_the_samples_are_kept(loop, tmp_path, monkeypatch):
+@pytest.mark.parametrize("pipelined", [False, True], ids=["one at a time", "pipelined"])
+def test_a_device_that_drops_mid_run_is_one_line_and_the_samples_are_kept(loop, tmp_path, monkeypatch, pipelined):
+    """The cloud killed at its fifth sample of the run one at a time, or of the pipelined
+    run (the first run then complete): one line naming the device and the sample, the
+    samples before it kept and checked, not ok."""
     from splitopt.agents import chain
     from splitopt.families.edge_cloud.plan import uniform_plan
 
@@ -252,27 +297,71 @@ def test_a_device_that_drops_mid_run_is_one_line_and_the_samples_are_kept(loop, 
         inst = profile_on_agents(loop, agents, "edge-cloud")
         run_chain = chain.run_chain
 
-        def killing_at_the_fifth(clients, manifest, inputs, warmup=0, on_report=None):
+        def killing_at_the_fifth(clients, manifest, inputs, warmup=0, on_report=None, pipelined=False):
             def report(device, r):
                 if on_report is not None:
                     on_report(device, r)
-                if device == "cloud" and r["sample"] == 4:
+                if device == "cloud" and r["sample"] == 4 and pipelined == killed_run:
                     cloud.kill()
-            return run_chain(clients, manifest, inputs, warmup, report)
+            return run_chain(clients, manifest, inputs, warmup, report, pipelined)
+
+        killed_run = pipelined
 
         monkeypatch.setattr(chain, "run_chain", killing_at_the_fifth)
         report = run_plan(inst, uniform_plan(inst, [l.name for l in inst.layers[:2]]), loop, agents,
                           samples=300, warmup=0)
         assert not report["ok"] and report["error"] is not None and "\n" not in report["error"]
+        if pipelined:
+            assert report["completed"] == 300 and report["check"]["ok"]
+            streamed = report["throughput"]
+            kept = streamed["samples"]
+            assert 5 <= kept < 300 and len(streamed["per_sample"]) == kept and streamed["check"]["samples"] == kept
+            assert streamed["check"]["ok"] and streamed["error"] and streamed["measured_per_s"] > 0
+            assert report["error"].startswith(f"pipelined run stopped at sample {kept} ({kept} measured sample(s) "
+                                              f"kept): agent 'cloud'")
+            return
         kept = report["completed"]
         assert 5 <= kept < 300 and len(report["per_sample"]) == kept and report["check"]["samples"] == kept
         assert report["check"]["ok"]  # the samples kept are right
         assert report["error"].startswith(f"run stopped at sample {kept} ({kept} measured sample(s) kept): "
                                           f"agent 'cloud'")
+        assert report["throughput"] == "not measured: the run one sample at a time stopped"
     finally:
         edge.stop()
         cloud.stop()
     assert not {edge.proc.pid, cloud.proc.pid} & set(children())
+
+
+def test_the_predicted_bottleneck_is_the_chain_evaluators():
+    """For a chain instance whose objective is throughput, the slowest stage of the
+    torch side's figures (compute + outgoing link per device) is the evaluator's
+    bottleneck, and the throughput report predicts 1000 / bottleneck_ms at its device."""
+    from pathlib import Path
+
+    from splitopt.agents.chain import ChainRun
+    from splitopt.agents.run_plan import throughput_report
+    from splitopt.api import evaluate, load_instance
+    from splitopt.families.chain.plan import plan_on_devices
+    from splitopt.netrun.setup import tcp_side
+
+    inst = load_instance(Path(__file__).parents[1] / "instances" / "jmsnas_chain_mobilenetv2_throughput.json")
+    assert inst.objective == "throughput"
+    side = tcp_side(inst, "run --agents")
+    devices, _ = side.tcp_devices(inst)
+    names = [l.name for l in inst.layers]
+    cuts = [len(names) * (k + 1) // len(devices) for k in range(len(devices))]
+    plan = plan_on_devices(inst, {n: devices[next(k for k, c in enumerate(cuts) if i < c)]
+                                  for i, n in enumerate(names)})
+    metrics = evaluate(inst, plan)
+    predicted = side.tcp_predicted(inst, metrics)
+    stages = [p + (predicted["links_ms"][k] if k < len(predicted["links_ms"]) else 0.0)
+              for k, p in enumerate(predicted["parts_ms"])]
+    assert len(set(d.device for d in metrics.devices)) == len(devices) and all(p > 0 for p in predicted["parts_ms"])
+    assert max(stages) == pytest.approx(metrics.bottleneck_ms, rel=1e-12)
+    t = throughput_report(ChainRun(list(devices), 0), {"ok": False, "samples": 0}, devices, predicted, 10.0)
+    assert t["predicted_per_s"] == pytest.approx(1000.0 / metrics.bottleneck_ms)
+    assert t["bottleneck_predicted"] == metrics.bottleneck_device
+    assert t["measured_per_s"] is None and t["period_ms"] is None and t["samples"] == 0
 
 
 def test_in_a_testbed_the_link_and_quota_are_measured_and_the_plan_runs(loop):

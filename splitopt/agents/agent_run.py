@@ -6,15 +6,30 @@ Links. The agent whose part sends (all but the last) connects to the next device
 (:func:`splitopt.agents.probe.round_trip_ms`) and sends STREAM with the run's id; the
 next agent's server hands that connection to its own RUN (:class:`Upstreams`).
 
-One sample, closed loop (one sample in flight): the first agent takes sample ``k`` from
+One sample at a time (closed loop, the latency): the first agent takes sample ``k`` from
 the controller's inputs; an agent nothing is sent to (the plan puts no layer on its
 device and it forwards nothing, e.g. the cloud of an edge-only plan) is idle and reports
-every sample at once with nothing computed; any other agent reads a SAMPLE message from upstream, answers
-RECEIVED at once (with ``receive_ms``: its first to last byte on its own clock) and
-unpacks the tensors; the part runs; an agent that sends packs its sends at their bits
-(:mod:`splitopt.agents.wire`), sends SAMPLE, reads RECEIVED and then DONE (the sample is
-done downstream); the last agent reads the model outputs. Then the agent answers DONE
-upstream and sends the controller a SAMPLE_REPORT.
+every sample at once with nothing computed; any other agent reads a SAMPLE message from
+upstream, answers RECEIVED at once (with ``receive_ms``: its first to last byte on its
+own clock) and unpacks the tensors; the part runs; an agent that sends packs its sends
+at their bits (:mod:`splitopt.agents.wire`), sends SAMPLE, reads RECEIVED and then DONE
+(the sample is done downstream); the last agent reads the model outputs. Then the agent
+answers DONE upstream and sends the controller a SAMPLE_REPORT.
+
+Pipelined (RUN's ``pipelined``, the throughput): samples stream through the devices, as
+many in flight as the devices and the queues hold. An agent with an upstream reads the
+SAMPLE messages in a reader thread (:class:`UpstreamReader`), answers RECEIVED at once
+and hands each message to its compute loop through a queue of at most
+:data:`PIPELINE_QUEUE` samples; while the queue is full the reader reads nothing, so the
+sender's RECEIVED is late and the sender waits: back-pressure, as in a pipeline whose
+stages hand work over in small buffers. The compute loop takes the next sample (the first
+device: its next input, back to back, so the pipeline stays full), unpacks, computes,
+packs, sends and waits for RECEIVED only (the stage's transfer, which the evaluator
+charges to the sender), then takes the next one; no DONE is sent. A device held back by a
+slower next device waits for RECEIVED longer than the transfer takes (its ``wait_ms``
+includes the back-pressure). The reader's failure (a drop, a silence past the timeout, a
+bad message) ends the run once the samples read before it are done, as a failure of the
+loop does; the reader is stopped and joined before the run returns.
 
 Link time without a shared clock: the sender times, on its own clock, from the start of
 the SAMPLE send to the arrival of RECEIVED, and takes off half the round trip measured
@@ -24,21 +39,27 @@ receiver's last byte (RECEIVED's own way back being half a round trip). The rece
 
 SAMPLE_REPORT fields: ``sample``; ``compute_ms`` (the part's onnxruntime call),
 ``unpack_ms``, ``pack_ms``; ``sample_ms``: on this agent's clock, from the sample in hand
-(the first device: its input taken; the others: its SAMPLE read, unpacking included)
-until it is done downstream (DONE from the next device; the last device: its outputs
-read), so the first device's is the sample's end-to-end latency (plus the small DONE
-messages' way back); ``link`` (None for the last device): ``to``, ``bytes`` (the
-message on the wire: frame and headers included), ``payload_bytes`` (packed tensor
-payloads), ``header_bytes`` (packing headers), ``send_ms`` (the send call),
-``transfer_ms``, ``receive_ms``, ``rtt_ms``; ``outputs`` (last device: array specs, one
-blob each). A failure (a peer that drops or stays silent past the timeout, a bad
-message) ends the run: RUN_END carries one line naming the device and the sample, the
-reports sent so far stand, and the links are closed.
+(the first device: its input taken; the others: its SAMPLE taken, unpacking included)
+until this agent is done with it: one at a time, when it is done downstream (DONE from
+the next device; the last device: its outputs read), so the first device's is the
+sample's end-to-end latency (plus the small DONE messages' way back); pipelined, when its
+RECEIVED came (the last device: its outputs read); ``done_s``: that moment on this
+agent's ``time.perf_counter`` clock (s; None on an idle agent): intervals between two
+samples' ``done_s`` on one agent are meaningful, values of two agents are not compared;
+``link`` (None for the last device): ``to``, ``bytes`` (the message on the wire: frame
+and headers included), ``payload_bytes`` (packed tensor payloads), ``header_bytes``
+(packing headers), ``send_ms`` (the send call), ``wait_ms`` (from the send's start to
+RECEIVED, on the sender's clock), ``transfer_ms``, ``receive_ms``, ``rtt_ms``;
+``outputs`` (last device: array specs, one blob each). A failure (a peer that drops or
+stays silent past the timeout, a bad message) ends the run: RUN_END carries one line
+naming the device and the sample, the reports sent so far stand, and the links are
+closed.
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from typing import Any, Callable
 
@@ -51,7 +72,12 @@ from splitopt.agents.protocol import Message, ProtocolError, array_blob, int_fie
 from splitopt.agents.runtime import DeployedPart
 from splitopt.core.errors import SplitoptError
 from splitopt.core.packing import PackedTensor
-from splitopt.netrun.frames import FrameError
+from splitopt.netrun.frames import FrameError, FrameTimeout
+
+#: samples a pipelined run's upstream reader may hold for the compute loop (module docstring)
+PIPELINE_QUEUE = 2
+#: seconds between a pipelined run's checks for a failed reader or a run that is ending
+POLL_S = 0.1
 
 
 class ControllerGone(Exception):
@@ -161,13 +187,18 @@ class AgentRun:
             self.up = self.upstreams.take(run, self.timeout_s, f"previous device '{prev}'")
             self.up.peer = f"previous device '{prev}'"
 
-    def _receive(self, k: int) -> tuple[dict[str, np.ndarray], float]:
+    def _read_sample(self, k: int) -> Message:
+        """SAMPLE ``k`` from upstream, acknowledged at once (RECEIVED)."""
         assert self.up is not None
         msg = self._read(self.up, ("SAMPLE",))
         got = int_field(msg, "sample", 0, 2 ** 62)
         if got != k:
             raise ProtocolError(f"{self.up.peer} sent sample {got}, expected {k}")
         self._send_to(self.up, "RECEIVED", {"sample": k, "receive_ms": 1000.0 * (msg.last_byte_s - msg.first_byte_s)})
+        return msg
+
+    def _unpack(self, msg: Message) -> tuple[dict[str, np.ndarray], float]:
+        """The tensors of a SAMPLE message and the ms taken to unpack them."""
         names = msg.get("tensors")
         if not isinstance(names, list) or len(names) != len(msg.blobs) or not all(isinstance(n, str) for n in names):
             raise ProtocolError(f"SAMPLE field tensors must name each of its {len(msg.blobs)} blobs")
@@ -181,7 +212,9 @@ class AgentRun:
             store[name] = self.part.unpack(name, packed)
         return store, 1000.0 * (time.perf_counter() - started)
 
-    def _send(self, k: int, store: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
+    def _send(self, k: int, store: dict[str, np.ndarray], wait_done: bool) -> tuple[dict[str, Any], float]:
+        """Send sample ``k``'s tensors downstream and wait for RECEIVED (and, when
+        ``wait_done``, DONE): the link's report and the ms taken to pack."""
         assert self.down is not None
         started = time.perf_counter()
         packed = self.part.pack_sends(store)
@@ -195,28 +228,33 @@ class AgentRun:
         link = {"to": self.part.next_device, "bytes": self.down.last_sent_bytes,
                 "payload_bytes": sum(p.payload_bytes for _, p in packed),
                 "header_bytes": sum(p.header_bytes for _, p in packed), "send_ms": 1000.0 * (t1 - t0),
-                "transfer_ms": max(ack_ms - self.rtt_ms / 2.0, 0.0),
+                "wait_ms": ack_ms, "transfer_ms": max(ack_ms - self.rtt_ms / 2.0, 0.0),
                 "receive_ms": received.get("receive_ms"), "rtt_ms": self.rtt_ms}
-        done = self._read(self.down, ("DONE",))
-        if done.get("sample") != k:
-            raise ProtocolError(f"{self.down.peer} finished sample {done.get('sample')}, expected {k}")
+        if wait_done:
+            done = self._read(self.down, ("DONE",))
+            if done.get("sample") != k:
+                raise ProtocolError(f"{self.down.peer} finished sample {done.get('sample')}, expected {k}")
         return link, pack_ms
 
-    def run(self, run: str, samples: int, inputs: np.ndarray | None) -> int:
-        """Run ``samples`` samples (module docstring); the number done. ControllerGone when
-        the controller's channel fails."""
+    def run(self, run: str, samples: int, inputs: np.ndarray | None, pipelined: bool = False) -> int:
+        """Run ``samples`` samples (module docstring), one at a time or ``pipelined``; the
+        number done. ControllerGone when the controller's channel fails."""
         k = 0
         where = f"agent '{self.agent_name}' (device '{self.part.device}')"
+        reader: UpstreamReader | None = None
         try:
             self._open_links(run)
+            if pipelined and self.up is not None:
+                reader = UpstreamReader(self, samples)
             for k in range(samples):
                 unpack_ms = 0.0
                 if inputs is not None:
                     started = time.perf_counter()
                     store = self.part.input_store(np.ascontiguousarray(inputs[k:k + 1]))
                 elif self.up is not None:
-                    store, unpack_ms = self._receive(k)
-                    started = time.perf_counter() - unpack_ms / 1000.0
+                    msg = reader.take(k) if reader is not None else self._read_sample(k)
+                    started = time.perf_counter()
+                    store, unpack_ms = self._unpack(msg)
                 else:  # idle: the plan puts no layer here and sends nothing here
                     store, started = {}, time.perf_counter()
                 compute_ms = self.part.compute(store)
@@ -224,14 +262,17 @@ class AgentRun:
                                           "pack_ms": 0.0, "link": None, "outputs": []}
                 blobs: list[bytes] = []
                 if self.down is not None:
-                    report["link"], report["pack_ms"] = self._send(k, store)
+                    report["link"], report["pack_ms"] = self._send(k, store, wait_done=not pipelined)
                 else:
                     for o, value in zip(self.part.outputs, self.part.model_outputs(store)):
                         spec, raw = array_blob(np.asarray(value))
                         report["outputs"].append(dict(spec, name=o["name"]))
                         blobs.append(raw)
-                report["sample_ms"] = 1000.0 * (time.perf_counter() - started)
-                if self.up is not None:
+                done = time.perf_counter()
+                report["sample_ms"] = 1000.0 * (done - started)
+                idle = inputs is None and self.up is None
+                report["done_s"] = None if idle else done
+                if self.up is not None and not pipelined:
                     self._send_to(self.up, "DONE", {"sample": k})
                 self._report("SAMPLE_REPORT", report, blobs)
             k = samples
@@ -245,7 +286,68 @@ class AgentRun:
             self._report("RUN_END", {"samples": k, "error": line})
             return k
         finally:
+            if reader is not None:
+                reader.stop()
             for ch in (self.up, self.down):
                 if ch is not None:
                     ch.close()
 
+
+class UpstreamReader:
+    """A pipelined run's upstream link (module docstring): a thread reads each SAMPLE,
+    answers RECEIVED at once and hands the message to the compute loop (:meth:`take`)
+    through a queue of at most :data:`PIPELINE_QUEUE` samples; while the queue is full it
+    reads nothing, which holds the sender back. Started at construction; :meth:`stop`
+    ends and joins it."""
+
+    def __init__(self, agent_run: AgentRun, samples: int) -> None:
+        assert agent_run.up is not None
+        self.agent_run = agent_run
+        self.up: Channel = agent_run.up
+        self.timeout_s = agent_run.timeout_s
+        self.handoff: queue.Queue[Message] = queue.Queue(maxsize=PIPELINE_QUEUE)
+        self.failure: BaseException | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._read_all, args=(samples,), daemon=True,
+                                       name=f"agent-run-reader-{agent_run.part.device}")
+        self.thread.start()
+
+    def _read_all(self, samples: int) -> None:
+        try:
+            for k in range(samples):
+                msg = self.agent_run._read_sample(k)
+                while True:  # a full queue: wait (nothing more is read), unless the run is ending
+                    if self.stopping.is_set():
+                        return
+                    try:
+                        self.handoff.put(msg, timeout=POLL_S)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as e:  # noqa: BLE001 - handed to the compute loop, which raises it
+            self.failure = e
+
+    def take(self, k: int) -> Message:
+        """The next SAMPLE (sample ``k``); the reader's failure once the samples it read
+        are taken; FrameTimeout when none comes within twice the timeout (the reader's
+        own reads time out first)."""
+        deadline = time.monotonic() + 2 * self.timeout_s
+        while True:
+            try:
+                return self.handoff.get(timeout=POLL_S)
+            except queue.Empty:
+                pass
+            if self.failure is not None:
+                try:
+                    return self.handoff.get_nowait()
+                except queue.Empty:
+                    raise self.failure from None
+            if time.monotonic() > deadline:
+                raise FrameTimeout(f"{self.up.peer}: sample {k} did not come within {2 * self.timeout_s:g} s")
+
+    def stop(self) -> None:
+        """End the thread (a blocked read is woken by shutting the link down) and join it."""
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.up.shutdown()
+        self.thread.join(self.timeout_s)

@@ -3,8 +3,8 @@
 
 :func:`deploy_export` sends each device's part with the manifest and the address at which
 that agent reaches the next device's agent (:meth:`splitopt.agents.addresses.Agents.peer_address`);
-:func:`run_chain` starts the run on every agent (the first device's agent gets the
-inputs), reads every agent's per-sample reports as they come (one thread per agent) and
+:func:`run_chain` starts the run on every agent (one sample at a time, or pipelined:
+:mod:`splitopt.agents.agent_run`; the first device's agent gets the inputs), reads every agent's per-sample reports as they come (one thread per agent) and
 gathers them into a :class:`ChainRun`. A sample counts once every agent has reported it.
 When an agent drops or stays silent past its timeout, or reports a failure, the run ends:
 ``error`` is one line naming the agent and the sample, and the samples completed before
@@ -63,11 +63,17 @@ def deploy_export(clients: Mapping[str, AgentClient], agents: Agents, manifest: 
     return summaries
 
 
+#: the fields of a device's SAMPLE_REPORT that :class:`ChainRun` keeps per sample
+SAMPLE_FIELDS = ("compute_ms", "unpack_ms", "pack_ms", "sample_ms", "done_s")
+
+
 @dataclass
 class ChainRun:
     """What a run on agents measured. ``samples``: per measured sample (warm-up left out)
-    ``{"sample", "devices": {device: {compute_ms, unpack_ms, pack_ms, sample_ms}}, "links": [{from,
-    to, bytes, payload_bytes, header_bytes, send_ms, transfer_ms, receive_ms, rtt_ms}]}``;
+    ``{"sample", "devices": {device: {compute_ms, unpack_ms, pack_ms, sample_ms, done_s}},
+    "links": [{from, to, bytes, payload_bytes, header_bytes, send_ms, wait_ms, transfer_ms,
+    receive_ms, rtt_ms}]}`` (:mod:`splitopt.agents.agent_run`; ``done_s`` on each agent's
+    own clock);
     ``outputs``: the model outputs of those samples, each stacked on axis 0; ``error``:
     None, or the one line that ended the run early."""
 
@@ -83,11 +89,13 @@ class ChainRun:
 
 
 def run_chain(clients: Mapping[str, AgentClient], manifest: Mapping[str, Any], inputs: np.ndarray,
-              warmup: int = 0, on_report: Callable[[str, dict[str, Any]], None] | None = None) -> ChainRun:
+              warmup: int = 0, on_report: Callable[[str, dict[str, Any]], None] | None = None,
+              pipelined: bool = False) -> ChainRun:
     """Run ``inputs`` (n, *input shape[1:]) through the deployed parts, after ``warmup``
-    samples of the first input (module docstring). ``on_report(device, report)``: called
-    with each SAMPLE_REPORT's fields as it arrives (``sample`` counts the warm-up
-    samples too), e.g. to show progress."""
+    samples of the first input (module docstring), one sample at a time or ``pipelined``
+    (:mod:`splitopt.agents.agent_run`). ``on_report(device, report)``: called with each
+    SAMPLE_REPORT's fields as it arrives (``sample`` counts the warm-up samples too),
+    e.g. to show progress."""
     devices = [manifest["parts"][k]["device"] for k in manifest["run_order"]]
     first = manifest["input"]["device"]
     x = np.asarray(inputs)
@@ -118,7 +126,7 @@ def run_chain(clients: Mapping[str, AgentClient], manifest: Mapping[str, Any], i
                 return
 
     for d in sorted(devices, key=lambda d: d == first):  # the first device last: the others wait for it
-        clients[d].start_run(run, total, x if d == first else None)
+        clients[d].start_run(run, total, x if d == first else None, pipelined)
     threads = [threading.Thread(target=reader, args=(d,), name=f"agent-run-{d}", daemon=True) for d in devices]
     for t in threads:
         t.start()
@@ -157,8 +165,7 @@ def run_chain(clients: Mapping[str, AgentClient], manifest: Mapping[str, Any], i
     for k in range(warmup, done):
         links = [dict(reports[d][k]["link"], **{"from": d}) for d in devices if reports[d][k].get("link")]
         result.samples.append({"sample": k - warmup,
-                               "devices": {d: {key: reports[d][k].get(key) for key in ("compute_ms", "unpack_ms",
-                                                                                         "pack_ms", "sample_ms")}
+                               "devices": {d: {key: reports[d][k].get(key) for key in SAMPLE_FIELDS}
                                            for d in devices},
                                "links": links})
     if done > warmup:

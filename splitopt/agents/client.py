@@ -159,10 +159,11 @@ class AgentClient:
         """Drop the deployed part."""
         self._request("RESET")
 
-    def start_run(self, run: str, samples: int, inputs: np.ndarray | None) -> None:
+    def start_run(self, run: str, samples: int, inputs: np.ndarray | None, pipelined: bool = False) -> None:
         """Start run ``run`` of ``samples`` samples (``inputs`` (samples, ...) for the agent
-        of the first device); then :meth:`read_run` until RUN_END."""
-        fields: dict[str, Any] = {"run": run, "samples": int(samples)}
+        of the first device), one at a time or ``pipelined``
+        (:mod:`splitopt.agents.agent_run`); then :meth:`read_run` until RUN_END."""
+        fields: dict[str, Any] = {"run": run, "samples": int(samples), "pipelined": bool(pipelined)}
         blobs: list[bytes] = []
         if inputs is not None:
             spec, raw = array_blob(inputs)

@@ -9,7 +9,7 @@ max frame size before anything is allocated). Its payload (little-endian)::
 
     uint32    J: JSON header length in bytes, 2 <= J <= MAX_HEADER_BYTES (1 MiB)
     J bytes   the header: a JSON object in UTF-8 with at least
-                "v":     the protocol version (PROTOCOL_VERSION = 1), an integer
+                "v":     the protocol version (PROTOCOL_VERSION = 2), an integer
                 "type":  the message type, one of TYPES
                 "blobs": the byte lengths of the blobs that follow, a list of integers
                          >= 0 (at most MAX_BLOBS)
@@ -42,14 +42,21 @@ Message types (fields besides ``v``/``type``/``blobs``; ``->`` the answer):
   warmup, threads, optimization, onnxruntime, measured_at}; ``PROBE_LINK`` {peer,
   address, max_bytes, max_seconds} -> {the link both ways}; ``DEPLOY`` {manifest,
   device, next; blob 0 the part's ONNX file unless the part only forwards} -> {part};
-  ``RESET`` -> {}; ``RUN`` {run, samples, input (an array spec, first device only);
-  blob 0 the inputs} -> one ``SAMPLE_REPORT`` per sample, then ``RUN_END`` {samples,
-  error}; ``BYE`` ends the session;
+  ``RESET`` -> {}; ``RUN`` {run, samples, pipelined (true: samples stream through the
+  devices, several in flight; false or absent: one sample at a time), input (an array
+  spec, first device only); blob 0 the inputs} -> one ``SAMPLE_REPORT`` per sample, then
+  ``RUN_END`` {samples, error} (:mod:`splitopt.agents.agent_run`); ``BYE`` ends the
+  session;
 * peer requests (another agent): ``PING`` -> ``PONG``; ``PROBE_SINK`` {blob 0: bytes}
   -> ``PROBE_ACK``; ``PROBE_SOURCE`` {bytes} -> ``PROBE_DATA`` {blob 0}; ``STREAM``
   {run} hands the connection to the run ``run`` as its upstream link, which then
   carries ``SAMPLE`` {sample, tensors; one blob per tensor, packed} downstream and
-  ``RECEIVED`` {sample, receive_ms} and ``DONE`` {sample} upstream, and ``END`` {}.
+  ``RECEIVED`` {sample, receive_ms} and ``DONE`` {sample} upstream (DONE only in a run
+  that is not pipelined), and ``END`` {}.
+
+Version 2 added RUN's ``pipelined`` field: an agent of version 1 would run such a RUN one
+sample at a time, so its numbers would pass for a pipeline's; the version check refuses
+it at the handshake instead.
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ import numpy as np
 from splitopt.netrun.frames import FrameError, Kind, encode, read_frame
 
 #: the agent protocol's version; a peer speaking another is refused with both named
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 #: the longest JSON header a message may have (bytes)
 MAX_HEADER_BYTES = 1024 * 1024
 #: the most blobs one message may carry
@@ -246,6 +253,14 @@ def number_field(msg: Message, key: str, low: float, high: float, default: float
             or not low <= value <= high:
         raise ProtocolError(f"{msg.type} field {key} {str(value)[:40]!r} is not a number in [{low:g}, {high:g}]")
     return float(value)
+
+
+def bool_field(msg: Message, key: str, default: bool) -> bool:
+    """Header field ``key`` as a boolean (``default`` when absent); ProtocolError otherwise."""
+    value = msg.fields.get(key, default)
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{msg.type} field {key} {str(value)[:40]!r} is not true or false")
+    return value
 
 
 def str_field(msg: Message, key: str, choices: Sequence[str] | None = None, optional: bool = False,

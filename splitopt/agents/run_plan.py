@@ -31,9 +31,18 @@ Steps (:func:`run_on_agents`):
    taking a sample's input to the last device being done with it (packing and unpacking,
    which the evaluator does not model, included; reported apart).
 
-Throughput: the agents run one sample at a time (closed loop: the first device takes the
-next input once the last device is done), so a pipelined throughput is not measured; the
-report gives the latency.
+5. throughput (unless ``pipeline`` is off): the same warm-up and samples run again,
+   pipelined (:func:`~splitopt.agents.chain.run_chain` with ``pipelined``: the first
+   device takes the next input as soon as it has handed the last one on; see
+   :mod:`splitopt.agents.agent_run`), their outputs checked as in step 3. Measured: the
+   rate at which the last device that works finishes samples, ``(n - 1) / (t_n - t_1)``
+   over the ``n`` measured samples' ``done_s`` on that agent's own clock (its period,
+   ``period_ms``, is the inverse); per device its stage, the median of its compute +
+   unpack + pack + its wait for the next device's RECEIVED (a device held back by a
+   slower next one waits longer: back-pressure). Predicted: the evaluator's stage model
+   (compute of the device + the transfer on its outgoing link; chain's bottleneck), the
+   rate ``1000 / max stage ms``. With one measured sample there is no interval: the
+   report says why instead.
 
 A device that drops mid-run ends it: the report keeps the samples completed before and
 carries one line naming the device and the sample (``error``); ``ok`` is then false.
@@ -53,9 +62,12 @@ from splitopt.core.errors import InvalidOption
 from splitopt.core.input_text import check_input_options
 from splitopt.core.options import MAX_SAMPLES, check_count, check_number
 
-#: what the report says of throughput
-THROUGHPUT_NOTE = ("not measured: the agents run one sample at a time (closed loop), so only the latency is "
-                   "reported")
+#: what the report says of throughput when it is not measured, per reason
+THROUGHPUT_SKIPPED = {
+    "off": "not measured: the pipelined run was left out",
+    "one sample": "not measurable from one sample: the pipelined run needs two measured samples or more",
+    "stopped": "not measured: the run one sample at a time stopped",
+}
 
 
 @dataclass(frozen=True)
@@ -63,7 +75,8 @@ class AgentRunOptions:
     """``splitopt run --agents``: the agents (``--agents``, needed; ``token_file``, else the
     environment), the model to rebuild and export (needed), its seed, measured samples
     after ``warmup`` ones, the seconds an agent may stay silent inside an exchange
-    (``timeout``), a user model's inputs."""
+    (``timeout``), a user model's inputs, and whether the throughput is measured in a
+    second, pipelined run (``pipeline``)."""
 
     agents: str
     model: str
@@ -75,6 +88,7 @@ class AgentRunOptions:
     input_shape: str | None = None
     input_dtype: str | None = None
     input_high: int | None = None
+    pipeline: bool = True
 
     def __post_init__(self) -> None:
         check_count(self.samples, "--samples", high=MAX_SAMPLES)
@@ -140,9 +154,15 @@ def run_on_agents(inst: Any, plan: Any, options: AgentRunOptions, plan_path: str
         def show(device: str, report: Mapping[str, Any]) -> None:
             progress.step(f"sample {int(report['sample']) + 1} of {total} done on {device}")
 
-        with progress.phase("running on the agents"):
+        with progress.phase("running on the agents, one sample at a time"):
             result = run_chain(clients, manifest, x, warmup=options.warmup, on_report=show)
         progress.step("")
+        skipped = ("off" if not options.pipeline else "stopped" if not result.ok
+                   else "one sample" if options.samples < 2 else None)
+        if skipped is None:
+            with progress.phase("running on the agents, pipelined"):
+                streamed = run_chain(clients, manifest, x, warmup=options.warmup, on_report=show, pipelined=True)
+            progress.step("")
     finally:
         for c in clients.values():
             c.close()
@@ -157,11 +177,62 @@ def run_on_agents(inst: Any, plan: Any, options: AgentRunOptions, plan_path: str
                        "threads": infos[d].get("threads"), "cpu_quota": infos[d].get("cpu_quota"),
                        "cpus_usable": infos[d].get("cpus_usable"), "memory_bytes": infos[d].get("memory_bytes"),
                        "onnxruntime": (infos[d].get("runtimes") or {}).get("onnxruntime")} for d in devices},
-        "throughput": THROUGHPUT_NOTE, "error": result.error, "check": check, "per_sample": result.samples}
+        "throughput": THROUGHPUT_SKIPPED[skipped] if skipped is not None else None,  # else measured below
+        "error": result.error, "check": check, "per_sample": result.samples}
     report.update(_measured_vs_predicted(result.samples, devices, links, manifest, predicted, evaluator_tensors))
     report["ok"] = bool(result.ok and check["ok"] and exported["bytes_match"]
                         and all(l["bytes_ok"] for l in report["links"]))
+    if skipped is None:
+        kept = len(streamed.samples)
+        streamed_check = _check_outputs(manifest, files, x[:kept], [u[:kept] for u in unsplit], streamed.outputs,
+                                        exported["quantized"]) if kept else {"ok": False, "samples": 0}
+        report["throughput"] = throughput_report(streamed, streamed_check, devices, predicted,
+                                           report["end_to_end"]["measured_ms"])
+        report["ok"] = bool(report["ok"] and streamed.ok and streamed_check["ok"])
+        if streamed.error is not None:
+            report["error"] = f"pipelined {streamed.error}"
     return report
+
+
+def throughput_report(run: Any, check: Mapping[str, Any], devices: Sequence[str], predicted: Mapping[str, Any],
+                latency_ms: float) -> dict[str, Any]:
+    """The pipelined run ``run`` (a :class:`splitopt.agents.chain.ChainRun`) measured
+    against the evaluator's stage model (module docstring, step 5); ``latency_ms``: the
+    end-to-end latency one sample at a time (its rate is reported beside)."""
+    parts = [float(v) for v in predicted["parts_ms"]]
+    links = [float(v) for v in predicted["links_ms"]]
+    stage_predicted = [parts[k] + (links[k] if k < len(links) else 0.0) for k in range(len(devices))]
+    slowest = max(range(len(devices)), key=lambda k: stage_predicted[k])
+    predicted_per_s = 1000.0 / stage_predicted[slowest] if stage_predicted[slowest] > 0 else None
+    samples = run.samples
+    ends = [d for d in devices if samples and all(s["devices"][d].get("done_s") is not None for s in samples)]
+    period_device = ends[-1] if ends else None
+    period_ms = measured_per_s = None
+    if period_device is not None and len(samples) >= 2:
+        first, last = samples[0]["devices"][period_device]["done_s"], samples[-1]["devices"][period_device]["done_s"]
+        if last > first:
+            period_ms = 1000.0 * (last - first) / (len(samples) - 1)
+            measured_per_s = 1000.0 / period_ms
+
+    def wait_ms(sample: Mapping[str, Any], device: str) -> float:
+        return float(sum(l["wait_ms"] for l in sample["links"] if l["from"] == device))
+
+    stages = []
+    for k, d in enumerate(devices):
+        own = [s["devices"][d] for s in samples]
+        measured = _median([o["compute_ms"] + o["pack_ms"] + o["unpack_ms"] + wait_ms(s, d)
+                            for o, s in zip(own, samples)])
+        stages.append({"device": d, "measured_ms": measured, "predicted_ms": stage_predicted[k],
+                       "ratio": _ratio(measured, stage_predicted[k]),
+                       "compute_ms": _median([o["compute_ms"] for o in own]),
+                       "pack_unpack_ms": _median([o["pack_ms"] + o["unpack_ms"] for o in own]),
+                       "wait_ms": _median([wait_ms(s, d) for s in samples])})
+    return {"measured_per_s": measured_per_s, "predicted_per_s": predicted_per_s,
+            "ratio": measured_per_s / predicted_per_s if measured_per_s is not None and predicted_per_s else None,
+            "bottleneck_predicted": devices[slowest], "period_ms": period_ms, "period_device": period_device,
+            "one_at_a_time_per_s": 1000.0 / latency_ms if latency_ms > 0 and math.isfinite(latency_ms) else None,
+            "samples": len(samples), "stages": stages, "check": dict(check), "error": run.error,
+            "per_sample": samples}
 
 
 def _export(inst: Any, plan: Any, options: AgentRunOptions, directory: Path):

@@ -42,7 +42,7 @@ from splitopt.agents.agent_run import AgentRun, ControllerGone, Upstreams
 from splitopt.agents.channel import Channel, agent_handshake, client_handshake, connect
 from splitopt.agents.probe import DEFAULT_MAX_BYTES, DEFAULT_MAX_SECONDS, MAX_PROBE_BYTES, answer_probe, probe_link
 from splitopt.agents.protocol import (
-    PROTOCOL_VERSION, Message, ProtocolError, array_from, blob, int_field, number_field, str_field,
+    PROTOCOL_VERSION, Message, ProtocolError, array_from, blob, bool_field, int_field, number_field, str_field,
 )
 from splitopt.core.errors import InvalidModel, SplitoptError
 from splitopt.netrun.frames import DEFAULT_MAX_FRAME_BYTES, FrameError, PeerClosed
@@ -379,6 +379,7 @@ class AgentServer:
         run = str_field(msg, "run", max_len=100)
         assert run is not None
         samples = int_field(msg, "samples", 1, MAX_SAMPLES)
+        pipelined = bool_field(msg, "pipelined", False)
         inputs = None
         if part.is_first:
             inputs = array_from(msg.get("input"), blob(msg, 0, "the inputs"), "RUN input")
@@ -392,6 +393,6 @@ class AgentServer:
                              log=lambda line: log.error(f"splitopt agent '{self.config.name}': {line}"))
         self.active_run = agent_run
         try:
-            agent_run.run(run, samples, inputs)
+            agent_run.run(run, samples, inputs, pipelined)
         finally:
             self.active_run = None

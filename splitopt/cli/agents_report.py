@@ -1,7 +1,7 @@
 """The report of ``splitopt run INSTANCE PLAN --agents SPEC``
 (:func:`splitopt.agents.run_plan.run_on_agents`) for people: the agents, per part and
-per link the measured medians beside the evaluator's, end to end, the bytes and the
-output check."""
+per link the measured medians beside the evaluator's, end to end, the throughput of the
+pipelined run, the bytes and the output check."""
 
 from __future__ import annotations
 
@@ -12,13 +12,38 @@ def _ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.3f}"
 
 
+def _rate(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}"
+
+
+def _print_throughput(console: Any, t: Any) -> None:
+    """The pipelined run's line and its stages (or why the throughput is not measured)."""
+    if isinstance(t, str):
+        console.print(f"  throughput: {t}", highlight=False)
+        return
+    period = "-" if t["period_ms"] is None else f"{t['period_ms']:.2f} ms"
+    console.print(f"  throughput, pipelined ({t['samples']} sample(s)): {_rate(t['measured_per_s'])} samples/s "
+                  f"({_rate(t['predicted_per_s'])} predicted; {_ratio(t['ratio'])}), a sample every {period} on "
+                  f"{t['period_device']}; bottleneck (predicted) {t['bottleneck_predicted']}; one sample at a time "
+                  f"{_rate(t['one_at_a_time_per_s'])} samples/s", highlight=False)
+    stages = ", ".join(f"{s['device']} {s['measured_ms']:.2f} ms ({s['predicted_ms']:.2f})" for s in t["stages"])
+    console.print(f"    stages, compute + pack/unpack + wait for the next device (predicted): {stages}",
+                  highlight=False)
+    c = t["check"]
+    if c.get("samples"):
+        colour = "green" if c["ok"] else "red"
+        console.print(f"    outputs vs the same parts in one process: max abs difference "
+                      f"{c['max_abs_diff_reference']:.3g} ([{colour}]{'ok' if c['ok'] else 'differ'}[/{colour}])",
+                      highlight=False)
+
+
 def print_agents_report(console: Any, report: Mapping[str, Any]) -> None:
     """Print ``report`` on a ``rich`` console."""
     devices = report["devices"]
     console.print(f"[bold]{report['instance']}[/bold] <- {report['model']} (seed {report['seed']}): "
                   f"{'quantized' if report['quantized'] else 'float'} {report['problem']} plan on {len(devices)} "
                   f"agents, {report['completed']} of {report['samples']} sample(s) measured after "
-                  f"{report['warmup']} warm-up, one sample at a time", highlight=False)
+                  f"{report['warmup']} warm-up", highlight=False)
     for d in devices:
         a = report["agents"][d]
         quota = a["cpu_quota"]
@@ -26,8 +51,8 @@ def print_agents_report(console: Any, report: Mapping[str, Any]) -> None:
                       f"{'CPU quota ' + format(quota, 'g') if quota is not None else 'no CPU quota'}, "
                       f"onnxruntime {a['onnxruntime']})", highlight=False)
     if report["completed"]:
-        console.print(f"  medians of {report['completed']} sample(s), measured (predicted by the evaluator; "
-                      f"measured/predicted):", highlight=False)
+        console.print(f"  one sample at a time, medians of {report['completed']} sample(s), measured (predicted "
+                      f"by the evaluator; measured/predicted):", highlight=False)
         for k, p in enumerate(report["parts"]):
             console.print(f"    part {p['device']} ({p['layers']} layers): {p['measured_ms']:.2f} ms "
                           f"({p['predicted_ms']:.2f} ms; {_ratio(p['ratio'])})", highlight=False)
@@ -41,7 +66,6 @@ def print_agents_report(console: Any, report: Mapping[str, Any]) -> None:
         e = report["end_to_end"]
         console.print(f"    end to end: {e['measured_ms']:.2f} ms ({e['predicted_ms']:.2f} ms; {_ratio(e['ratio'])}); "
                       f"pack + unpack {e['pack_unpack_ms']:.2f} ms (not in the evaluator's model)", highlight=False)
-    console.print(f"  throughput: {report['throughput']}", highlight=False)
     c = report["check"]
     if c.get("samples"):
         line = (f"  outputs vs the same parts in one process: max abs difference {c['max_abs_diff_reference']:.3g} "
@@ -54,6 +78,7 @@ def print_agents_report(console: Any, report: Mapping[str, Any]) -> None:
         else:
             line += f"; relative MSE vs the unsplit model {c['relative_mse_unsplit']:.3g} (crossings below 32 bits)"
         console.print(line, highlight=False)
+    _print_throughput(console, report["throughput"])
     if not report["bytes_match"] or not all(l["bytes_ok"] for l in report["links"]):
         console.print("  [red]bytes differ from the evaluator's[/red]", highlight=False)
     if report["error"]:

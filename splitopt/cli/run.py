@@ -48,12 +48,13 @@ def run_command(
     plan: Optional[Path] = typer.Argument(None, help="Plan JSON file (or the output of `solve --json`); leave out with --breakpoints."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to rebuild: resnet50, mobilenet_v2, googlenet, tiny_gpt2, digits_cnn, a user model PATH.py:FACTORY / package.module:FACTORY (the one given to `profile`), or the block model a loading instance was profiled from."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the model's random initialisation (the instances use 0; default 0)."),
-    samples: Optional[int] = typer.Option(None, "--samples", "-n", help="Synthetic inputs to run, one at a time (default 2; --transport tcp and --agents: measured samples, default 5)."),
+    samples: Optional[int] = typer.Option(None, "--samples", "-n", help="Synthetic inputs to run, one at a time (default 2; --transport tcp and --agents: measured samples, default 5; --agents runs them again pipelined)."),
     repeats: Optional[int] = typer.Option(None, "--repeats", help="Loading, separable and llm plans: timed runs (median; default 3, 10 and 3)."),
     transport: Transport = typer.Option(Transport.memory, "--transport", help="memory: the parts run in this process (separable plans: one worker process per device); tcp: one process per device, the crossing tensors sent over TCP through a link paced at the instance's bandwidth and latency (edge/cloud and chain plans)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    agents: Optional[str] = typer.Option(None, "--agents", rich_help_panel=AGENTS_PANEL, help="Run the plan on device agents (`splitopt agent`), one per device of the plan, named as the devices: NAME=HOST:PORT,... or a JSON file {name: {\"address\": \"HOST:PORT\", \"peers\": {...}}}. The parts are exported as ONNX, deployed and run on --samples inputs after --warmup ones (one sample at a time); outputs are checked against the unsplit model and bytes against the evaluator, and the measured ms per part, per link and end to end are printed beside the evaluator's."),
+    agents: Optional[str] = typer.Option(None, "--agents", rich_help_panel=AGENTS_PANEL, help="Run the plan on device agents (`splitopt agent`), one per device of the plan, named as the devices: NAME=HOST:PORT,... or a JSON file {name: {\"address\": \"HOST:PORT\", \"peers\": {...}}}. The parts are exported as ONNX, deployed and run on --samples inputs after --warmup ones, one sample at a time (the latency), then again pipelined (the throughput; see --no-pipeline); outputs are checked against the unsplit model and bytes against the evaluator, and the measured ms per part, per link and end to end, and the samples/s, are printed beside the evaluator's."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", rich_help_panel=AGENTS_PANEL, help="With --agents: the file holding the agents' token (default: the SPLITOPT_AGENT_TOKEN environment variable)."),
+    no_pipeline: bool = typer.Option(False, "--no-pipeline", rich_help_panel=AGENTS_PANEL, help="With --agents: measure the latency only, leaving out the second, pipelined run (samples streamed through the devices, the first device taking the next input as soon as it has handed the last one on) that measures the throughput in samples/s against the evaluator's 1000 / slowest stage ms."),
     input_shape: Optional[str] = input_shape_option(INPUTS_PANEL),
     input_dtype: Optional[str] = input_dtype_option(INPUTS_PANEL),
     input_high: Optional[int] = input_high_option(INPUTS_PANEL),
@@ -115,6 +116,8 @@ def run_command(
             raise InvalidOption("--agents: the agents carry the tensors; not with --transport tcp")
         if token_file is not None and agents is None:
             raise InvalidOption("--token-file: applies with --agents")
+        if no_pipeline and agents is None:
+            raise InvalidOption("--no-pipeline: applies with --agents")
         if agents is not None and plan is None:
             raise InvalidOption("PLAN: needed with --agents")
         if tcp and (plan is None) == (breakpoints is None):
@@ -124,7 +127,7 @@ def run_command(
         inst = load_instance(instance)
         require_torch("run")
         if agents is not None:
-            report = _run_agents(inst, plan, dict(values, agents=agents))
+            report = _run_agents(inst, plan, dict(values, agents=agents, pipeline=not no_pipeline))
         elif tcp:
             report = _run_tcp(instance, inst, plan, values)
         else:
