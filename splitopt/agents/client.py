@@ -45,7 +45,8 @@ class AgentError(SplitoptError):
 class LayerLatency:
     """MEASURE_LAYERS' answer: per layer the median latency (``latency_ms``, ms; keyed by
     the ONNX bridge's layer names, or by the instance's when a name map was given), and
-    how it was measured; ``run_ms``: the median wall time of a whole run, ``layers_run_ms``
+    how it was measured; ``run_ms``: the median wall time of a whole run without
+    profiling, ``layers_run_ms``
     the median of a run's layers added up (None from an agent that does not report them)."""
 
     agent: str

@@ -207,7 +207,7 @@ class AgentHardware:
                 "runtimes": info.get("runtimes"), "platform": info.get("platform"),
                 "latency_ms": None if m is None else {
                     "what": "per-layer latency (ms), onnxruntime on the agent: each layer's median of repeats, times "
-                            "scale (run_ms over the medians' sum)",
+                            "scale (run_ms, a whole run's median wall time without profiling, over the medians' sum)",
                     "measured_at": m.measured_at, "repeats": m.repeats, "warmup": m.warmup, "threads": m.threads,
                     "optimization": m.optimization, "onnxruntime": m.onnxruntime, "seconds": m.seconds,
                     "run_ms": m.run_ms, "layers_run_ms": m.layers_run_ms,

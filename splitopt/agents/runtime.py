@@ -12,10 +12,13 @@ Per-layer latency (:func:`measure_layers`): the rules of ``splitopt profile MODE
 input synthesised with seed ``RUN_INPUT_SEED`` (:func:`splitopt.onnx.runtime.synthetic_inputs`),
 ``warmup`` runs then the median of ``repeats`` profiled runs per layer
 (:func:`splitopt.onnx.latency.measure_layer_latency`), onnxruntime with the agent's
-intra-op threads. Beside them: ``run_ms``, the median wall time of a whole run
-(onnxruntime's ``model_run``), and ``layers_run_ms``, the median of a run's layers added
-up (under a CPU quota the throttled intervals fall into a few layers of each run, which
-the per-layer medians leave out, so the run's wall time is the larger).
+intra-op threads. Beside them: ``run_ms``, the median wall time of a whole run in a
+session without profiling (:func:`splitopt.onnx.latency.plain_runs_ms`: what a deployed
+part runs as; the profiler's own work per node is left out), ``profiled_run_ms``, the
+same of the profiled runs (onnxruntime's ``model_run``), and ``layers_run_ms``, the
+median of a run's layers added up (under a CPU quota the throttled intervals fall into a
+few layers of each run, which the per-layer medians leave out, so the run's wall time is
+the larger).
 
 A deployed part (:class:`DeployedPart`): one part of a sequential export (edge/cloud or
 chain plans; :mod:`splitopt.torch.export_parts` writes them with ``manifest.json``), run
@@ -99,7 +102,7 @@ def measure_layers(data: bytes, threads: int, input_shape: Any = None, input_hig
     import onnxruntime
 
     from splitopt.onnx.graph import load
-    from splitopt.onnx.latency import layer_medians, profiled_runs
+    from splitopt.onnx.latency import layer_medians, plain_runs_ms, profiled_runs
     from splitopt.onnx.profile import read_shape_arg
     from splitopt.onnx.runtime import RUN_INPUT_SEED, run_shapes, synthetic_inputs
 
@@ -118,7 +121,9 @@ def measure_layers(data: bytes, threads: int, input_shape: Any = None, input_hig
     runs, walls = profiled_runs(graph, feed, repeats=repeats, warmup=warmup, optimization=optimization,
                                 threads=threads)
     measured = layer_medians(graph, runs)
-    return {"layers": [[name, ms] for name, ms in measured.items()], "run_ms": statistics.median(walls),
+    plain = plain_runs_ms(graph, feed, repeats=repeats, warmup=warmup, optimization=optimization, threads=threads)
+    return {"layers": [[name, ms] for name, ms in measured.items()], "run_ms": statistics.median(plain),
+            "profiled_run_ms": statistics.median(walls),
             "layers_run_ms": statistics.median(1000.0 * sum(r.values()) for r in runs),
             "repeats": repeats, "warmup": warmup,
             "threads": threads, "optimization": optimization, "onnxruntime": onnxruntime.__version__,
