@@ -429,19 +429,19 @@ def test_the_testbed_cpu_period_is_checked():
         assert "\n" not in str(e.value)
 
 
-def test_the_testbed_period_is_by_default_the_shortest_the_kernel_allows():
-    """A share acts most like a slower core at the shortest period: 1 ms of quota for the
-    smallest share; the kernel's default where no device has a share."""
+def test_the_testbed_period_is_5_ms_unless_a_share_needs_a_longer_one():
+    """5 ms, or 1 ms of quota for the smallest share where that is longer; the kernel's
+    default where no device has a share."""
     from splitopt.agents.testbed import Testbed
-    from splitopt.agents.testbed_cgroups import PERIOD_US, shortest_period_us
+    from splitopt.agents.testbed_cgroups import PERIOD_US, default_period_us
     from splitopt.agents.testbed_spec import DeviceSpec
 
-    assert shortest_period_us([0.3, None, 0.6]) == 3334
-    assert shortest_period_us([0.25]) == 4000 and shortest_period_us([2.0]) == 1000
-    assert shortest_period_us([None]) == shortest_period_us([]) == PERIOD_US
-    assert shortest_period_us([0.001]) == 1_000_000
+    assert default_period_us([0.3, None, 0.6]) == 5000 and default_period_us([2.0]) == 5000
+    assert default_period_us([0.1]) == 10_000 and default_period_us([0.15]) == 6667
+    assert default_period_us([None]) == default_period_us([]) == PERIOD_US
+    assert default_period_us([0.001]) == 1_000_000
     tb = Testbed([DeviceSpec("edge", cpu=0.3), DeviceSpec("cloud")], emulation="loopback")
-    assert tb.cpu_period_us == 3334  # nothing is made before `with`
+    assert tb.cpu_period_us == 5000  # nothing is made before `with`
 
 
 def test_a_quantized_plan_runs_on_agents(loop):

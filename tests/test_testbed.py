@@ -373,9 +373,12 @@ def test_makes_namespaces_links_qdiscs_cgroups_and_removes_them(netns):
         qdisc = net.run_tool("tc", "-n", f"{tb.prefix}-cloud", "qdisc", "show", "dev", "ln1").stdout
         assert "tbf" in qdisc and "5Mbit" in qdisc
         d = tb.describe()
-        # the period: the shortest at which the smallest share (0.3) gets the kernel's 1 ms
-        assert d["emulated"] == "netns" and d["devices"]["edge"]["cfs_period_us"] == 3334
-        assert d["devices"]["edge"]["cfs_quota_us"] == 1000 and d["devices"]["cloud"]["cfs_quota_us"] == 6668
+        assert d["emulated"] == "netns" and d["devices"]["edge"]["cfs_period_us"] == 5000
+        assert d["devices"]["edge"]["cfs_quota_us"] == 1500 and d["devices"]["cloud"]["cfs_quota_us"] == 10_000
+        # each device with a share pinned to ceil(share) CPUs, in turn
+        cpus = sorted(os.sched_getaffinity(0))
+        assert d["devices"]["edge"]["cpus"] == [cpus[0]] and len(d["devices"]["cloud"]["cpus"]) == min(2, len(cpus))
+        assert d["cpu_control"].endswith("+affinity")
         assert "peakrate" in qdisc
         rates = {(x["from"], x["to"]): x["rate_bps"] for x in d["links"]}
         assert rates[("server", "cloud")] == 20e6 and rates[("cloud", "server")] == 5e6

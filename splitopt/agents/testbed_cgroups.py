@@ -30,19 +30,26 @@ PERIOD_US = 100_000
 MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000
 #: the kernel's smallest CFS quota per period, microseconds
 MIN_QUOTA_US = 1_000
+#: the CFS period where devices have shares (unless a share needs a longer one), microseconds
+DEFAULT_PERIOD_US = 5_000
 
 
-def shortest_period_us(shares: Iterable[Optional[float]]) -> int:
-    """The shortest CFS period (us) at which every share still gets the kernel's smallest
-    quota (1 ms): ``ceil(1000 / smallest share)`` within [1 ms, 1 s]; :data:`PERIOD_US`
-    when no device has a share. The shorter the period, the more a share acts like a
-    slower core on short work (module docstring): at a share of 0.3 and a 3.4 ms period,
-    2, 5 and 10 ms of CPU work took 4.3, 14.4 and 31.3 ms of wall time, against 6.7, 16.7
-    and 33.3 on a core 3.3 times slower (2.0, 9.7 and 29.8 ms with a 10 ms period)."""
+def default_period_us(shares: Iterable[Optional[float]]) -> int:
+    """The CFS period (us) the testbed uses unless told: :data:`DEFAULT_PERIOD_US`, or
+    longer where the smallest share would get less than the kernel's smallest quota (1
+    ms): ``ceil(1000 / smallest share)`` (within 1 s); :data:`PERIOD_US` when no device
+    has a share. A shorter period makes a share act more like a slower core on short
+    work, down to where the throttling itself costs: measured with MobileNetV2 (one
+    onnxruntime thread, 7.0 ms at full speed, 10.3 ms after 30 ms idle) at a share of
+    0.3, pinned, back to back and after 30 ms idle (medians of 40): 3.334 ms period 33-36
+    and 54-94 ms; 5 ms 35-40 and 34-35 ms; 10 ms 30-32 and 21 ms; 20 ms 29-36 and 11 ms;
+    a core 3.3 times slower would take 23 and 34 ms. At 5 ms a part that follows an idle
+    wait runs as fast as one that does not, which is what a prediction from back-to-back
+    measurements needs."""
     given = [s for s in shares if s is not None]
     if not given:
         return PERIOD_US
-    return min(MAX_PERIOD_US, max(MIN_PERIOD_US, math.ceil(MIN_QUOTA_US / min(given) - 1e-9)))
+    return min(MAX_PERIOD_US, max(DEFAULT_PERIOD_US, math.ceil(MIN_QUOTA_US / min(given) - 1e-9)))
 #: where cgroup hierarchies are mounted
 CGROUP_BASE = Path("/sys/fs/cgroup")
 
