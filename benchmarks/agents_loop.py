@@ -6,9 +6,9 @@ assumed (vendor peak) numbers.
 Testbed (:class:`splitopt.agents.testbed.Testbed`; network namespaces, needs root, else
 loopback, which the report says): ``edge`` 0.3 of a core, ``server`` 0.6 of a core,
 ``cloud`` no quota (one core of this machine when it is idle), each one onnxruntime
-thread, CFS period ``--period-ms`` (default: the testbed's, the shortest the kernel allows
-for the 0.3 share, 3.334 ms); links shaped by tbf (with a peak rate): edge-server 60
-Mbit/s, server-cloud 30 Mbit/s, edge-cloud 40 Mbit/s. An agent in each device.
+thread, CFS period ``--period-ms`` (default: the testbed's, 5 ms), the two devices with a
+share pinned to a CPU each; links shaped by tbf (with a peak rate): edge-server 60 Mbit/s,
+server-cloud 30 Mbit/s, edge-cloud 40 Mbit/s. An agent in each device.
 
 Per model (MobileNetV2, ResNet-50, built in code with seed 0) and topology (edge/cloud:
 edge + cloud; chain: edge -> server -> cloud):
@@ -25,13 +25,15 @@ edge + cloud; chain: edge -> server -> cloud):
    gives every device a contiguous share of the layers (so that every link is measured),
    where the optima do not already;
 4. each plan run on the agents (``splitopt run --agents``, ``--samples`` after
-   ``--warmup``, one sample at a time): measured medians per part, per link and end to
-   end against the measured instance's prediction, and the assumed instance's prediction
-   of the same plan.
+   ``--warmup``, one sample at a time, then pipelined): measured medians per part, per
+   link and end to end, and the pipelined throughput, against the measured instance's
+   prediction, and the assumed instance's prediction of the same plan.
+
+``--rounds`` (default 2) repeats 1-4 afresh: how far the ratios move between rounds.
 
 Writes ``benchmarks/results/agents_loop.md`` and ``.json`` and the table between the
-README's markers. Run: ``sudo python benchmarks/agents_loop.py`` (about 10 minutes on 2
-cores; ``--models mobilenet_v2`` for a quick one).
+README's markers. Run: ``sudo python benchmarks/agents_loop.py`` (about 9 minutes on 2
+cores; ``--models mobilenet_v2 --rounds 1`` for a quick one).
 """
 
 from __future__ import annotations
@@ -212,6 +214,9 @@ def run_case(model: str, topology: str, agents_file: Path, token: Path, work: Pa
                      "--token-file", str(token), "--samples", str(args.samples), "--warmup", str(args.warmup),
                      "--json")
         report = json.loads(r.stdout)
+        report.pop("per_sample", None)  # the medians stay; every sample's reports would swell the results
+        if isinstance(report.get("throughput"), dict):
+            report["throughput"].pop("per_sample", None)
         m_pred = evaluate(measured, plan)
         a_pred = evaluate(assumed, plan)
         rows.append({"plan": label, "layers": layer_counts(measured, plan, names), "report": report,
@@ -336,7 +341,8 @@ def main() -> None:
         if description["emulated"] == "netns" else {}
     after = load()
     emulated = description["emulated"]
-    how = ("network namespaces, tbf-shaped veth links, cgroup CPU quotas" if emulated == "netns" else
+    how = ("network namespaces, tbf-shaped veth links, cgroup CPU quotas, devices with a share pinned to a CPU each"
+           if emulated == "netns" else
            f"LOOPBACK: {description['fallback_reason']}; links unshaped, no CPU quota")
     command = (f"python benchmarks/agents_loop.py --models {args.models} --samples {args.samples} --warmup "
                f"{args.warmup} --repeats {args.repeats} --rounds {args.rounds}" + ("" if args.period_ms is None else
@@ -345,8 +351,9 @@ def main() -> None:
               f"testbed: {how}; edge 0.3 core, server 0.6 core, cloud no quota, one onnxruntime thread each, CFS "
               f"period {period_ms:g} ms; links edge-server 60, server-cloud 30, edge-cloud 40 Mbit/s (tbf with a peak "
               f"rate). Medians "
-              f"of {args.samples} samples after {args.warmup} warm-up, one sample at a time; predicted: the "
-              f"evaluator on the agents' instance; presets: the same plan on pi4/jetson/v100 presets.")
+              f"of {args.samples} samples after {args.warmup} warm-up: latency one sample at a time, then "
+              f"throughput pipelined; predicted: the evaluator on the agents' instance; presets: the same plan on "
+              f"pi4/jetson/v100 presets.")
     results = {"header": header, "testbed": description, "cases": cases, "share_as_slower_core": shares,
                "seconds": time.monotonic() - started}
     if args.no_write:

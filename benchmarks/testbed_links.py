@@ -16,7 +16,10 @@ In one testbed (network namespaces, needs root):
    idle (``testbed_probe messages`` / ``sink``), timed from the first byte sent to the
    receiver's one-byte answer, the median against size over the payload rate (rate x
    0.956): tbf's peak rate keeps a message that fits in the bucket from passing at once;
-4. CPU: one device per share (``--shares``, default 0.1, 0.3, 0.5, 1.0 of one core, a
+4. work after an idle wait (``testbed_probe idle``: a 16 MB matrix times a vector, 4
+   times, after 0 to 100 ms idle, median of 21) in a device without a quota and in the
+   device of share 0.3: what waiting for an input costs the part that runs next;
+5. CPU: one device per share (``--shares``, default 0.1, 0.3, 0.5, 1.0 of one core, a
    cgroup CFS quota), a busy loop for ``--seconds`` (``testbed_probe busy``: CPU seconds per
    wall second), ``--runs`` times, the median and its ratio to the share; and the same loop
    with no quota, in the root namespace, before and after: what the load left this run
@@ -176,6 +179,13 @@ def main() -> None:
         report["messages"] = {"rate_bps": rates[twenty], "gap_ms": 50.0, "count": 15,
                               "median_ms": message_times(tb, f"a{twenty}", f"b{twenty}")}
         report["cpu_period_us"] = tb.cpu_period_us
+        report["idle"] = {}
+        for label, name in (("no quota", "a0"), *((f"share {x:g}", f"cpu{i}") for i, x in enumerate(shares)
+                                                  if x == 0.3)):
+            proc = tb.start(name, tb.command(PROBE + " idle", name), env={"PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, text=True)
+            report["idle"][label] = _json_of(proc, timeout=300)
+            print(f"idle {label}: {report['idle'][label]}", flush=True)
         report["cpu_free_before"] = free_cpu(args.seconds, args.runs)
         for i, share in enumerate(shares):
             name = f"cpu{i}"
@@ -247,6 +257,21 @@ def markdown(r: dict) -> str:
     ]
     for path, x in r["round_trips"].items():
         lines.append(f"| {path} | {x['median_ms'] * 1e3:.1f} | {x['min_ms'] * 1e3:.1f} |")
+    idle = r.get("idle") or {}
+    if idle:
+        gaps = list(next(iter(idle.values())))
+        lines += [
+            "",
+            "## Work after an idle wait",
+            "",
+            "A 16 MB float32 matrix times a vector, 4 times (memory-bound, as a layer's weights are), after an idle "
+            "wait; median of 21, ms. Every part of a split waits for its input, so what an idle wait costs the work "
+            "after it is a cost the back-to-back measurement of the layers does not see.",
+            "",
+            "| device | " + " | ".join(f"after {g} ms" for g in gaps) + " |",
+            "|---|" + "---:|" * len(gaps),
+        ]
+        lines += [f"| {label} | " + " | ".join(f"{v:.2f}" for v in x.values()) + " |" for label, x in idle.items()]
     lines += [
         "",
         f"## CPU share (cgroup CFS quota, {r['cpu_period_us'] / 1000:g} ms period)",

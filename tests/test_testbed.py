@@ -230,6 +230,11 @@ def test_root_link_names_fit_and_name_their_testbed(pid, n, i):
 
 # ---------------------------------------------------------------- loopback (everywhere)
 
+def test_pinning_can_be_left_out():
+    with Testbed(parse_devices("edge:cpu=0.5,server"), emulation="loopback", pin_cpus=False) as tb:
+        d = tb.describe()
+        assert d["cpu_control"] == "none" and d["devices"]["edge"]["cpus"] is None
+
 def test_forced_loopback_runs_devices_as_processes_and_ends_them():
     devices = parse_devices("edge:cpu=0.5,server")
     with Testbed(devices, [parse_link("edge-server:8mbit")], emulation="loopback") as tb:
@@ -379,6 +384,8 @@ def test_makes_namespaces_links_qdiscs_cgroups_and_removes_them(netns):
         cpus = sorted(os.sched_getaffinity(0))
         assert d["devices"]["edge"]["cpus"] == [cpus[0]] and len(d["devices"]["cloud"]["cpus"]) == min(2, len(cpus))
         assert d["cpu_control"].endswith("+affinity")
+        pinned = tb.start("edge", ["grep", "Cpus_allowed_list", "/proc/self/status"], stdout=subprocess.PIPE, text=True)
+        assert pinned.communicate(timeout=10)[0].split()[-1] == str(cpus[0])
         assert "peakrate" in qdisc
         rates = {(x["from"], x["to"]): x["rate_bps"] for x in d["links"]}
         assert rates[("server", "cloud")] == 20e6 and rates[("cloud", "server")] == 5e6

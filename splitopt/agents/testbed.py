@@ -153,6 +153,8 @@ class Testbed:
     go (default stderr). ``cpu_period_us``: the CFS period of the devices' CPU quotas
     (default 5 ms, or longer where the smallest share needs it for the kernel's 1 ms
     quota: :func:`splitopt.agents.testbed_cgroups.default_period_us`, which says why).
+    ``pin_cpus``: pin every device with a share to ceil(share) CPUs of its own (default;
+    in netns mode its quota is then enforced evenly, :meth:`_assign_cpus`).
 
     Use as ``with Testbed(...) as tb:``; :meth:`start` / :meth:`start_agents` run commands
     in devices, :meth:`agents_map` and :meth:`describe` say where they are.
@@ -163,7 +165,7 @@ class Testbed:
     def __init__(self, devices: Sequence[DeviceSpec], links: Sequence[LinkSpec] = (), *, port: int = DEFAULT_PORT,
                  subnet: Optional[str] = None, emulation: str = "auto", token_file: Optional[Path] = None,
                  notice: Optional[Callable[[str], None]] = None, grace_s: float = TERMINATE_GRACE_S,
-                 cpu_period_us: Optional[int] = None):
+                 cpu_period_us: Optional[int] = None, pin_cpus: bool = True):
         check_topology(list(devices), list(links))
         if cpu_period_us is None:
             cpu_period_us = cgroups.default_period_us(d.cpu for d in devices)
@@ -176,6 +178,7 @@ class Testbed:
             raise InvalidOption(f"testbed cpu_period_us {cpu_period_us}: a share of {low:g} would get a quota under "
                                 f"the kernel's 1 ms per period; give a period of at least {math.ceil(1000 / low)} us")
         self.cpu_period_us = cpu_period_us
+        self.pin_cpus = bool(pin_cpus)
         if emulation not in EMULATIONS:
             raise InvalidOption(f"testbed emulation {emulation!r}: must be one of {', '.join(EMULATIONS)}")
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
@@ -399,7 +402,7 @@ class Testbed:
         took a median 41 ms in one process and 51 ms in the next unpinned, 31.5 and 30.1
         pinned to one CPU."""
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        if not cpus or net.find_tool("taskset") is None:
+        if not self.pin_cpus or not cpus or net.find_tool("taskset") is None:
             return False
         offset = 0
         for dev in self._devices.values():

@@ -39,17 +39,16 @@ def default_period_us(shares: Iterable[Optional[float]]) -> int:
     longer where the smallest share would get less than the kernel's smallest quota (1
     ms): ``ceil(1000 / smallest share)`` (within 1 s); :data:`PERIOD_US` when no device
     has a share. A shorter period makes a share act more like a slower core on short
-    work, down to where the throttling itself costs: measured with MobileNetV2 (one
-    onnxruntime thread, 7.0 ms at full speed, 10.3 ms after 30 ms idle) at a share of
-    0.3, pinned, back to back and after 30 ms idle (medians of 40): 3.334 ms period 33-36
-    and 54-94 ms; 5 ms 35-40 and 34-35 ms; 10 ms 30-32 and 21 ms; 20 ms 29-36 and 11 ms;
-    a core 3.3 times slower would take 23 and 34 ms. At 5 ms a part that follows an idle
-    wait runs as fast as one that does not, which is what a prediction from back-to-back
-    measurements needs."""
+    work; a period near the kernel's least quota throttles every millisecond, and in
+    some runs on the project's machine that made a part after an idle wait up to 2-4
+    times slower than back to back, so the default keeps a margin above it.
+    ``benchmarks/results/testbed_period.md`` compares the periods on MobileNetV2."""
     given = [s for s in shares if s is not None]
     if not given:
         return PERIOD_US
     return min(MAX_PERIOD_US, max(DEFAULT_PERIOD_US, math.ceil(MIN_QUOTA_US / min(given) - 1e-9)))
+
+
 #: where cgroup hierarchies are mounted
 CGROUP_BASE = Path("/sys/fs/cgroup")
 

@@ -14,6 +14,11 @@ only, so a device needs nothing else): ``python -m splitopt.agents.testbed_probe
   closes; ``messages --to HOST:PORT --sizes N,... --count K --gap-ms G``: per size, K
   messages to a sink (after 3 not counted), each after G ms idle, timed from the first
   byte sent to the answer; print ``{"SIZE": median ms, ...}``;
+- ``idle --gaps-ms G,... --count K``: per gap, K runs of a fixed piece of work (a 16 MB
+  float32 matrix times a vector, 4 times: memory-bound, as a network layer's weights
+  are), each after G ms idle (after 3 not counted); print ``{"G": median ms, ...}``:
+  what an idle wait costs the work after it (caches, the CPU's idle states). The one
+  probe that needs numpy;
 - ``busy --seconds S``: spin for S wall seconds; print ``{"cpu_s": C, "wall_s": W, "share":
   C/W}``, the CPU time the process got per wall second (under a quota: about the share).
 
@@ -139,6 +144,28 @@ def messages(to: str, sizes: list[int], count: int, gap_ms: float, timeout_s: fl
     return out
 
 
+def idle(gaps_ms: list[float], count: int) -> dict:
+    import numpy as np  # noqa: PLC0415 - only this probe needs it
+
+    rng = np.random.default_rng(0)
+    matrix = rng.random((2048, 2048), dtype=np.float32)
+    vector = rng.random(2048, dtype=np.float32)
+    out = {}
+    for gap in gaps_ms:
+        times = []
+        for i in range(count + 3):
+            time.sleep(gap / 1000)
+            start = time.perf_counter()
+            for _ in range(4):
+                vector = matrix @ vector
+                vector /= float(np.abs(vector).max()) or 1.0
+            if i >= 3:
+                times.append((time.perf_counter() - start) * 1e3)
+        times.sort()
+        out[f"{gap:g}"] = times[len(times) // 2]
+    return out
+
+
 def busy(seconds: float) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     while time.perf_counter() - wall0 < seconds:
@@ -173,6 +200,9 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--count", type=int, default=15)
     m.add_argument("--gap-ms", type=float, default=50.0)
     m.add_argument("--timeout", type=float, default=30.0)
+    i = sub.add_parser("idle")
+    i.add_argument("--gaps-ms", default="0,3,10,30,100", help="idle waits, ms, comma-separated")
+    i.add_argument("--count", type=int, default=21)
     b = sub.add_parser("busy")
     b.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
@@ -184,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
         result = echo(args.port, args.timeout)
     elif args.probe == "ping":
         result = ping(args.to, args.count, args.timeout)
+    elif args.probe == "idle":
+        result = idle([float(x) for x in args.gaps_ms.split(",")], args.count)
     elif args.probe == "sink":
         result = sink(args.port, args.timeout)
     elif args.probe == "messages":

@@ -50,6 +50,7 @@ def up_command(
     emulation: Emulation = typer.Option(Emulation.auto, "--emulation", help="auto: namespaces where permitted (root, iproute2, cgroups), else loopback; netns: refuse where not permitted; loopback: plain processes on 127.0.0.1, links and CPU not shaped."),
     ready_timeout: float = typer.Option(30.0, "--ready-timeout", help="Seconds every device's command has to listen at its port before the testbed gives up (0: do not wait)."),
     log_dir: Optional[Path] = typer.Option(None, "--log-dir", help="Write each device's output to DIR/DEVICE.log (default: this terminal)."),
+    pin: bool = typer.Option(True, "--pin/--no-pin", help="Pin every device with a share to ceil(share) CPUs of its own, the devices taking this machine's CPUs in turn (a quota on a process that moves between CPUs is enforced unevenly)."),
     cpu_period_us: Optional[int] = typer.Option(None, "--cpu-period-us", help="CFS period of the devices' CPU quotas, microseconds (1000 to 1000000). Default: 5000, or longer where the smallest share needs it to get the kernel's 1 ms quota (10000 for cpu=0.1). Below about 5 ms the throttling itself slows a part that follows an idle wait; above it a share acts less like a slower core on short work."),
 ) -> None:
     """Make the testbed, start a command (the device agent) in every device and stay until
@@ -77,7 +78,7 @@ def up_command(
         if token_file is not None:
             _ensure_token(token_file)
         testbed = Testbed(specs, links, port=DEFAULT_PORT if port is None else port, subnet=subnet, emulation=emulation.value, token_file=token_file,
-                          notice=error_line, cpu_period_us=cpu_period_us)
+                          notice=error_line, cpu_period_us=cpu_period_us, pin_cpus=pin)
         logs: list[Any] = []
         try:
             with testbed:
