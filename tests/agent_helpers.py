@@ -82,3 +82,46 @@ def children(pid: int | None = None) -> list[int]:
         except OSError:
             pass
     return out
+
+
+def export_edge_cloud(source: str, folder: Path, name: str, calibration, edge_layers: int, samples: int,
+                      edge_memory_bytes: float) -> dict:
+    """The user model ``source`` (a ``build()`` factory's file text) profiled as a
+    split_bits edge/cloud instance (devices 'edge' and 'cloud' on the eyeriss/tpu presets),
+    cut after its first ``edge_layers`` layers and exported by ``splitopt export``'s
+    function at 32 bits (float) and at 4 bits: ``{"parts": {bits: (manifest, files)},
+    "names": the layer names, "x": samples inputs, "unsplit": the model's outputs on them}``."""
+    import torch
+
+    from splitopt.agents.chain import export_parts
+    from splitopt.core import presets
+    from splitopt.families.edge_cloud.plan import uniform_plan
+    from splitopt.torch.export_parts import export_plan
+    from splitopt.torch.models import build_model
+    from splitopt.torch.profile import profile
+
+    (folder / f"{name}.py").write_text(source)
+    spec = f"{folder / name}.py:build"
+    namespace: dict = {}
+    exec(source, namespace)
+    torch.manual_seed(0)
+    module, example = namespace["build"]()
+    edge = dict(presets.eyeriss_edge(), name="edge", bit_widths=[4, 8, 16, 32])
+    cloud = dict(presets.tpu_cloud(), name="cloud", bit_widths=[8, 16, 32])
+    link = dict(presets.uplink_3mbps(), source="edge", target="cloud")
+    inst = profile(module, example, [edge, cloud], [link],
+                   {"problem": "split_bits", "edge": "edge", "cloud": "cloud", "bit_widths": [4, 8, 16, 32],
+                    "cloud_bits": 32, "edge_memory_bytes": edge_memory_bytes, "error_budget": None},
+                   name=name, calibration=calibration, bits=(4, 8, 16, 32))
+    names = [layer.name for layer in inst.layers]
+    parts = {}
+    for bits in (32, 4):
+        plan = uniform_plan(inst, names[:edge_layers], bits=bits)
+        report = export_plan(inst, plan, model=spec, fmt="onnx", directory=folder / f"bits{bits}", seed=0, samples=1)
+        assert report["ok"], report
+        parts[bits] = export_parts(folder / f"bits{bits}")
+    module, _, _, inputs, _ = build_model(spec, 0, inst)
+    x = inputs(samples)
+    with torch.no_grad():
+        unsplit = module(x).numpy()
+    return {"parts": parts, "names": names, "x": x.numpy(), "unsplit": unsplit}

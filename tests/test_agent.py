@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pytest
 
-from agent_helpers import TOKEN, AgentProcess, children
+from agent_helpers import TOKEN, AgentProcess, children, export_edge_cloud
 from resblock_model import SOURCE
 from splitopt.agents import protocol
 from splitopt.agents.addresses import parse_address, parse_agents
@@ -271,39 +271,10 @@ def exported(tmp_path_factory):
     cut after c2 and exported by ``splitopt export``'s function at 32 bits (float) and
     at 4 bits: ``{bits: (manifest, files)}``, with the module and inputs."""
     torch = pytest.importorskip("torch")
-    from splitopt.agents.chain import export_parts
-    from splitopt.core import presets
-    from splitopt.families.edge_cloud.plan import uniform_plan
-    from splitopt.torch.export_parts import export_plan
-    from splitopt.torch.profile import profile
-
-    tmp = tmp_path_factory.mktemp("export")
-    (tmp / "resblock.py").write_text(MODEL)
-    spec = f"{tmp / 'resblock.py'}:build"
-    namespace: dict = {}
-    exec(MODEL, namespace)
-    torch.manual_seed(0)
-    module, example = namespace["build"]()
-    edge = dict(presets.eyeriss_edge(), name="edge", bit_widths=[4, 8, 16, 32])
-    cloud = dict(presets.tpu_cloud(), name="cloud", bit_widths=[8, 16, 32])
-    link = dict(presets.uplink_3mbps(), source="edge", target="cloud")
-    inst = profile(module, example, [edge, cloud], [link],
-                   {"problem": "split_bits", "edge": "edge", "cloud": "cloud", "bit_widths": [4, 8, 16, 32],
-                    "cloud_bits": 32, "edge_memory_bytes": 4e6, "error_budget": None},
-                   name="resblock", calibration=torch.randn(4, 3, 8, 8), bits=(4, 8, 16, 32))
-    out = {}
-    for bits in (32, 4):
-        plan = uniform_plan(inst, ["c1", "c2"], bits=bits)
-        report = export_plan(inst, plan, model=spec, fmt="onnx", directory=tmp / f"bits{bits}", seed=0, samples=1)
-        assert report["ok"], report
-        out[bits] = export_parts(tmp / f"bits{bits}")
-    from splitopt.torch.models import build_model
-
-    module, _, _, inputs, _ = build_model(spec, 0, inst)
-    x = inputs(4)
-    with torch.no_grad():
-        unsplit = module(x).numpy()
-    return {"parts": out, "x": x.numpy(), "unsplit": unsplit}
+    made = export_edge_cloud(MODEL, tmp_path_factory.mktemp("export"), "resblock", torch.randn(4, 3, 8, 8),
+                             edge_layers=2, samples=4, edge_memory_bytes=4e6)
+    assert made["names"][:2] == ["c1", "c2"]
+    return made
 
 
 def deploy(agents, manifest, files, clients):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_helpers import TOKEN, AgentProcess, children
+from agent_helpers import TOKEN, AgentProcess, children, export_edge_cloud
 from splitopt.agents.addresses import parse_agents
 from splitopt.agents.client import connect_agents
 
@@ -56,40 +56,10 @@ def build():
 def twin(tmp_path_factory):
     """The model profiled as an edge/cloud instance, cut after its third convolution and
     exported at 32 and 4 bits: ``{"parts": {bits: (manifest, files)}, "x", "unsplit"}``."""
-    from splitopt.agents.chain import export_parts
-    from splitopt.core import presets
-    from splitopt.families.edge_cloud.plan import uniform_plan
-    from splitopt.torch.export_parts import export_plan
-    from splitopt.torch.models import build_model
-    from splitopt.torch.profile import profile
-
-    tmp = tmp_path_factory.mktemp("twin")
-    (tmp / "twin.py").write_text(MODEL)
-    spec = f"{tmp / 'twin.py'}:build"
-    namespace: dict = {}
-    exec(MODEL, namespace)
-    torch.manual_seed(0)
-    module, example = namespace["build"]()
-    edge = dict(presets.eyeriss_edge(), name="edge", bit_widths=[4, 8, 16, 32])
-    cloud = dict(presets.tpu_cloud(), name="cloud", bit_widths=[8, 16, 32])
-    link = dict(presets.uplink_3mbps(), source="edge", target="cloud")
-    inst = profile(module, example, [edge, cloud], [link],
-                   {"problem": "split_bits", "edge": "edge", "cloud": "cloud", "bit_widths": [4, 8, 16, 32],
-                    "cloud_bits": 32, "edge_memory_bytes": 1e9, "error_budget": None},
-                   name="twin", calibration=torch.randn(2, 64, 64, 64), bits=(4, 8, 16, 32))
-    names = [l.name for l in inst.layers]
-    assert names[:3] == ["convs.0", "convs.1", "convs.2"]
-    out = {}
-    for bits in (32, 4):
-        plan = uniform_plan(inst, names[:3], bits=bits)
-        report = export_plan(inst, plan, model=spec, fmt="onnx", directory=tmp / f"bits{bits}", seed=0, samples=1)
-        assert report["ok"], report
-        out[bits] = export_parts(tmp / f"bits{bits}")
-    module, _, _, inputs, _ = build_model(spec, 0, inst)
-    x = inputs(16)
-    with torch.no_grad():
-        unsplit = module(x).numpy()
-    return {"parts": out, "x": x.numpy(), "unsplit": unsplit}
+    made = export_edge_cloud(MODEL, tmp_path_factory.mktemp("twin"), "twin", torch.randn(2, 64, 64, 64),
+                             edge_layers=3, samples=16, edge_memory_bytes=1e9)
+    assert made["names"][:3] == ["convs.0", "convs.1", "convs.2"]
+    return made
 
 
 @pytest.fixture

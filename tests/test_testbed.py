@@ -362,6 +362,11 @@ def test_cli_bad_input_is_one_line_exit_2():
     done = subprocess.run([PYTHON, "-m", "splitopt", "testbed", "up", "--devices", "edge:cpu=3x"], env=_env(),
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "cpu='3x'" in done.stderr
+    for period, says in (("5", "must be an integer in"), ("2000", "at least 3334 us")):
+        done = subprocess.run([PYTHON, "-m", "splitopt", "testbed", "up", "--devices", "edge:cpu=0.3",
+                               "--cpu-period-us", period], env=_env(), capture_output=True, text=True)
+        assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+        assert f"--cpu-period-us {period}" in done.stderr and says in done.stderr
     done = subprocess.run([PYTHON, "-m", "splitopt", "testbed", "down", "--prefix", "edge"], env=_env(),
                           capture_output=True, text=True)
     assert done.returncode == 2 and "so-<pid>-<n>" in done.stderr

@@ -140,6 +140,19 @@ class _Link:
     ip_b: str = "127.0.0.1"
 
 
+def check_period(period_us: Any, devices: Sequence[DeviceSpec], label: str = "testbed cpu_period_us") -> None:
+    """InvalidOption (one line naming ``label``) unless ``period_us`` is a CFS period the
+    kernel takes (1 ms to 1 s) at which every device's share gets at least 1 ms."""
+    if isinstance(period_us, bool) or not isinstance(period_us, int) \
+            or not cgroups.MIN_PERIOD_US <= period_us <= cgroups.MAX_PERIOD_US:
+        raise InvalidOption(f"{label} {period_us!r}: must be an integer in "
+                            f"[{cgroups.MIN_PERIOD_US}, {cgroups.MAX_PERIOD_US}]")
+    low = min((d.cpu for d in devices if d.cpu is not None), default=None)
+    if low is not None and low * period_us < cgroups.MIN_QUOTA_US:
+        raise InvalidOption(f"{label} {period_us}: a share of {low:g} would get a quota under the kernel's 1 ms "
+                            f"per period; give a period of at least {math.ceil(cgroups.MIN_QUOTA_US / low)} us")
+
+
 class Testbed:
     """Devices with CPU shares and links with rates on this machine (module docstring).
 
@@ -169,14 +182,7 @@ class Testbed:
         check_topology(list(devices), list(links))
         if cpu_period_us is None:
             cpu_period_us = cgroups.default_period_us(d.cpu for d in devices)
-        if isinstance(cpu_period_us, bool) or not isinstance(cpu_period_us, int) \
-                or not cgroups.MIN_PERIOD_US <= cpu_period_us <= cgroups.MAX_PERIOD_US:
-            raise InvalidOption(f"testbed cpu_period_us {cpu_period_us!r}: must be an integer in "
-                                f"[{cgroups.MIN_PERIOD_US}, {cgroups.MAX_PERIOD_US}]")
-        low = min((d.cpu for d in devices if d.cpu is not None), default=None)
-        if low is not None and low * cpu_period_us < 1000:
-            raise InvalidOption(f"testbed cpu_period_us {cpu_period_us}: a share of {low:g} would get a quota under "
-                                f"the kernel's 1 ms per period; give a period of at least {math.ceil(1000 / low)} us")
+        check_period(cpu_period_us, devices)
         self.cpu_period_us = cpu_period_us
         self.pin_cpus = bool(pin_cpus)
         if emulation not in EMULATIONS:

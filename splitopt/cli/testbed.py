@@ -60,7 +60,7 @@ def up_command(
     from splitopt.core.errors import InvalidOption
 
     with errors():
-        from splitopt.agents.testbed import DEFAULT_AGENT_COMMAND, Testbed, check_template
+        from splitopt.agents.testbed import DEFAULT_AGENT_COMMAND, Testbed, check_period, check_template
         from splitopt.agents.testbed_net import TestbedError
         from splitopt.agents.testbed_spec import DEFAULT_PORT, parse_devices, parse_link
 
@@ -68,6 +68,8 @@ def up_command(
         links = [parse_link(item) for item in link or []]
         template = command or DEFAULT_AGENT_COMMAND
         check_template(template)
+        if cpu_period_us is not None:
+            check_period(cpu_period_us, specs, "--cpu-period-us")
         if not 0 <= ready_timeout <= 3600:
             raise InvalidOption(f"--ready-timeout {ready_timeout!r}: must be seconds in [0, 3600]")
         check_output_path(out, "--out", (".json",))

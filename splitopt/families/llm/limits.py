@@ -10,16 +10,12 @@ from __future__ import annotations
 from splitopt.core.instance import Instance
 from splitopt.core.options import SolveOptions
 from splitopt.core.result import BackendOutput, Status
-from splitopt.families.llm.settings import LlmSettings
-
-
-#: the limit on the measure each objective minimises
-OWN_LIMIT = {"ttft": "ttft_limit_ms", "throughput": "min_tokens_per_s"}
+from splitopt.families.llm.settings import OWN_LIMIT, TIME_LIMITS, LlmSettings
 
 
 def limits_set(inst: Instance[LlmSettings]) -> list[str]:
     """The names of the limits on time that ``inst`` sets."""
-    return [k for k in ("ttft_limit_ms", "min_tokens_per_s") if getattr(inst.settings, k) is not None]
+    return [k for k in TIME_LIMITS if getattr(inst.settings, k) is not None]
 
 
 def llm_dp(inst: Instance[LlmSettings], options: SolveOptions) -> BackendOutput:

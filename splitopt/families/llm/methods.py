@@ -43,7 +43,7 @@ from splitopt.families.llm import budget, dp
 from splitopt.families.llm.data import LlmData, data, twins
 from splitopt.families.llm.evaluate import RTOL, evaluate
 from splitopt.families.llm.plan import LlmPlan, plan_of
-from splitopt.families.llm.settings import LlmSettings
+from splitopt.families.llm.settings import OWN_LIMIT, TIME_LIMITS, LlmSettings
 
 Inst = Instance[LlmSettings]
 
@@ -115,8 +115,8 @@ def second_limits(inst: Inst) -> list[str]:
     """The limits on time ``inst`` sets on a measure other than its objective's
     (``ttft_limit_ms`` unless the objective is ``ttft``, ``min_tokens_per_s`` unless it is
     ``throughput``)."""
-    s, own = inst.settings, {"ttft": "ttft_limit_ms", "throughput": "min_tokens_per_s"}.get(inst.objective)
-    return [k for k in ("ttft_limit_ms", "min_tokens_per_s") if getattr(s, k) is not None and k != own]
+    own = OWN_LIMIT.get(inst.objective)
+    return [k for k in TIME_LIMITS if getattr(inst.settings, k) is not None and k != own]
 
 
 #: how each limited measure is named in a message, and the setting that holds it

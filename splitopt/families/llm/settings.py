@@ -114,6 +114,12 @@ class DecoderShape:
         return 2 * self.attention_heads * self.head_dim
 
 
+#: the limits on time an instance may set (settings fields)
+TIME_LIMITS = ("ttft_limit_ms", "min_tokens_per_s")
+#: the limit on the measure each objective minimises
+OWN_LIMIT = {"ttft": "ttft_limit_ms", "throughput": "min_tokens_per_s"}
+
+
 @dataclass(frozen=True)
 class LlmSettings(FamilySettings):
     """See the module docstring and ``SCHEMA``. Tokens are counts; ``error_budget`` bounds
