@@ -267,8 +267,11 @@ def tables(cases: list[dict]) -> tuple[list[str], list[str]]:
                           f"({row['layers']} layers; {r['completed']} samples"
                           f"{'' if r['ok'] else ', NOT OK: ' + str(r['error'] or r['check'])}):")
             for k, p in enumerate(r["parts"]):
+                waited = p.get("waited_ms")
                 detail.append(f"  part {p['device']}: {p['measured_ms']:.2f} ms measured, {p['predicted_ms']:.2f} "
-                              f"predicted ({ratio(p['ratio'])})")
+                              f"predicted ({ratio(p['ratio'])})"
+                              + (f", after {waited:.1f} ms waiting for its input" if p["layers"] and waited is not None
+                                 else ""))
                 if k < len(r["links"]):
                     l = r["links"][k]
                     detail.append(f"  link {l['source']}->{l['target']}: {l['payload_bytes']:,.0f} B (evaluator "

@@ -133,6 +133,12 @@ def check_run(report, devices, crossing: bool):
     if crossing:
         assert all(l["payload_bytes"] > 0 and l["measured_ms"] > 0 and l["wire_bytes"] > l["payload_bytes"]
                    for l in report["links"])
+        # one sample at a time, the last device waits at least while the first one computes the next sample
+        first, last = report["parts"][0], report["parts"][-1]
+        if report["completed"] + report["warmup"] >= 2:
+            assert last["waited_ms"] >= 0.8 * first["measured_ms"], (first, last)
+    for p in report["parts"]:
+        assert p["waited_ms"] is None or p["waited_ms"] >= 0
     e = report["end_to_end"]
     assert e["measured_ms"] >= max(p["measured_ms"] for p in report["parts"]) and e["predicted_ms"] > 0
     check_throughput(report, devices, crossing)
@@ -245,6 +251,7 @@ def test_the_commands_profile_solve_and_run_on_agents(loop, tmp_path):
     r = cli("run", str(inst), str(plan), "--model", loop["spec"], "--agents", two, "--samples", "2")
     assert r.returncode == 0, r.stderr
     assert "end to end:" in r.stdout and "OK" in r.stdout and "one sample at a time" in r.stdout
+    assert "ms waiting for its input" in r.stdout
     assert "throughput, pipelined (2 sample(s)):" in r.stdout and "predicted;" in r.stdout
     assert "bottleneck (predicted)" in r.stdout and "stages, compute + pack/unpack" in r.stdout
     r = cli("run", str(inst), str(plan), "--model", loop["spec"], "--no-pipeline")

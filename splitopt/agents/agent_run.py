@@ -50,7 +50,10 @@ samples' ``done_s`` on one agent are meaningful, values of two agents are not co
 and headers included), ``payload_bytes`` (packed tensor payloads), ``header_bytes``
 (packing headers), ``send_ms`` (the send call), ``wait_ms`` (from the send's start to
 RECEIVED, on the sender's clock), ``transfer_ms``, ``receive_ms``, ``rtt_ms``;
-``outputs`` (last device: array specs, one blob each). A failure (a peer that drops or
+``outputs`` (last device: array specs, one blob each); ``waited_ms``: from the end of
+the previous sample here until this one was in hand (None for the first sample): how
+long the device waited for its input, idle (an idle wait makes the work after it slower
+than the layers measured back to back). A failure (a peer that drops or
 stays silent past the timeout, a bad message) ends the run: RUN_END carries one line
 naming the device and the sample, the reports sent so far stand, and the links are
 closed.
@@ -242,6 +245,7 @@ class AgentRun:
         k = 0
         where = f"agent '{self.agent_name}' (device '{self.part.device}')"
         reader: UpstreamReader | None = None
+        finished: float | None = None  # when the previous sample was done here
         try:
             self._open_links(run)
             if pipelined and self.up is not None:
@@ -257,9 +261,10 @@ class AgentRun:
                     store, unpack_ms = self._unpack(msg)
                 else:  # idle: the plan puts no layer here and sends nothing here
                     store, started = {}, time.perf_counter()
+                waited_ms = None if finished is None else 1000.0 * (started - finished)
                 compute_ms = self.part.compute(store)
                 report: dict[str, Any] = {"sample": k, "compute_ms": compute_ms, "unpack_ms": unpack_ms,
-                                          "pack_ms": 0.0, "link": None, "outputs": []}
+                                          "pack_ms": 0.0, "link": None, "outputs": [], "waited_ms": waited_ms}
                 blobs: list[bytes] = []
                 if self.down is not None:
                     report["link"], report["pack_ms"] = self._send(k, store, wait_done=not pipelined)
@@ -275,6 +280,7 @@ class AgentRun:
                 if self.up is not None and not pipelined:
                     self._send_to(self.up, "DONE", {"sample": k})
                 self._report("SAMPLE_REPORT", report, blobs)
+                finished = time.perf_counter()
             k = samples
             if self.down is not None:
                 self._send_to(self.down, "END", {})

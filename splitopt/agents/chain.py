@@ -64,13 +64,13 @@ def deploy_export(clients: Mapping[str, AgentClient], agents: Agents, manifest: 
 
 
 #: the fields of a device's SAMPLE_REPORT that :class:`ChainRun` keeps per sample
-SAMPLE_FIELDS = ("compute_ms", "unpack_ms", "pack_ms", "sample_ms", "done_s")
+SAMPLE_FIELDS = ("compute_ms", "unpack_ms", "pack_ms", "sample_ms", "done_s", "waited_ms")
 
 
 @dataclass
 class ChainRun:
     """What a run on agents measured. ``samples``: per measured sample (warm-up left out)
-    ``{"sample", "devices": {device: {compute_ms, unpack_ms, pack_ms, sample_ms, done_s}},
+    ``{"sample", "devices": {device: {compute_ms, unpack_ms, pack_ms, sample_ms, done_s, waited_ms}},
     "links": [{from, to, bytes, payload_bytes, header_bytes, send_ms, wait_ms, transfer_ms,
     receive_ms, rtt_ms}]}`` (:mod:`splitopt.agents.agent_run`; ``done_s`` on each agent's
     own clock);

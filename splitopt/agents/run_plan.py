@@ -104,6 +104,13 @@ def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values)) if values else math.nan
 
 
+def _waited_ms(samples: Sequence[Mapping[str, Any]], device: str) -> float | None:
+    """The median time ``device`` waited for a sample's input (None: not known for any
+    sample, e.g. only the run's first)."""
+    waits = [w for s in samples if (w := s["devices"][device].get("waited_ms")) is not None]
+    return _median(waits) if waits else None
+
+
 def _ratio(measured: float, predicted: float) -> float | None:
     return measured / predicted if predicted > 0 and math.isfinite(measured) else None
 
@@ -313,7 +320,8 @@ def _measured_vs_predicted(samples: Sequence[Mapping[str, Any]], devices: Sequen
                       "predicted_ms": float(predicted["parts_ms"][k]),
                       "ratio": _ratio(measured, float(predicted["parts_ms"][k])),
                       "pack_ms": _median([s["devices"][d]["pack_ms"] for s in samples]),
-                      "unpack_ms": _median([s["devices"][d]["unpack_ms"] for s in samples])})
+                      "unpack_ms": _median([s["devices"][d]["unpack_ms"] for s in samples]),
+                      "waited_ms": _waited_ms(samples, d)})
     out_links: list[dict[str, Any]] = []
     crossings = list(manifest["crossings"])
     for k, (source, target) in enumerate(zip(devices, devices[1:])):

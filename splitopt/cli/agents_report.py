@@ -54,8 +54,10 @@ def print_agents_report(console: Any, report: Mapping[str, Any]) -> None:
         console.print(f"  one sample at a time, medians of {report['completed']} sample(s), measured (predicted "
                       f"by the evaluator; measured/predicted):", highlight=False)
         for k, p in enumerate(report["parts"]):
+            waited = p.get("waited_ms")
+            after = f", after {waited:.1f} ms waiting for its input" if p["layers"] and waited is not None else ""
             console.print(f"    part {p['device']} ({p['layers']} layers): {p['measured_ms']:.2f} ms "
-                          f"({p['predicted_ms']:.2f} ms; {_ratio(p['ratio'])})", highlight=False)
+                          f"({p['predicted_ms']:.2f} ms; {_ratio(p['ratio'])}{after})", highlight=False)
             if k < len(report["links"]):
                 l = report["links"][k]
                 console.print(f"    link {l['source']}->{l['target']}: {l['measured_ms']:.2f} ms "
