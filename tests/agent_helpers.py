@@ -72,6 +72,17 @@ class AgentProcess:
         return self.proc.returncode
 
 
+def wait_for_log(agent: AgentProcess, text: str, timeout_s: float = 10.0) -> str:
+    """The first line of ``agent``'s log that holds ``text``, once it is there (an
+    AssertionError after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while text not in agent.log():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} not in the log of {agent.name}: {agent.log()}")
+        time.sleep(0.05)
+    return next(line for line in agent.log().splitlines() if text in line)
+
+
 def children(pid: int | None = None) -> list[int]:
     """The live child processes of ``pid`` (default: this process)."""
     pid = os.getpid() if pid is None else pid

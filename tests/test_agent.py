@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pytest
 
-from agent_helpers import TOKEN, AgentProcess, children, export_edge_cloud
+from agent_helpers import TOKEN, AgentProcess, children, export_edge_cloud, wait_for_log
 from resblock_model import SOURCE
 from splitopt.agents import protocol
 from splitopt.agents.addresses import parse_address, parse_agents
@@ -57,15 +57,6 @@ def client(agent: AgentProcess, timeout_s: float = 20.0) -> AgentClient:
 def raw_channel(agent: AgentProcess) -> Channel:
     address = parse_address(agent.address)
     return Channel(socket.create_connection((address.host, address.port), timeout=10), 10, 2 ** 24, agent.name)
-
-
-def wait_for_log(agent: AgentProcess, text: str, timeout_s: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    while text not in agent.log():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} not in the log of {agent.name}: {agent.log()}")
-        time.sleep(0.05)
-    return next(l for l in agent.log().splitlines() if text in l)
 
 
 def small_onnx(path) -> bytes:

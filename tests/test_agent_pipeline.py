@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_helpers import TOKEN, AgentProcess, children, export_edge_cloud
+from agent_helpers import TOKEN, AgentProcess, children, export_edge_cloud, wait_for_log
 from splitopt.agents.addresses import parse_agents
 from splitopt.agents.client import connect_agents
 
@@ -190,12 +190,3 @@ def test_a_device_that_drops_mid_pipelined_run_ends_it_with_one_line(twin, tmp_p
 
 def thread_count(pid: int) -> int:
     return len(list(Path(f"/proc/{pid}/task").iterdir()))
-
-
-def wait_for_log(agent: AgentProcess, text: str, timeout_s: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    while text not in agent.log():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} not in the log of {agent.name}: {agent.log()}")
-        time.sleep(0.05)
-    return next(l for l in agent.log().splitlines() if text in l)
