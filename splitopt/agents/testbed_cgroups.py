@@ -40,7 +40,7 @@ def default_period_us(shares: Iterable[Optional[float]]) -> int:
     ms): ``ceil(1000 / smallest share)`` (within 1 s); :data:`PERIOD_US` when no device
     has a share. A shorter period makes a share act more like a slower core on short
     work; a period near the kernel's least quota throttles every millisecond, and in
-    some runs on the project's machine that made a part after an idle wait up to 2-4
+    some runs on the project's machine that made a part after an idle wait 1.5-2.6
     times slower than back to back, so the default keeps a margin above it.
     ``benchmarks/results/testbed_period.md`` compares the periods on MobileNetV2."""
     given = [s for s in shares if s is not None]
