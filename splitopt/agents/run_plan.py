@@ -194,7 +194,7 @@ def run_on_agents(inst: Any, plan: Any, options: AgentRunOptions, plan_path: str
         streamed_check = _check_outputs(manifest, files, x[:kept], [u[:kept] for u in unsplit], streamed.outputs,
                                         exported["quantized"]) if kept else {"ok": False, "samples": 0}
         report["throughput"] = throughput_report(streamed, streamed_check, devices, predicted,
-                                           report["end_to_end"]["measured_ms"])
+                                                 report["end_to_end"]["measured_ms"])
         report["ok"] = bool(report["ok"] and streamed.ok and streamed_check["ok"])
         if streamed.error is not None:
             report["error"] = f"pipelined {streamed.error}"
@@ -202,7 +202,7 @@ def run_on_agents(inst: Any, plan: Any, options: AgentRunOptions, plan_path: str
 
 
 def throughput_report(run: Any, check: Mapping[str, Any], devices: Sequence[str], predicted: Mapping[str, Any],
-                latency_ms: float) -> dict[str, Any]:
+                      latency_ms: float) -> dict[str, Any]:
     """The pipelined run ``run`` (a :class:`splitopt.agents.chain.ChainRun`) measured
     against the evaluator's stage model (module docstring, step 5); ``latency_ms``: the
     end-to-end latency one sample at a time (its rate is reported beside)."""
